@@ -1,0 +1,1 @@
+"""The ``memoryquest`` command. Each module here adds its own subcommands."""

@@ -1,0 +1,423 @@
+"""Data contracts: every record the pipeline reads or publishes.
+
+These pydantic models *are* the public API of a generated dataset. The JSON
+Schemas under ``schemas/`` are generated from them (``memoryquest schemas
+write``) and a test fails when the two drift apart.
+
+Conventions shared by every table:
+
+* ids are opaque strings with a short type prefix (``p_`` persona, ``q_`` query,
+  ``r_`` reference, ``e_`` event, ``s_`` session, ``f_`` fact, ``x_`` rejected
+  candidate) derived from content and position, so re-running the same inputs
+  yields the same ids;
+* dates are ISO-8601 calendar dates;
+* collections are lists, never dicts keyed by position;
+* every table row carries ``schema_version``.
+
+Ground truth is an explicit chain so recall can be scored at several levels::
+
+    reference_id -> event_id -> session_id -> turn indices -> fact ids
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+SCHEMA_VERSION = "1.0"
+
+Id = Annotated[str, StringConstraints(pattern=r"^[a-z]_[0-9a-f]{16}$")]
+
+
+class Domain(StrEnum):
+    """The 20 PersonaLens task domains."""
+
+    ALARM = "Alarm"
+    BOOKS = "Books"
+    BUSES = "Buses"
+    CALENDAR = "Calendar"
+    EVENTS = "Events"
+    FINANCE = "Finance"
+    FLIGHTS = "Flights"
+    GAMES = "Games"
+    HOTELS = "Hotels"
+    MEDIA = "Media"
+    MESSAGING = "Messaging"
+    MOVIES = "Movies"
+    MUSIC = "Music"
+    RENTAL_CARS = "Rental Cars"
+    RESTAURANTS = "Restaurants"
+    SERVICES = "Services"
+    SHOPPING = "Shopping"
+    SPORTS = "Sports"
+    TRAIN = "Train"
+    TRAVEL = "Travel"
+
+
+class FactType(StrEnum):
+    """Kinds of memory fact (the paper's six)."""
+
+    IDENTITY = "Identity"  # demographics, profession, education, relationships
+    PREFERENCE = "Preference"  # likes, dislikes, habits
+    GOAL = "Goal"  # plans, intentions, upcoming events
+    INTEREST = "Interest"  # hobbies and topics the user cares about
+    ACTIVITY = "Activity"  # things the user does or did
+    EVENT = "Event"  # situations and life changes that shape decisions
+
+
+class FactState(StrEnum):
+    """How the latest extraction touched a fact."""
+
+    ADD = "add"  # created by this extraction
+    UPDATE = "update"  # an existing fact changed or was seen again
+
+
+class FactStatus(StrEnum):
+    """Whether a fact is still in the store or was folded into another."""
+
+    ACTIVE = "active"
+    MERGED = "merged"  # retired by consolidation; see ``merged_into``
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class EventKind(StrEnum):
+    REFERENCE = "reference"  # carries exactly one required reference
+    FILLER = "filler"  # persona-grounded context, no reference
+
+
+class PersonaSource(StrEnum):
+    PERSONALENS = "personalens"
+    CUSTOM = "custom"
+
+
+class TaskKind(StrEnum):
+    SINGLE_DOMAIN = "single_domain"
+    MULTI_DOMAIN = "multi_domain"
+
+
+class RejectionReason(StrEnum):
+    """Why a generated candidate did not make it into the dataset."""
+
+    SIMILARITY = "similarity"  # gamma above the threshold
+    SCHEMA = "schema"  # the model output did not fit the response model
+    INVARIANT = "invariant"  # parsed, but broke a rule of SPEC section 2
+    CAPACITY = "capacity"  # valid, but beyond n_q for the user
+
+
+class RetrievalMethod(StrEnum):
+    QUERY_ONLY = "query_only"
+    PGR_COT = "pgr_cot"
+    PGR_TOT = "pgr_tot"
+
+
+class JudgeKind(StrEnum):
+    PROVENANCE = "provenance"  # exact: a retrieved fact descends from the reference
+    LLM = "llm"  # per-reference yes/no from a language model
+    EMBEDDING = "embedding"  # cosine between reference and retrieved facts
+
+
+class Contract(BaseModel):
+    """Base for nested values: strict about unknown keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Row(Contract):
+    """Base for one row of a published table."""
+
+    schema_version: Literal["1.0"] = SCHEMA_VERSION
+
+
+# --------------------------------------------------------------------------- personas
+
+
+class Demographics(Contract):
+    age: str | None = None
+    gender: str | None = None
+    employment_status: str | None = None
+    education: str | None = None
+    marital_status: str | None = None
+    english_proficiency: str | None = None
+    ethnicity: str | None = None
+    religion: str | None = None
+    birth_country: str | None = None
+    reside_country: str | None = None
+
+
+class Affinity(Contract):
+    """One preference attribute in one domain, always as a list of values."""
+
+    domain: Domain
+    name: str = Field(min_length=1)
+    values: list[str]
+
+
+class Interaction(Contract):
+    """PersonaLens' paragraph summarising past interactions in a domain."""
+
+    domain: Domain
+    summary: str = Field(min_length=1)
+
+
+class Situation(Contract):
+    name: str
+    value: str
+
+
+class PersonaTask(Contract):
+    task_id: str
+    kind: TaskKind
+    description: str
+    user_intent: str
+    goal: str
+    domains: list[Domain]
+    affinity_types: list[str]
+    situations: list[Situation] = Field(default_factory=list)
+
+
+class Persona(Row):
+    persona_id: Id
+    source: PersonaSource
+    source_user_id: str = Field(description="The user id in the source, e.g. 'user0'.")
+    demographics: Demographics
+    interests: list[Domain] = Field(description="Domains the user is interested in.")
+    affinities: list[Affinity]
+    interactions: list[Interaction]
+    tasks: list[PersonaTask]
+
+
+# --------------------------------------------------------------------------- queries
+
+
+class Reference(Contract):
+    """A short, dated, atomic statement the answer to a query depends on."""
+
+    reference_id: Id
+    date: dt.date
+    text: str = Field(min_length=1)
+    domain: Domain
+    cosine: float = Field(description="Cosine similarity to the query text under `embedder`.")
+
+
+class Query(Row):
+    query_id: Id
+    persona_id: Id
+    query_date: dt.date
+    text: str = Field(min_length=1)
+    reasoning: str
+    domain: Domain
+    references: list[Reference] = Field(min_length=1)
+    gamma: float = Field(description="Mean cosine(query, reference) under `embedder`.")
+    embedder: str = Field(description="Name of the embedding model behind every cosine.")
+    rank: int = Field(ge=0, description="Position among the user's kept queries, lowest gamma first.")
+
+
+class RejectedCandidate(Row):
+    """Anything generated that did not become part of the dataset, and why."""
+
+    rejected_id: Id
+    persona_id: Id
+    stage: Literal["queries", "timelines", "dialogues", "memory"]
+    reason: RejectionReason
+    detail: str
+    payload_json: str = Field(description="The rejected candidate as generated, as JSON text.")
+    gamma: float | None = None
+    embedder: str | None = None
+
+
+# --------------------------------------------------------------------------- timelines
+
+
+class TimelineEvent(Contract):
+    event_id: Id
+    date: dt.date
+    domain: Domain
+    kind: EventKind
+    description: str = Field(min_length=1)
+    reference_id: Id | None = Field(
+        default=None, description="The reference this event carries; null for filler."
+    )
+
+
+class Timeline(Row):
+    timeline_id: Id
+    query_id: Id
+    persona_id: Id
+    events: list[TimelineEvent] = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+class Turn(Contract):
+    role: Role
+    content: str = Field(min_length=1)
+
+
+class Session(Row):
+    """One dated conversation, expanded from one timeline event."""
+
+    session_id: Id
+    persona_id: Id
+    query_id: Id
+    event_id: Id
+    date: dt.date
+    domain: Domain
+    position: int = Field(ge=0, description="Index in the user's chronological history.")
+    turns: list[Turn] = Field(min_length=1)
+    reference_id: Id | None = None
+    reference_turn_indices: list[int] = Field(
+        default_factory=list, description="Turns that convey the reference."
+    )
+
+
+# --------------------------------------------------------------------------- facts
+
+
+class FactRevision(Contract):
+    """The state of a fact from `valid_from` until the next revision."""
+
+    valid_from: dt.date = Field(description="Date of the latest session behind this revision.")
+    info: str = Field(min_length=1)
+    type: FactType
+    frequency: int = Field(ge=1)
+    related_entities: list[str]
+    session_ids: list[Id]
+    state: FactState
+
+
+class Fact(Row):
+    """A memory fact with its full history, so the store can be replayed to any date."""
+
+    fid: Id
+    persona_id: Id
+    info: str = Field(min_length=1, description="Latest text.")
+    type: FactType
+    frequency: int = Field(ge=1)
+    related_entities: list[str]
+    session_ids: list[Id] = Field(description="Provenance: every session behind the fact.")
+    source_reference_ids: list[Id] = Field(
+        default_factory=list, description="References whose sessions fed this fact."
+    )
+    merged_fids: list[Id] = Field(
+        default_factory=list, description="Facts folded into this one by consolidation."
+    )
+    state: FactState
+    status: FactStatus = FactStatus.ACTIVE
+    merged_into: Id | None = None
+    created_on: dt.date
+    updated_on: dt.date
+    retired_on: dt.date | None = Field(
+        default=None, description="Consolidation date for merged facts."
+    )
+    revisions: list[FactRevision] = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class ProspectionStep(Contract):
+    """One node of a chain (parent = previous step) or a tree."""
+
+    step_id: str
+    action: str
+    constraints: str
+    parent: str | None = None
+    children: list[str] = Field(default_factory=list)
+    retrieved_fids: list[Id] = Field(default_factory=list)
+
+
+class ProspectionIteration(Contract):
+    iteration: int = Field(ge=0, description="0 = Phase 1; 1.. = Phase 2 refinements.")
+    steps: list[ProspectionStep]
+    new_fids: list[Id]
+
+
+class ReferenceJudgement(Contract):
+    reference_id: Id
+    found: bool
+    reason: str = ""
+    supporting_fids: list[Id] = Field(default_factory=list)
+
+
+class ValidationResult(Row):
+    """One query, one retrieval method, one judge."""
+
+    result_id: Id
+    query_id: Id
+    persona_id: Id
+    method: RetrievalMethod
+    judge: JudgeKind
+    memory_as_of: dt.date
+    memory_size: int = Field(ge=0, description="Facts visible on the query date.")
+    retrieved_fids: list[Id]
+    judgements: list[ReferenceJudgement]
+    recall: float = Field(ge=0.0, le=1.0)
+    recall_exact: bool
+    ndcg: float = Field(ge=0.0, le=1.0)
+    llm_calls: int = Field(ge=0)
+    embedding_calls: int = Field(ge=0)
+    iterations: list[ProspectionIteration] = Field(default_factory=list)
+    augmented_query: str | None = None
+    summary: str | None = None
+    answer: str | None = None
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+class PromptVersion(Contract):
+    template_id: str
+    version: int
+    sha256: str
+
+
+class StageUsage(Contract):
+    stage: str
+    requests: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    embedding_requests: int = 0
+    embedding_tokens: int = 0
+    cost_usd: float = 0.0
+    approximate_tokens: bool = False
+    seconds: float = 0.0
+
+
+class RunManifest(Row):
+    run_id: str
+    created_at: dt.datetime
+    package_version: str
+    simulated: bool = Field(description="True when the text came from the offline simulator.")
+    backend: str
+    base_url: str | None = None
+    chat_model: str
+    embedder: str
+    seed: int
+    settings: dict[str, object] = Field(description="Every threshold and constant in force.")
+    prompts: list[PromptVersion]
+    usage: list[StageUsage]
+    total_cost_usd: float
+    persona_ids: list[Id]
+    wall_seconds: float
+
+
+TABLES: dict[str, type[Row]] = {
+    "personas": Persona,
+    "queries": Query,
+    "timelines": Timeline,
+    "sessions": Session,
+    "facts": Fact,
+    "validation": ValidationResult,
+    "rejected": RejectedCandidate,
+}
+"""Published table name -> row model (one Parquet config each)."""

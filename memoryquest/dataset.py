@@ -1,0 +1,97 @@
+"""A generated dataset in memory and on disk (one JSONL file per table + manifest.json).
+
+This is the working format that ``generate`` writes and ``validate``, ``pgr run``
+and ``publish`` read. The published Parquet layout is produced from it by
+:mod:`memoryquest.publish`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import jsonlines
+from pydantic import BaseModel, Field, ValidationError
+
+from memoryquest.contracts import (
+    TABLES,
+    Fact,
+    Persona,
+    Query,
+    RejectedCandidate,
+    RunManifest,
+    Session,
+    Timeline,
+    ValidationResult,
+)
+
+MANIFEST_FILE = "manifest.json"
+
+
+class DatasetError(ValueError):
+    pass
+
+
+class GeneratedDataset(BaseModel):
+    personas: list[Persona] = Field(default_factory=list)
+    queries: list[Query] = Field(default_factory=list)
+    timelines: list[Timeline] = Field(default_factory=list)
+    sessions: list[Session] = Field(default_factory=list)
+    facts: list[Fact] = Field(default_factory=list)
+    validation: list[ValidationResult] = Field(default_factory=list)
+    rejected: list[RejectedCandidate] = Field(default_factory=list)
+    manifest: RunManifest | None = None
+
+    def extend(self, other: GeneratedDataset) -> None:
+        for name in TABLES:
+            getattr(self, name).extend(getattr(other, name))
+
+    def save(self, directory: Path) -> Path:
+        """Write atomically: a crash leaves the previous version or nothing, never half a dataset."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        try:
+            for name in TABLES:
+                with jsonlines.open(staging / f"{name}.jsonl", mode="w") as writer:
+                    for row in getattr(self, name):
+                        writer.write(row.model_dump(mode="json"))
+            if self.manifest is not None:
+                (staging / MANIFEST_FILE).write_text(self.manifest.model_dump_json(indent=2), encoding="utf-8")
+            if directory.exists():
+                backup = directory.with_name(f".{directory.name}.old")
+                shutil.rmtree(backup, ignore_errors=True)
+                os.replace(directory, backup)
+                os.replace(staging, directory)
+                shutil.rmtree(backup, ignore_errors=True)
+            else:
+                os.replace(staging, directory)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return directory
+
+    @classmethod
+    def load(cls, directory: Path) -> GeneratedDataset:
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise DatasetError(f"{directory} is not a dataset directory")
+        dataset = cls()
+        for name, model in TABLES.items():
+            path = directory / f"{name}.jsonl"
+            if not path.exists():
+                continue
+            rows = getattr(dataset, name)
+            with jsonlines.open(path) as reader:
+                for line_number, item in enumerate(reader, start=1):
+                    try:
+                        rows.append(model.model_validate(item))
+                    except ValidationError as exc:
+                        raise DatasetError(f"{path}:{line_number}: {exc}") from exc
+        manifest_path = directory / MANIFEST_FILE
+        if manifest_path.exists():
+            dataset.manifest = RunManifest.model_validate(json.loads(manifest_path.read_text(encoding="utf-8")))
+        return dataset

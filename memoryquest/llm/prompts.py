@@ -1,0 +1,108 @@
+"""Versioned prompt templates, one Markdown file each under ``prompts/``.
+
+A template file starts with a small header block::
+
+    ---
+    id: query_generation
+    version: 1
+    purpose: one line on why the template exists
+    ---
+    ## system
+    ...text with $variables...
+    ## user
+    ...text with $variables...
+
+Variables use ``string.Template`` syntax (``$name`` / ``${name}``); values that
+are not strings are rendered as indented JSON. The version and a hash of the
+file travel into the cache key and the run manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from memoryquest.resources import data_dir
+
+
+class PromptError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    template_id: str
+    version: int
+    purpose: str
+    system: str
+    user: str
+    sha256: str
+
+    def render(self, variables: dict[str, Any]) -> list[dict[str, str]]:
+        """Chat messages with every ``$variable`` filled; a missing one is an error."""
+        values = {key: _as_text(value) for key, value in variables.items()}
+        messages = []
+        for role, text in (("system", self.system), ("user", self.user)):
+            try:
+                content = string.Template(text).substitute(values)
+            except KeyError as exc:
+                raise PromptError(
+                    f"prompt {self.template_id} v{self.version}: variable {exc.args[0]!r} not supplied"
+                ) from exc
+            messages.append({"role": role, "content": content.strip()})
+        return messages
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json(indent=2)
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def parse_template(text: str, source: str) -> PromptTemplate:
+    if not text.startswith("---\n"):
+        raise PromptError(f"{source}: missing the '---' header block")
+    header_text, _, body = text[4:].partition("\n---\n")
+    header: dict[str, str] = {}
+    for line in header_text.splitlines():
+        if ":" in line:
+            key, value = line.split(":", 1)
+            header[key.strip()] = value.strip()
+    for key in ("id", "version", "purpose"):
+        if key not in header:
+            raise PromptError(f"{source}: header lacks {key!r}")
+    system_part, sep, user_part = body.partition("\n## user\n")
+    if not sep or "## system\n" not in system_part:
+        raise PromptError(f"{source}: needs a '## system' and a '## user' section")
+    system = system_part.split("## system\n", 1)[1]
+    return PromptTemplate(
+        template_id=header["id"],
+        version=int(header["version"]),
+        purpose=header["purpose"],
+        system=system,
+        user=user_part,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    )
+
+
+@cache
+def load_template(template_id: str) -> PromptTemplate:
+    path = data_dir("prompts") / f"{template_id}.md"
+    if not path.is_file():
+        raise PromptError(f"no prompt template {template_id!r} (looked for {path})")
+    template = parse_template(path.read_text(encoding="utf-8"), str(path))
+    if template.template_id != template_id:
+        raise PromptError(f"{path}: header id {template.template_id!r} does not match the file name")
+    return template
+
+
+def all_templates() -> list[PromptTemplate]:
+    return [load_template(path.stem) for path in sorted(data_dir("prompts").glob("*.md")) if path.stem != "README"]

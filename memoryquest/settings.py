@@ -1,0 +1,262 @@
+"""One settings object for the whole tool.
+
+Precedence, highest first: CLI flags (``--set section.key=value`` and the
+named flags), environment variables (``MEMORYQUEST_SECTION__KEY``, plus the
+usual ``OPENAI_*`` / ``AZURE_OPENAI_*`` names), a TOML config file
+(``--config`` or ``MEMORYQUEST_CONFIG``), then the defaults below, which are
+the constants of the MemoryQuest paper.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class GenerationSettings(Section):
+    gamma_max: float = Field(0.3, description="Keep queries whose mean query-reference cosine is at most this.")
+    queries_per_user: int = Field(15, ge=1, description="n_q: at most this many kept queries per user.")
+    candidates_per_user: int = Field(24, ge=1, description="Candidate queries asked for per user before filtering.")
+    references_min: int = Field(3, ge=1)
+    references_max: int = Field(5, ge=1)
+    events_min: int = Field(5, ge=1)
+    events_max: int = Field(10, ge=1)
+    turns_min: int = Field(5, ge=2)
+    turns_max: int = Field(30, ge=2)
+    memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
+    consolidation_new_facts: int = Field(50, ge=1, description="Consolidate after this many new facts.")
+    consolidation_window_days: int = Field(7, ge=0, description="Merge only facts dated within this window.")
+    consolidation_similarity: float = Field(0.75, description="Cosine at which facts cluster together.")
+    max_regenerations: int = Field(2, ge=0, description="Bounded retries when a stage output breaks an invariant.")
+    lead_days_max: int = Field(14, ge=1, description="Timelines start at most this many days before the earliest reference.")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> GenerationSettings:
+        for low, high in (("references_min", "references_max"), ("events_min", "events_max"), ("turns_min", "turns_max")):
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(f"{low} ({getattr(self, low)}) is above {high} ({getattr(self, high)})")
+        return self
+
+
+class PGRSettings(Section):
+    query_only_k: int = Field(20, ge=1, description="K of the query-only baseline.")
+    query_only_tau: float = Field(0.0, description="Similarity floor of the query-only baseline.")
+    step_k: int = Field(5, ge=1, description="K per prospection sub-query.")
+    step_tau: float = Field(0.3, description="tau per prospection sub-query.")
+    augment_k: int = Field(5, ge=1, description="K_o: context facts for query augmentation.")
+    augment_tau: float = Field(0.6, description="tau_o: similarity floor for augmentation context.")
+    delta: int = Field(5, ge=0, description="Stop refining when fewer than delta new facts arrive.")
+    max_iterations: int = Field(10, ge=0, description="I_max: at most this many Phase 2 refinements.")
+    methods: list[str] = Field(default_factory=lambda: ["query_only", "pgr_cot", "pgr_tot"])
+    judges: list[str] = Field(default_factory=lambda: ["provenance", "embedding", "llm"])
+    embedding_judge_threshold: float = Field(0.6, description="Cosine at which the embedding judge counts a reference as found.")
+    generate_answers: bool = Field(False, description="Also run prospection-augmented answer generation.")
+
+
+class Backend(StrEnum):
+    AUTO = "auto"  # openai when an API key or base URL is configured, else simulated
+    SIMULATED = "simulated"
+    OPENAI = "openai"
+    AZURE = "azure"
+
+
+class EmbedderKind(StrEnum):
+    AUTO = "auto"  # the endpoint's embeddings for openai/azure, else local
+    LOCAL = "local"
+    OPENAI = "openai"
+
+
+class EndpointSettings(Section):
+    backend: Backend = Backend.AUTO
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    organization: str | None = None
+    azure_endpoint: str | None = None
+    azure_api_version: str = "2024-10-21"
+    chat_model: str = "gpt-4o"
+    embedder: EmbedderKind = EmbedderKind.AUTO
+    embedding_model: str = "text-embedding-3-small"
+    local_embedding_model: str = "all-MiniLM-L6-v2-onnx-int8"
+    timeout_seconds: float = Field(60.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    strict_schema: bool = Field(True, description="Ask for strict JSON-schema output where the server supports it.")
+    batch: bool = Field(False, description="Send LLM stages through the OpenAI Batch API (half price).")
+
+    def resolved_backend(self) -> Backend:
+        if self.backend is not Backend.AUTO:
+            return self.backend
+        if self.azure_endpoint:
+            return Backend.AZURE
+        if self.api_key is not None or self.base_url:
+            return Backend.OPENAI
+        return Backend.SIMULATED
+
+
+class LimitSettings(Section):
+    requests_per_minute: int = Field(500, ge=1)
+    tokens_per_minute: int = Field(400_000, ge=1)
+    max_concurrency: int = Field(16, ge=1)
+    circuit_breaker_failures: int = Field(20, ge=1, description="Consecutive failed requests before the run stops.")
+
+
+class CacheSettings(Section):
+    enabled: bool = True
+    directory: Path | None = Field(None, description="Defaults to <output_dir>/.cache.")
+
+
+class PublishSettings(Section):
+    train: float = Field(0.8, ge=0, le=1)
+    validation: float = Field(0.1, ge=0, le=1)
+    test: float = Field(0.1, ge=0, le=1)
+    split_seed: int = 13
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> PublishSettings:
+        total = self.train + self.validation + self.test
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"split ratios must sum to 1, got {total:.3f}")
+        return self
+
+
+def _bundled_personas() -> Path:
+    from memoryquest.resources import data_dir
+
+    return data_dir("personas") / "personalens"
+
+
+class Settings(BaseSettings):
+    """Every knob of a run; printed by ``memoryquest config show``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORYQUEST_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    seed: int = 0
+    output_dir: Path = Path("output")
+    persona_source: str = Field(
+        default_factory=lambda: str(_bundled_personas()),
+        description="Directory or http(s) base URL laid out like PersonaLens data/.",
+    )
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    pgr: PGRSettings = Field(default_factory=PGRSettings)
+    endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    publish: PublishSettings = Field(default_factory=PublishSettings)
+    prices_file: Path | None = Field(None, description="JSON price table overriding the built-in one.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _VendorEnvSource(settings_cls))
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.cache.directory or self.output_dir / ".cache"
+
+    def masked(self) -> dict[str, Any]:
+        """The effective configuration with secrets replaced by '****'."""
+        data = self.model_dump(mode="json")
+        if self.endpoint.api_key is not None:
+            data["endpoint"]["api_key"] = "****"
+        return data
+
+
+class _VendorEnvSource(PydanticBaseSettingsSource):
+    """The variable names OpenAI and Azure users already have set."""
+
+    VARIABLES: dict[str, tuple[str, ...]] = {
+        "api_key": ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"),
+        "base_url": ("OPENAI_BASE_URL",),
+        "organization": ("OPENAI_ORG_ID",),
+        "azure_endpoint": ("AZURE_OPENAI_ENDPOINT",),
+        "azure_api_version": ("OPENAI_API_VERSION",),
+    }
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        endpoint: dict[str, Any] = {}
+        for key, names in self.VARIABLES.items():
+            for name in names:
+                if os.environ.get(name):
+                    endpoint[key] = os.environ[name]
+                    break
+        return {"endpoint": endpoint} if endpoint else {}
+
+
+__all__ = ["Settings", "load_settings", "parse_assignments"]
+
+
+def _set_dotted(target: dict[str, Any], dotted: str, value: Any) -> None:
+    node = target
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"--set {dotted}: '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """Turn ``["generation.gamma_max=0.25", ...]`` into a nested dict."""
+    overrides: dict[str, Any] = {}
+    for item in assignments:
+        if "=" not in item:
+            raise ValueError(f"--set expects section.key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        value: Any = raw
+        if raw.startswith("[") and raw.endswith("]"):
+            value = [part.strip() for part in raw[1:-1].split(",") if part.strip()]
+        _set_dotted(overrides, key.strip(), value)
+    return overrides
+
+
+def load_settings(
+    config_file: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Settings:
+    """Build the settings from file < environment < explicit overrides."""
+    config_file = config_file or (Path(os.environ["MEMORYQUEST_CONFIG"]) if os.environ.get("MEMORYQUEST_CONFIG") else None)
+    file_values: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ValueError(f"config file {config_file} does not exist") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"config file {config_file} is not valid TOML: {exc}") from exc
+    # Environment beats the file: read it separately, then lay it over the file values.
+    env_only = Settings().model_dump(exclude_unset=True)
+    values = _deep_merge(_deep_merge(file_values, env_only), overrides or {})
+    return Settings(**values)
