@@ -290,6 +290,7 @@ class FactRevision(Contract):
     frequency: int = Field(ge=1)
     related_entities: list[str]
     session_ids: list[Id]
+    source_reference_ids: list[Id] = Field(default_factory=list)
     state: FactState
 
 

@@ -1,0 +1,1 @@
+"""Long-term memory: extraction with upsert, consolidation, and replay to any date."""
