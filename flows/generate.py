@@ -1,0 +1,14 @@
+"""Prefect entrypoint for deployments: ``flows/generate.py:generate_benchmark``.
+
+The flow itself lives in :mod:`memoryquest.orchestration`; this file only
+exposes it where ``prefect.yaml`` and ``prefect deploy`` look for it.
+"""
+
+from memoryquest.orchestration import generate_benchmark
+
+__all__ = ["generate_benchmark"]
+
+if __name__ == "__main__":
+    import asyncio
+
+    asyncio.run(generate_benchmark())
