@@ -9,6 +9,7 @@ the constants of the MemoryQuest paper.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tomllib
 from enum import StrEnum
@@ -39,6 +40,16 @@ class GenerationSettings(Section):
     consolidation_similarity: float = Field(0.75, description="Cosine at which facts cluster together.")
     max_regenerations: int = Field(2, ge=0, description="Bounded retries when a stage output breaks an invariant.")
     lead_days_max: int = Field(14, ge=1, description="Timelines start at most this many days before the earliest reference.")
+    query_date_start: dt.date = Field(dt.date(2024, 3, 1), description="Earliest query date asked for.")
+    query_date_end: dt.date = Field(dt.date(2025, 2, 28), description="Latest query date asked for.")
+    reference_window_days: int = Field(90, ge=1, description="References are dated at most this many days before their query.")
+    filler_similarity_max: float = Field(
+        0.6, description="A filler event whose cosine to any reference exceeds this counts as carrying it."
+    )
+    reference_turn_similarity_min: float = Field(
+        0.45, description="The turn said to convey a reference must reach this cosine to it."
+    )
+    cosine_tolerance: float = Field(0.002, ge=0, description="Slack when validation recomputes stored cosines.")
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:
@@ -107,6 +118,8 @@ class LimitSettings(Section):
     tokens_per_minute: int = Field(400_000, ge=1)
     max_concurrency: int = Field(16, ge=1)
     circuit_breaker_failures: int = Field(20, ge=1, description="Consecutive failed requests before the run stops.")
+    retry_base_seconds: float = Field(0.5, gt=0, description="First retry backoff; doubles per attempt, with jitter.")
+    retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff between two retries.")
 
 
 class CacheSettings(Section):

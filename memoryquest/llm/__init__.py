@@ -1,9 +1,31 @@
 """One client layer for every LLM and embedding call."""
 
-from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.errors import (
+    CircuitOpenError,
+    LLMConfigurationError,
+    LLMContentFilterError,
+    LLMError,
+    LLMOutputError,
+    LLMRefusalError,
+    LLMTransportError,
+    LLMTruncatedError,
+)
 from memoryquest.llm.request import LLMRequest
 
-__all__ = ["LLMOutputError", "LLMRequest", "ModelClient", "build_client"]
+__all__ = [
+    "CircuitOpenError",
+    "LLMConfigurationError",
+    "LLMContentFilterError",
+    "LLMError",
+    "LLMOutputError",
+    "LLMRefusalError",
+    "LLMRequest",
+    "LLMTransportError",
+    "LLMTruncatedError",
+    "ModelClient",
+    "build_client",
+]
 
 
 def build_client(settings: object) -> ModelClient:

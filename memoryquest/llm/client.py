@@ -1,27 +1,138 @@
-"""The one door to language models and embedders for every stage."""
+"""The one door to language models and embedders for every stage.
+
+``ModelClient`` owns the policy every backend shares: render the prompt,
+look in the cache, pass the limiter, retry what is transient (honouring
+Retry-After), stop on a run of failures (circuit breaker), turn the answer
+into the response model (repairing it or retrying refusals, truncations and
+filtered answers a bounded number of times, never accepting them silently),
+and account tokens and cost per stage. Backends make single attempts.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+import datetime as dt
+import json
+import random
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
 
-from memoryquest.llm.backends import ChatBackend, EmbeddingBackend
-from memoryquest.llm.prompts import load_template
+from memoryquest.contracts import StageUsage
+from memoryquest.llm.accounting import UsageLedger
+from memoryquest.llm.backends import (
+    ChatBackend,
+    ChatCall,
+    ChatResult,
+    EmbeddingBackend,
+    EmbeddingResult,
+    OutputMode,
+)
+from memoryquest.llm.cache import CacheStats, ResponseCache, chat_key, embedding_key
+from memoryquest.llm.errors import (
+    CircuitOpenError,
+    LLMConfigurationError,
+    LLMContentFilterError,
+    LLMError,
+    LLMOutputError,
+    LLMRefusalError,
+    LLMTransportError,
+    LLMTruncatedError,
+    PermanentBackendError,
+    ResponseFormatRejectedError,
+    TransientBackendError,
+)
+from memoryquest.llm.limiter import CircuitBreaker, RateLimiter, RetryPolicy
+from memoryquest.llm.openai_backend import normalise_rows
+from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.prompts import PromptTemplate, load_template
 from memoryquest.llm.request import LLMRequest, ResponseT
+from memoryquest.llm.schema import (
+    extract_json,
+    repair_instruction,
+    response_schema,
+    schema_name,
+    strict_json_schema,
+)
+from memoryquest.llm.tokens import TokenCounter, token_counter
 
+__all__ = [
+    "CircuitOpenError",
+    "LLMConfigurationError",
+    "LLMContentFilterError",
+    "LLMError",
+    "LLMOutputError",
+    "LLMRefusalError",
+    "LLMTransportError",
+    "LLMTruncatedError",
+    "ModelClient",
+]
 
-class LLMOutputError(RuntimeError):
-    """The model's answer could not be turned into the response model."""
+T = TypeVar("T")
+
+# A truncated answer is retried with twice the output budget, up to this many tokens.
+TRUNCATION_BUDGET_CAP = 16_384
+# Remote embedding requests stay well under the provider's 300k-token per-request limit.
+EMBEDDING_BATCH_TOKENS = 200_000
 
 
 class ModelClient:
-    def __init__(self, chat: ChatBackend, embedder: EmbeddingBackend) -> None:
+    """Structured chat completions and embeddings with caching, limits, retries and accounting.
+
+    Build it with ``memoryquest.llm.factory.build_client(settings)``. The
+    keyword arguments exist for tests and benchmarks; without them the
+    client neither caches nor (for the simulator) rate-limits.
+    """
+
+    def __init__(
+        self,
+        chat: ChatBackend,
+        embedder: EmbeddingBackend,
+        *,
+        cache: ResponseCache | None = None,
+        limiter: RateLimiter | None = None,
+        retry: RetryPolicy | None = None,
+        prices: PriceTable | None = None,
+        breaker_failures: int = 20,
+        strict_schema: bool = True,
+        repair_attempts: int = 2,
+        output_retries: int = 2,
+        prompts_dir: Path | None = None,
+        batch_pricing: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
         self.chat_backend = chat
         self.embedder = embedder
+        self.cache = cache
+        if limiter is None and not chat.simulated:
+            from memoryquest.settings import LimitSettings
+
+            defaults = LimitSettings()
+            limiter = RateLimiter(defaults.requests_per_minute, defaults.tokens_per_minute, defaults.max_concurrency)
+        self.limiter = limiter
+        self.retry = retry or RetryPolicy()
+        self.prices = prices or PriceTable.load()
+        self.breaker = CircuitBreaker(breaker_failures, chat.base_url or chat.name)
+        self.strict_schema = strict_schema
+        self.repair_attempts = repair_attempts
+        self.output_retries = output_retries
+        self.prompts_dir = prompts_dir
+        self.batch_pricing = batch_pricing
+        self.ledger = UsageLedger()
+        self._rng = rng or random.Random()
+        self._modes: dict[str, OutputMode] = {}
+        self._schema_token_counts: dict[str, int] = {}
+        self._inflight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Future[str]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._chat_tokens = token_counter(chat.model)
+        self._embedding_tokens = token_counter(self._embedding_model)
+
+    # --- what the rest of the code reads ---------------------------------------------------
 
     @property
     def simulated(self) -> bool:
@@ -31,18 +142,416 @@ class ModelClient:
     def embedder_name(self) -> str:
         return self.embedder.name
 
-    async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
-        template = load_template(request.template_id)
-        messages = template.render(request.variables)
-        schema = request.response_model.model_json_schema()
-        result = await self.chat_backend.chat(messages, request, schema)
-        try:
-            return request.response_model.model_validate_json(result.text)
-        except ValidationError as exc:
-            raise LLMOutputError(f"{request.template_id}: answer does not fit {request.response_model.__name__}: {exc}") from exc
+    @property
+    def cache_stats(self) -> CacheStats:
+        return self.cache.stats if self.cache is not None else CacheStats()
 
-    async def complete_all(self, requests: Sequence[LLMRequest[Any]]) -> list[Any]:
-        return list(await asyncio.gather(*(self.complete(r) for r in requests)))
+    def usage(self) -> list[StageUsage]:
+        """Tokens, cost, cache hits and time per stage, in first-use order."""
+        return self.ledger.rows()
+
+    def total_usage(self) -> StageUsage:
+        """The whole run's usage as one row (stage ``total``)."""
+        return self.ledger.total()
+
+    @property
+    def _embedding_model(self) -> str:
+        return str(getattr(self.embedder, "model", self.embedder.name))
+
+    def _cache_on(self) -> bool:
+        return self.cache is not None and self.cache.enabled
+
+    # --- chat ------------------------------------------------------------------------------
+
+    async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
+        """The answer to one request as an instance of ``request.response_model``."""
+        with self.ledger.timing(request.stage):
+            return await self._complete(request)
+
+    async def complete_all(
+        self, requests: Sequence[LLMRequest[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """All answers, in request order, computed concurrently (the limiter paces them).
+
+        By default the first error cancels the remaining requests and is
+        raised; with ``return_exceptions=True`` each failed request's
+        ``LLMError`` takes its place in the list instead.
+        """
+        tasks = [asyncio.ensure_future(self.complete(r)) for r in requests]
+        if return_exceptions:
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException) and not isinstance(result, LLMError):
+                    raise result
+            return list(results)
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    def _template(self, request: LLMRequest[Any]) -> PromptTemplate:
+        return load_template(request.template_id, self.prompts_dir)
+
+    def _key(self, request: LLMRequest[Any], template: PromptTemplate, messages: list[dict[str, str]], seed: int) -> str:
+        backend = self.chat_backend
+        return chat_key(
+            backend=backend.name,
+            base_url=backend.base_url,
+            model=backend.model,
+            template_id=template.template_id,
+            template_version=template.version,
+            messages=messages,
+            parameters={
+                "temperature": request.temperature,
+                "max_output_tokens": request.max_output_tokens,
+                "seed": seed,
+                "extra": request.extra,
+            },
+            schema=response_schema(request.response_model),
+        )
+
+    async def _complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
+        template = self._template(request)
+        messages = template.render(request.variables)
+        seed = int(getattr(self.chat_backend, "seed", 0)) + request.seed
+        cacheable = self._cache_on() and bool(getattr(self.chat_backend, "cacheable", not self.simulated))
+        if not cacheable:
+            value, _ = await self._ask(request, template, messages, seed)
+            return value
+        assert self.cache is not None
+        key = self._key(request, template, messages, seed)
+        while True:
+            entry = self.cache.get_chat(key)
+            if entry is not None:
+                try:
+                    cached = request.response_model.model_validate_json(entry["text"])
+                except ValidationError:
+                    pass  # the model's validators changed since: ask again
+                else:
+                    self.ledger.cache_hits(request.stage)
+                    return cached
+            inflight = self._inflight.setdefault(asyncio.get_running_loop(), {})
+            leader = inflight.get(key)
+            if leader is None:
+                break
+            try:  # the same request is already on its way: share its answer
+                text = await asyncio.shield(leader)
+            except asyncio.CancelledError:
+                if leader.cancelled():
+                    continue  # the other caller was cancelled, not us: ask ourselves
+                raise
+            self.ledger.cache_hits(request.stage)
+            return request.response_model.model_validate_json(text)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        inflight[key] = future
+        try:
+            value, result = await self._ask(request, template, messages, seed)
+            text = value.model_dump_json()
+            self.cache.put_chat(
+                key,
+                text,
+                {
+                    "template": [template.template_id, template.version],
+                    "model": result.model or self.chat_backend.model,
+                    "input_tokens": result.input_tokens,
+                    "output_tokens": result.output_tokens,
+                    "cached_tokens": result.cached_tokens,
+                    "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                },
+            )
+            future.set_result(text)
+            return value
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved: waiters re-raise it, nobody else must
+            raise
+        finally:
+            inflight.pop(key, None)
+
+    def _mode(self, name: str, strict: dict[str, Any] | None) -> OutputMode:
+        if name in self._modes:
+            return self._modes[name]
+        if self.strict_schema and strict is not None:
+            return OutputMode.JSON_SCHEMA
+        return OutputMode.JSON_OBJECT
+
+    async def _ask(
+        self, request: LLMRequest[ResponseT], template: PromptTemplate, messages: list[dict[str, str]], seed: int
+    ) -> tuple[ResponseT, ChatResult]:
+        """Send, check and validate; repair or retry bad answers a bounded number of times."""
+        model = request.response_model
+        name = schema_name(model)
+        strict = strict_json_schema(model) if self.strict_schema else None
+        where = f"{request.template_id} v{template.version} (stage {request.stage})"
+        conversation = list(messages)
+        max_tokens = request.max_output_tokens
+        repairs = refusals = filtered = truncated = 0
+        while True:
+            mode = self._mode(name, strict)
+            call = ChatCall(
+                messages=conversation,
+                request=request,
+                schema=response_schema(model),
+                schema_name=name,
+                strict_schema=strict,
+                mode=mode,
+                seed=seed,
+                max_output_tokens=max_tokens,
+                template_version=template.version,
+            )
+            try:
+                result = await self._send_chat(call, where)
+            except ResponseFormatRejectedError as exc:
+                weaker = mode.weaker()
+                if weaker is None:
+                    raise LLMConfigurationError(f"{where}: the server rejects every output format: {exc}") from exc
+                self._modes[name] = weaker
+                continue
+            if result.refusal:
+                refusals += 1
+                if refusals > self.output_retries:
+                    raise LLMRefusalError(
+                        f"{where}: the model refused {refusals} times; reason: {result.refusal}", result.refusal
+                    )
+                continue
+            if result.finish_reason == "content_filter":
+                filtered += 1
+                if filtered > self.output_retries:
+                    raise LLMContentFilterError(
+                        f"{where}: the provider's content filter withheld the answer {filtered} times "
+                        "(finish_reason content_filter)"
+                    )
+                continue
+            if result.finish_reason == "length":
+                truncated += 1
+                if truncated > self.output_retries:
+                    raise LLMTruncatedError(
+                        f"{where}: the answer was cut off at the output limit ({max_tokens} tokens) "
+                        f"{truncated} times (finish_reason length); raise max_output_tokens"
+                    )
+                max_tokens = min(max_tokens * 2, max(request.max_output_tokens, TRUNCATION_BUDGET_CAP))
+                continue
+            text = result.text or ""
+            try:
+                return model.model_validate_json(extract_json(text)), result
+            except ValidationError as exc:
+                problem = _summarise(exc) if text.strip() else "the answer was empty"
+                repairs += 1
+                if self.simulated or repairs > self.repair_attempts:
+                    tries = "" if self.simulated else f" after {self.repair_attempts} repair attempts"
+                    raise LLMOutputError(f"{where}: answer does not fit {model.__name__}{tries}: {problem}") from exc
+                conversation = [
+                    *messages,
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": repair_instruction(problem)},
+                ]
+
+    async def _send_chat(self, call: ChatCall, where: str) -> ChatResult:
+        counter = self._chat_tokens
+        if self.simulated:  # counts its own tokens; nothing to limit or retry
+            result = await self.chat_backend.chat(call)
+            self._account_chat(call.request.stage, result, result.input_tokens, counter)
+            return result
+        prompt_tokens = counter.count_messages(call.messages)
+        if call.mode is OutputMode.JSON_SCHEMA:  # the schema is billed as prompt tokens
+            prompt_tokens += self._schema_tokens(call)
+        if self.limiter is None:
+            result = await self.chat_backend.chat(call)
+        else:
+            result = await self._call_endpoint(
+                lambda: self.chat_backend.chat(call),
+                reserve=prompt_tokens + call.max_output_tokens,
+                used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
+                where=where,
+            )
+        self._account_chat(call.request.stage, result, prompt_tokens, counter)
+        return result
+
+    def _schema_tokens(self, call: ChatCall) -> int:
+        if call.schema_name not in self._schema_token_counts:
+            text = json.dumps(call.strict_schema or call.schema, separators=(",", ":"))
+            self._schema_token_counts[call.schema_name] = self._chat_tokens.count(text)
+        return self._schema_token_counts[call.schema_name]
+
+    def _account_chat(self, stage: str, result: ChatResult, prompt_tokens: int, counter: TokenCounter) -> None:
+        if result.usage_reported or self.simulated:
+            input_tokens, output_tokens, approximate = result.input_tokens, result.output_tokens, False
+        else:
+            input_tokens = prompt_tokens
+            output_tokens = counter.count(result.text or result.refusal or "")
+            approximate = counter.approximate
+        if self.simulated:
+            cost = 0.0
+        else:
+            model = result.model if result.model and self.prices.price(result.model) else self.chat_backend.model
+            cost = self.prices.cost(model, input_tokens, output_tokens, result.cached_tokens, batch=self.batch_pricing)
+        self.ledger.chat(
+            stage,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=result.cached_tokens,
+            cost_usd=cost,
+            approximate=approximate,
+        )
+
+    async def _call_endpoint(
+        self, send: Callable[[], Awaitable[T]], *, reserve: int, used: Callable[[T], int], where: str
+    ) -> T:
+        """One logical request: limiter, retries with backoff, circuit breaker."""
+        assert self.limiter is not None
+        attempt = 0
+        while True:
+            self.breaker.check()
+            try:
+                async with self.limiter.slot(reserve) as permit:
+                    self.breaker.check()
+                    result = await send()
+                    permit.settle(used(result))
+            except ResponseFormatRejectedError:
+                raise
+            except PermanentBackendError as exc:
+                raise LLMConfigurationError(f"{where}: {self.breaker.endpoint} rejected the request: {exc}") from exc
+            except TransientBackendError as exc:
+                attempt += 1
+                if exc.rate_limited:
+                    self.limiter.on_rate_limited(exc.retry_after)
+                else:
+                    self.breaker.failure(str(exc))
+                    self.breaker.check()
+                if attempt > self.retry.max_retries:
+                    if exc.rate_limited:
+                        self.breaker.failure(f"rate limited on every attempt: {exc}")
+                    raise LLMTransportError(
+                        f"{where}: gave up after {attempt} attempts (endpoint.max_retries={self.retry.max_retries}); "
+                        f"last error: {exc}",
+                        attempt,
+                        exc,
+                    ) from exc
+                await asyncio.sleep(self.retry.delay(attempt, exc.retry_after, self._rng))
+                continue
+            self.limiter.on_success()
+            self.breaker.success()
+            return result
+
+    # --- embeddings ------------------------------------------------------------------------
 
     async def embed(self, texts: Sequence[str], stage: str) -> np.ndarray:
-        return await self.embedder.embed(list(texts))
+        """One L2-normalised row per text, in input order (cosine = dot product)."""
+        texts = list(texts)
+        with self.ledger.timing(stage):
+            return await self._embed(texts, stage)
+
+    def _dimension(self) -> int:
+        return int(getattr(self.embedder, "dimension", None) or 0)
+
+    async def _embed(self, texts: list[str], stage: str) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dimension()), dtype=np.float32)
+        unique = list(dict.fromkeys(texts))
+        vectors: dict[str, np.ndarray] = {}
+        keys: dict[str, str] = {}
+        if self._cache_on():
+            assert self.cache is not None
+            for text in unique:
+                keys[text] = embedding_key(
+                    backend=_embedder_kind(self.embedder),
+                    base_url=self.embedder.base_url,
+                    model=self._embedding_model,
+                    text=text,
+                )
+                found = self.cache.get_vector(keys[text])
+                if found is not None:
+                    vectors[text] = found
+            self.ledger.cache_hits(stage, len(vectors))
+        missing = [text for text in unique if text not in vectors]
+        if missing:
+            batches = self._batches(missing)
+            results = await asyncio.gather(*(self._embed_batch(batch, stage) for batch in batches))
+            for batch, rows in zip(batches, results, strict=True):
+                for text, row in zip(batch, rows, strict=True):
+                    vectors[text] = row
+                    if keys:
+                        assert self.cache is not None
+                        self.cache.put_vector(keys[text], row)
+        return np.stack([vectors[text] for text in texts]).astype(np.float32, copy=False)
+
+    def _batches(self, texts: list[str]) -> list[list[str]]:
+        if not getattr(self.embedder, "remote", False):
+            return [texts]
+        limit = int(getattr(self.embedder, "max_batch_texts", 256))
+        batches: list[list[str]] = [[]]
+        tokens = 0
+        for text in texts:
+            size = self._embedding_tokens.count(text)
+            if batches[-1] and (len(batches[-1]) >= limit or tokens + size > EMBEDDING_BATCH_TOKENS):
+                batches.append([])
+                tokens = 0
+            batches[-1].append(text)
+            tokens += size
+        return batches
+
+    async def _embed_batch(self, batch: list[str], stage: str) -> np.ndarray:
+        embedder = self.embedder
+        remote = bool(getattr(embedder, "remote", False))
+
+        async def send() -> EmbeddingResult:
+            with_usage = getattr(embedder, "embed_with_usage", None)
+            if callable(with_usage):
+                result: EmbeddingResult = await with_usage(batch)
+                return result
+            return EmbeddingResult(vectors=await embedder.embed(batch))
+
+        counted: int | None = None
+        if remote and self.limiter is not None:
+            counted = self._embedding_tokens.count_many(batch)
+            reserve = counted
+            result = await self._call_endpoint(
+                send, reserve=reserve, used=lambda r: r.tokens or reserve, where=f"embeddings (stage {stage})"
+            )
+        else:
+            result = await send()
+        if len(result.vectors) != len(batch):
+            raise LLMOutputError(f"embedder {embedder.name} returned {len(result.vectors)} vectors for {len(batch)} texts")
+        if result.usage_reported:
+            tokens, approximate = result.tokens, False
+        else:
+            tokens = counted if counted is not None else self._embedding_tokens.count_many(batch)
+            approximate = self._embedding_tokens.approximate
+        cost = self.prices.cost(self._embedding_model, tokens, batch=self.batch_pricing) if remote else 0.0
+        self.ledger.embedding(stage, tokens=tokens, cost_usd=cost, approximate=approximate)
+        return normalise_rows(result.vectors)
+
+    async def aclose(self) -> None:
+        """Close HTTP connections held for the running event loop."""
+        for backend in (self.chat_backend, self.embedder):
+            close = getattr(backend, "aclose", None)
+            if callable(close):
+                await close()
+
+
+def _embedder_kind(embedder: EmbeddingBackend) -> str:
+    return str(getattr(embedder, "kind", "remote" if getattr(embedder, "remote", False) else "local"))
+
+
+def _used_chat_tokens(result: ChatResult, prompt_tokens: int, counter: TokenCounter) -> int:
+    if result.usage_reported:
+        return result.input_tokens + result.output_tokens
+    return prompt_tokens + counter.count(result.text or "")
+
+
+def _summarise(exc: ValidationError, limit: int = 8) -> str:
+    """The validation problems in a few lines the model (and a person) can act on."""
+    lines = []
+    for error in exc.errors()[:limit]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "(root)"
+        lines.append(f"- {where}: {error.get('msg', 'invalid')}")
+    more = len(exc.errors()) - limit
+    if more > 0:
+        lines.append(f"- ... and {more} more")
+    return "\n".join(lines)

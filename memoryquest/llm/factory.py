@@ -2,14 +2,112 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
+from memoryquest.llm.backends import ChatBackend, EmbeddingBackend
+from memoryquest.llm.cache import ResponseCache
 from memoryquest.llm.client import ModelClient
+from memoryquest.llm.errors import LLMConfigurationError
+from memoryquest.llm.limiter import RateLimiter, RetryPolicy
+from memoryquest.llm.local_embedder import MODEL_NAME as LOCAL_MODEL_NAME
 from memoryquest.llm.local_embedder import LocalEmbedder
+from memoryquest.llm.openai_backend import OpenAIChatBackend, OpenAIEmbeddingBackend
+from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.simulated import SimulatedChatBackend
-from memoryquest.settings import Backend, Settings
+from memoryquest.settings import Backend, EmbedderKind, Settings
+
+_shared_local: LocalEmbedder | None = None
+_shared_lock = threading.Lock()
 
 
-def build_client(settings: Settings) -> ModelClient:
-    backend = settings.endpoint.resolved_backend()
-    if backend is not Backend.SIMULATED:
-        raise NotImplementedError(f"backend {backend} is not wired yet")
-    return ModelClient(SimulatedChatBackend(seed=settings.seed), LocalEmbedder())
+def shared_local_embedder() -> LocalEmbedder:
+    """One local embedding model per process: loading it takes about half a second."""
+    global _shared_local
+    with _shared_lock:
+        if _shared_local is None:
+            _shared_local = LocalEmbedder()
+        return _shared_local
+
+
+def build_chat_backend(settings: Settings) -> ChatBackend:
+    endpoint = settings.endpoint
+    backend = endpoint.resolved_backend()
+    if backend is Backend.SIMULATED:
+        return SimulatedChatBackend(seed=settings.seed)
+    if backend is Backend.AZURE and not endpoint.azure_endpoint:
+        raise LLMConfigurationError("backend 'azure' needs endpoint.azure_endpoint (or AZURE_OPENAI_ENDPOINT)")
+    if endpoint.api_key is None and not endpoint.base_url and backend is Backend.OPENAI:
+        raise LLMConfigurationError(
+            "backend 'openai' needs endpoint.api_key (or OPENAI_API_KEY), or endpoint.base_url for a server without keys"
+        )
+    return OpenAIChatBackend(
+        kind=backend.value,
+        model=endpoint.chat_model,
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
+        organization=endpoint.organization,
+        azure_endpoint=endpoint.azure_endpoint,
+        azure_api_version=endpoint.azure_api_version,
+        timeout=endpoint.timeout_seconds,
+        seed=settings.seed,
+    )
+
+
+def build_embedding_backend(settings: Settings) -> EmbeddingBackend:
+    endpoint = settings.endpoint
+    backend = endpoint.resolved_backend()
+    kind = endpoint.embedder
+    if kind is EmbedderKind.AUTO:
+        kind = EmbedderKind.LOCAL if backend is Backend.SIMULATED else EmbedderKind.OPENAI
+    if kind is EmbedderKind.LOCAL:
+        if endpoint.local_embedding_model != LOCAL_MODEL_NAME:
+            raise LLMConfigurationError(
+                f"endpoint.local_embedding_model {endpoint.local_embedding_model!r} is not available; "
+                f"the bundled local model is {LOCAL_MODEL_NAME!r}"
+            )
+        return shared_local_embedder()
+    if backend is Backend.SIMULATED and endpoint.api_key is None and not endpoint.base_url:
+        raise LLMConfigurationError("embedder 'openai' needs endpoint.api_key or endpoint.base_url")
+    return OpenAIEmbeddingBackend(
+        kind=Backend.AZURE.value if backend is Backend.AZURE else Backend.OPENAI.value,
+        model=endpoint.embedding_model,
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
+        organization=endpoint.organization,
+        azure_endpoint=endpoint.azure_endpoint,
+        azure_api_version=endpoint.azure_api_version,
+        timeout=endpoint.timeout_seconds,
+    )
+
+
+def build_client(
+    settings: Settings,
+    *,
+    embedder: EmbeddingBackend | None = None,
+    retry: RetryPolicy | None = None,
+    prompts_dir: Path | None = None,
+) -> ModelClient:
+    """Backend from ``endpoint.resolved_backend()``, embedder from ``endpoint.embedder``.
+
+    ``embedder`` replaces the configured one (tests share one local model);
+    ``retry`` overrides the backoff timing (tests use tiny delays).
+    """
+    limits = settings.limits
+    return ModelClient(
+        build_chat_backend(settings),
+        embedder or build_embedding_backend(settings),
+        cache=ResponseCache(settings.cache_dir, enabled=settings.cache.enabled),
+        limiter=RateLimiter(limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrency),
+        retry=retry
+        or RetryPolicy(
+            max_retries=settings.endpoint.max_retries,
+            base_delay=limits.retry_base_seconds,
+            max_delay=limits.retry_max_seconds,
+        ),
+        prices=PriceTable.load(settings.prices_file),
+        breaker_failures=limits.circuit_breaker_failures,
+        strict_schema=settings.endpoint.strict_schema,
+        prompts_dir=prompts_dir,
+        batch_pricing=settings.endpoint.batch,
+    )

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memoryquest.llm.backends import EmbeddingResult
+
 MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 _TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_TOKENS = 256
@@ -22,7 +24,11 @@ class LocalEmbedder:
     """Batched, length-sorted, padded to the longest input, mean-pooled, L2-normalised."""
 
     name = MODEL_NAME
+    model = MODEL_NAME
+    kind = "local"
     base_url: str | None = None
+    remote = False
+    dimension = 384
 
     def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
         import onnxruntime as ort
@@ -44,8 +50,13 @@ class LocalEmbedder:
         self._lock = threading.Lock()
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts)[0]
+
+    def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """Vectors, and the word pieces the model read (special tokens included)."""
         if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
+            return np.zeros((0, 384), dtype=np.float32), 0
+        tokens = 0
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), 384), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
@@ -55,6 +66,7 @@ class LocalEmbedder:
                 ids = np.array([e.ids for e in encodings], dtype=np.int64)
                 mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
                 types = np.zeros_like(ids)
+                tokens += int(mask.sum())
                 (hidden,) = self._session.run(
                     ["last_hidden_state"],
                     {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
@@ -63,7 +75,11 @@ class LocalEmbedder:
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[chunk] = pooled / np.clip(norms, 1e-12, None)
-        return out
+        return out, tokens
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         return await asyncio.to_thread(self.embed_sync, texts)
+
+    async def embed_with_usage(self, texts: list[str]) -> EmbeddingResult:
+        vectors, tokens = await asyncio.to_thread(self._embed, texts)
+        return EmbeddingResult(vectors=vectors, tokens=tokens, usage_reported=True)

@@ -24,6 +24,7 @@ import json
 import string
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -53,7 +54,12 @@ class PromptTemplate:
                 content = string.Template(text).substitute(values)
             except KeyError as exc:
                 raise PromptError(
-                    f"prompt {self.template_id} v{self.version}: variable {exc.args[0]!r} not supplied"
+                    f"prompt {self.template_id} v{self.version}: variable {exc.args[0]!r} not supplied "
+                    f"(given: {', '.join(sorted(variables)) or 'none'})"
+                ) from exc
+            except ValueError as exc:  # a stray '$' the template syntax cannot read
+                raise PromptError(
+                    f"prompt {self.template_id} v{self.version}, {role} section: {exc} (write a literal $ as $$)"
                 ) from exc
             messages.append({"role": role, "content": content.strip()})
         return messages
@@ -83,9 +89,13 @@ def parse_template(text: str, source: str) -> PromptTemplate:
     if not sep or "## system\n" not in system_part:
         raise PromptError(f"{source}: needs a '## system' and a '## user' section")
     system = system_part.split("## system\n", 1)[1]
+    try:
+        version = int(header["version"])
+    except ValueError:
+        raise PromptError(f"{source}: version must be an integer, got {header['version']!r}") from None
     return PromptTemplate(
         template_id=header["id"],
-        version=int(header["version"]),
+        version=version,
         purpose=header["purpose"],
         system=system,
         user=user_part,
@@ -94,8 +104,8 @@ def parse_template(text: str, source: str) -> PromptTemplate:
 
 
 @cache
-def load_template(template_id: str) -> PromptTemplate:
-    path = data_dir("prompts") / f"{template_id}.md"
+def _load(template_id: str, directory: Path) -> PromptTemplate:
+    path = directory / f"{template_id}.md"
     if not path.is_file():
         raise PromptError(f"no prompt template {template_id!r} (looked for {path})")
     template = parse_template(path.read_text(encoding="utf-8"), str(path))
@@ -104,5 +114,11 @@ def load_template(template_id: str) -> PromptTemplate:
     return template
 
 
-def all_templates() -> list[PromptTemplate]:
-    return [load_template(path.stem) for path in sorted(data_dir("prompts").glob("*.md")) if path.stem != "README"]
+def load_template(template_id: str, prompts_dir: Path | None = None) -> PromptTemplate:
+    """The template ``<prompts_dir>/<template_id>.md``; the shipped ``prompts/`` by default."""
+    return _load(template_id, Path(prompts_dir) if prompts_dir is not None else data_dir("prompts"))
+
+
+def all_templates(prompts_dir: Path | None = None) -> list[PromptTemplate]:
+    directory = Path(prompts_dir) if prompts_dir is not None else data_dir("prompts")
+    return [load_template(path.stem, directory) for path in sorted(directory.glob("*.md")) if path.stem != "README"]

@@ -1,11 +1,13 @@
-"""The offline chat backend: answers from the simulator, never touches the network."""
+"""The offline chat backend: answers from the simulator, never touches the network.
+
+Token counts come from the real tokenizer (cl100k), so usage reports and
+cost estimates made on a simulated run have realistic magnitudes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from memoryquest.llm.backends import ChatResult
-from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.backends import ChatCall, ChatResult
+from memoryquest.llm.tokens import token_counter
 from memoryquest.simulator import simulate
 
 SIMULATED_MODEL = "memoryquest-simulator-1"
@@ -19,10 +21,12 @@ class SimulatedChatBackend:
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
+        self._tokens = token_counter(SIMULATED_MODEL)
 
-    async def chat(
-        self, messages: list[dict[str, str]], request: LLMRequest[Any], schema: dict[str, Any]
-    ) -> ChatResult:
-        text = simulate(request.template_id, request.variables, seed=self.seed + request.seed)
-        prompt_chars = sum(len(m["content"]) for m in messages)
-        return ChatResult(text=text, input_tokens=prompt_chars // 4, output_tokens=len(text) // 4)
+    async def chat(self, call: ChatCall) -> ChatResult:
+        text = simulate(call.request.template_id, call.request.variables, seed=call.seed)
+        return ChatResult(
+            text=text,
+            input_tokens=self._tokens.count_messages(call.messages),
+            output_tokens=self._tokens.count(text),
+        )

@@ -35,7 +35,7 @@ def memory_as_of(facts: list[Fact], as_of: dt.date) -> list[MemoryItem]:
         revisions = [r for r in fact.revisions if r.valid_from <= as_of]
         if not revisions:
             continue
-        latest = max(revisions, key=lambda r: r.valid_from)
+        latest = revisions[-1]  # revisions are appended in date order; the last of a day wins
         visible.append(
             MemoryItem(
                 fid=fact.fid,

@@ -1,0 +1,563 @@
+"""PersonaLens users -> :class:`~memoryquest.contracts.Persona`, from a directory or over HTTP.
+
+A source is laid out like upstream PersonaLens ``data/``::
+
+    <source>/profile/<user>/profile.json    demographics, interests, affinities, interactions
+    <source>/profile/<user>/tasks.json      single-domain tasks {"Task N": {...}}
+    <source>/profile/<user>/tasks_md.json   multi-domain tasks, same shape
+
+``<source>`` is a local directory or an http(s) base URL such as
+``https://raw.githubusercontent.com/amazon-science/PersonaLens/main/data``.
+Every file is read whole but never beyond ``max_file_bytes``; nothing is written.
+
+Mapping rules (the same for every user, so the output is deterministic):
+
+* ``persona_id = make_id("persona", "personalens", <user>)``;
+* ``interests``: the domains marked 1, in :class:`Domain` order;
+* ``affinities``: one :class:`Affinity` per (domain, attribute), domains in
+  :class:`Domain` order, attributes in file order, a single string value becoming
+  a one-element list; "Favourite ..." is spelt "Favorite ..." everywhere;
+* ``tasks``: tasks.json (single_domain) then tasks_md.json (multi_domain), each by
+  task number; task keys are matched ignoring case, spacing and underscores.
+
+A user with any error is not loaded; all of its errors are reported.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from memoryquest.contracts import (
+    Affinity,
+    Demographics,
+    Domain,
+    Interaction,
+    Persona,
+    PersonaSource,
+    PersonaTask,
+    Situation,
+    TaskKind,
+)
+from memoryquest.ids import make_id
+from memoryquest.intake.errors import (
+    ErrorCollector,
+    IntakeError,
+    IntakeResult,
+    IntakeSourceError,
+    type_name,
+)
+from memoryquest.intake.normalise import (
+    DOMAIN_ORDER,
+    canonical_affinity_name,
+    collapse_spaces,
+    decode_json,
+    field_key,
+    natural_key,
+    parse_domain,
+    unknown_domain_message,
+    unsafe_user_id,
+)
+from memoryquest.intake.selection import PersonaSelection
+
+PROFILE_FILE = "profile.json"
+TASK_FILES: dict[str, TaskKind] = {
+    "tasks.json": TaskKind.SINGLE_DOMAIN,
+    "tasks_md.json": TaskKind.MULTI_DOMAIN,
+}
+PROFILE_SECTIONS = ("demographics", "interests", "affinities", "interactions")
+DEMOGRAPHIC_FIELDS = tuple(Demographics.model_fields)
+
+# canonical upstream key -> (PersonaTask field, accepted spellings after field_key())
+TASK_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "task_id": ("task_id", ("task id", "taskid", "id")),
+    "Task Description": ("description", ("task description", "description")),
+    "User Intent": ("user_intent", ("user intent", "intent")),
+    "Task Goal": ("goal", ("task goal", "goal")),
+    "Relevant Domains": ("domains", ("relevant domains", "domains", "relevant domain")),
+    "Relevant Affinity Types": (
+        "affinity_types",
+        ("relevant affinity types", "affinity types", "relevant affinity type"),
+    ),
+    "situations": ("situations", ("situations", "situation")),
+}
+OPTIONAL_TASK_FIELDS = {"situations"}
+
+
+# --------------------------------------------------------------------------- mapping
+
+
+def _domain_keys(
+    section: dict[str, object], prefix: str, errors: ErrorCollector
+) -> list[tuple[Domain, str, object]]:
+    """(domain, original key, value) for each key of a per-domain object, in Domain order."""
+    seen: dict[Domain, str] = {}
+    entries: list[tuple[Domain, str, object]] = []
+    for key, value in section.items():
+        domain = parse_domain(key)
+        if domain is None:
+            errors.add(f"{prefix}.{key}", unknown_domain_message(key))
+            continue
+        if domain in seen:
+            errors.add(f"{prefix}.{key}", f"domain {domain.value!r} is given twice (also as {seen[domain]!r})")
+            continue
+        seen[domain] = key
+        entries.append((domain, key, value))
+    entries.sort(key=lambda entry: DOMAIN_ORDER[entry[0]])
+    return entries
+
+
+def _string_list(value: object, field_path: str, errors: ErrorCollector) -> list[str] | None:
+    """A string or a list of strings, as a list of non-empty stripped strings."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        errors.add(field_path, f"expected a string or a list of strings, got {type_name(value)}")
+        return None
+    items: list[str] = []
+    ok = True
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            errors.add(f"{field_path}[{index}]", f"expected a string, got {type_name(item)}")
+            ok = False
+        elif item.strip():
+            items.append(item.strip())
+    return items if ok else None
+
+
+def _object(value: object, field_path: str | None, errors: ErrorCollector) -> dict[str, object] | None:
+    if not isinstance(value, dict):
+        errors.add(field_path, f"expected an object, got {type_name(value)}")
+        return None
+    return value
+
+
+def map_demographics(value: object, user_id: str, errors: ErrorCollector) -> Demographics | None:
+    section = _object(value, "demographics", errors)
+    if section is None:
+        return None
+    values: dict[str, str | None] = {}
+    for key, item in section.items():
+        name = field_key(key).replace(" ", "_")
+        path = f"demographics.{key}"
+        if name == "user_id":
+            if item != user_id:
+                errors.add(path, f"{item!r} does not match the user id {user_id!r} of this profile")
+            continue
+        if name not in DEMOGRAPHIC_FIELDS:
+            continue  # extra upstream attributes carry no contract field
+        if item is None or isinstance(item, str):
+            values[name] = collapse_spaces(item) if item is not None else None
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            values[name] = str(item)
+        else:
+            errors.add(path, f"expected a string, got {type_name(item)}")
+    return Demographics(**values)
+
+
+def map_interests(value: object, errors: ErrorCollector) -> list[Domain] | None:
+    section = _object(value, "interests", errors)
+    if section is None:
+        return None
+    interests: list[Domain] = []
+    for domain, key, flag in _domain_keys(section, "interests", errors):
+        if isinstance(flag, bool):
+            flag = int(flag)
+        if flag not in (0, 1):
+            errors.add(f"interests.{key}", f"expected 0 or 1, got {flag!r}")
+        elif flag == 1:
+            interests.append(domain)
+    return interests
+
+
+def map_affinities(
+    value: object, errors: ErrorCollector, *, section_name: str = "affinities"
+) -> list[Affinity] | None:
+    section = _object(value, section_name, errors)
+    if section is None:
+        return None
+    affinities: list[Affinity] = []
+    for domain, key, attributes in _domain_keys(section, section_name, errors):
+        attribute_map = _object(attributes, f"{section_name}.{key}", errors)
+        if attribute_map is None:
+            continue
+        by_name: dict[str, list[str]] = {}
+        for raw_name, raw_values in attribute_map.items():
+            path = f"{section_name}.{key}.{raw_name}"
+            name = canonical_affinity_name(raw_name)
+            if not name:
+                errors.add(path, "attribute name is empty")
+                continue
+            values = _string_list(raw_values, path, errors)
+            if values is None:
+                continue
+            merged = by_name.setdefault(name, [])
+            merged.extend(v for v in values if v not in merged)
+        affinities.extend(Affinity(domain=domain, name=n, values=v) for n, v in by_name.items())
+    return affinities
+
+
+def map_interactions(
+    value: object, errors: ErrorCollector, *, section_name: str = "interactions"
+) -> list[Interaction] | None:
+    section = _object(value, section_name, errors)
+    if section is None:
+        return None
+    interactions: list[Interaction] = []
+    for domain, key, summary in _domain_keys(section, section_name, errors):
+        if not isinstance(summary, str):
+            errors.add(f"{section_name}.{key}", f"expected a string, got {type_name(summary)}")
+        elif summary.strip():
+            interactions.append(Interaction(domain=domain, summary=summary.strip()))
+    return interactions
+
+
+def _task_fields(task: dict[str, object], prefix: str, errors: ErrorCollector) -> dict[str, tuple[str, object]]:
+    """Canonical upstream key -> (key as written, value); reports missing and conflicting keys."""
+    spelling = {alias: canonical for canonical, (_, aliases) in TASK_FIELDS.items() for alias in aliases}
+    found: dict[str, tuple[str, object]] = {}
+    for key, value in task.items():
+        canonical = spelling.get(field_key(key))
+        if canonical is None:
+            continue  # unknown extra keys are not part of the contract
+        if canonical in found:
+            errors.add(f"{prefix}.{key}", f"conflicts with {found[canonical][0]!r} (same field)")
+            continue
+        found[canonical] = (key, value)
+    for canonical in TASK_FIELDS:
+        if canonical not in found and canonical not in OPTIONAL_TASK_FIELDS:
+            errors.add(f"{prefix}.{canonical}", "missing field")
+    return found
+
+
+def map_task(task_key: str, value: object, kind: TaskKind, errors: ErrorCollector) -> PersonaTask | None:
+    task = _object(value, task_key, errors)
+    if task is None:
+        return None
+    before = len(errors.errors)
+    fields = _task_fields(task, task_key, errors)
+    mapped: dict[str, object] = {"kind": kind}
+    for canonical, (key, item) in fields.items():
+        target = TASK_FIELDS[canonical][0]
+        path = f"{task_key}.{key}"
+        if target in ("task_id", "description", "user_intent", "goal"):
+            if not isinstance(item, str):
+                errors.add(path, f"expected a string, got {type_name(item)}")
+            elif not item.strip():
+                errors.add(path, "is empty")
+            else:
+                mapped[target] = item.strip()
+        elif target == "domains":
+            names = _string_list(item, path, errors)
+            if names is None:
+                continue
+            if not names:
+                errors.add(path, "names no domain")
+                continue
+            domains: list[Domain] = []
+            for index, name in enumerate(names):
+                domain = parse_domain(name)
+                if domain is None:
+                    errors.add(f"{path}[{index}]", unknown_domain_message(name))
+                elif domain not in domains:
+                    domains.append(domain)
+            mapped["domains"] = domains
+        elif target == "affinity_types":
+            names = _string_list(item, path, errors)
+            if names is not None:
+                mapped["affinity_types"] = list(dict.fromkeys(canonical_affinity_name(n) for n in names))
+        else:  # situations
+            situations = map_situations(item, path, errors)
+            if situations is not None:
+                mapped["situations"] = situations
+    if len(errors.errors) > before:
+        return None
+    return PersonaTask.model_validate(mapped)
+
+
+def map_situations(value: object, path: str, errors: ErrorCollector) -> list[Situation] | None:
+    if value is None:
+        return []
+    section = _object(value, path, errors)
+    if section is None:
+        return None
+    situations: list[Situation] = []
+    for name, item in section.items():
+        if isinstance(item, int | float) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str):
+            errors.add(f"{path}.{name}", f"expected a string, got {type_name(item)}")
+            return None
+        situations.append(Situation(name=collapse_spaces(name), value=item.strip()))
+    return situations
+
+
+def map_tasks(value: object, kind: TaskKind, errors: ErrorCollector) -> list[PersonaTask] | None:
+    section = _object(value, None, errors)
+    if section is None:
+        return None
+    tasks: list[PersonaTask] = []
+    for task_key in sorted(section, key=natural_key):
+        task = map_task(task_key, section[task_key], kind, errors)
+        if task is not None:
+            tasks.append(task)
+    return tasks
+
+
+def map_personalens_user(
+    user_id: str,
+    profile: tuple[str, object],
+    task_files: list[tuple[str, TaskKind, object]],
+) -> tuple[Persona | None, list[IntakeError]]:
+    """One PersonaLens user from its decoded files: ``(file label, JSON value)`` per file.
+
+    Returns the persona, or None and every error found (each naming its file and field).
+    """
+    profile_file, profile_value = profile
+    errors = ErrorCollector(profile_file)
+    sections: dict[str, object] = {}
+    if _object(profile_value, None, errors) is not None:
+        assert isinstance(profile_value, dict)
+        for key, value in profile_value.items():
+            sections.setdefault(field_key(key), value)
+        for name in PROFILE_SECTIONS:
+            if name not in sections:
+                errors.add(name, "missing field")
+    demographics = map_demographics(sections["demographics"], user_id, errors) if "demographics" in sections else None
+    interests = map_interests(sections["interests"], errors) if "interests" in sections else None
+    affinities = map_affinities(sections["affinities"], errors) if "affinities" in sections else None
+    interactions = map_interactions(sections["interactions"], errors) if "interactions" in sections else None
+    all_errors = list(errors.errors)
+
+    tasks: list[PersonaTask] = []
+    seen_task_ids: dict[str, str] = {}
+    for task_file, kind, value in task_files:
+        task_errors = ErrorCollector(task_file)
+        for task in map_tasks(value, kind, task_errors) or []:
+            if task.task_id in seen_task_ids:
+                task_errors.add("task_id", f"task id {task.task_id!r} is used twice (also in {seen_task_ids[task.task_id]})")
+                continue
+            seen_task_ids[task.task_id] = task_file
+            tasks.append(task)
+        all_errors.extend(task_errors.errors)
+
+    if all_errors or demographics is None or interests is None or affinities is None or interactions is None:
+        return None, all_errors
+    persona = Persona(
+        persona_id=make_id("persona", PersonaSource.PERSONALENS.value, user_id),
+        source=PersonaSource.PERSONALENS,
+        source_user_id=user_id,
+        demographics=demographics,
+        interests=interests,
+        affinities=affinities,
+        interactions=interactions,
+        tasks=tasks,
+    )
+    return persona, []
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One file as read: its label (path or URL) and either bytes or an error message."""
+
+    label: str
+    raw: bytes | None = None
+    error: str | None = None
+    unknown_user: bool = False  # the user itself does not exist in the source
+    unreachable: bool = False  # timeout, connection failure or server error: do not ask again
+
+
+class LocalReader:
+    """Reads ``<root>/profile/<user>/<file>`` with a size cap."""
+
+    def __init__(self, root: Path, max_file_bytes: int) -> None:
+        self.root = root
+        self.profiles = root / "profile"
+        self.max_file_bytes = max_file_bytes
+        if not root.is_dir():
+            raise IntakeSourceError(f"persona source {root} is not a directory")
+        if not self.profiles.is_dir():
+            raise IntakeSourceError(f"persona source {root} has no profile/ directory (expected the PersonaLens data/ layout)")
+
+    def list_users(self) -> tuple[list[str], list[IntakeError]]:
+        users: list[str] = []
+        errors: list[IntakeError] = []
+        for entry in self.profiles.iterdir():
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            problem = unsafe_user_id(entry.name)
+            if problem:
+                errors.append(IntakeError(str(entry), None, f"skipped: {problem}"))
+            else:
+                users.append(entry.name)
+        return sorted(users, key=natural_key), errors
+
+    def fetch(self, user_id: str, name: str) -> Fetched:
+        user_dir = self.profiles / user_id
+        path = user_dir / name
+        label = str(path)
+        if not user_dir.is_dir():
+            return Fetched(str(user_dir), error=f"unknown user id {user_id!r}: no such directory", unknown_user=True)
+        try:
+            size = path.stat().st_size
+            if not path.is_file():
+                return Fetched(label, error="not a regular file")
+            if size > self.max_file_bytes:
+                return Fetched(label, error=_too_big(size, self.max_file_bytes))
+            with path.open("rb") as handle:
+                raw = handle.read(self.max_file_bytes + 1)
+        except FileNotFoundError:
+            return Fetched(label, error="file is missing")
+        except OSError as exc:
+            return Fetched(label, error=f"cannot read file: {exc.strerror or exc}")
+        if len(raw) > self.max_file_bytes:
+            return Fetched(label, error=_too_big(len(raw), self.max_file_bytes))
+        return Fetched(label, raw=raw)
+
+
+class HttpReader:
+    """GETs ``<base>/profile/<user>/<file>`` with a timeout and a size cap (no listing exists)."""
+
+    def __init__(self, base_url: str, max_file_bytes: int, timeout_seconds: float) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise IntakeSourceError(f"persona source {base_url!r} is not an http(s) URL")
+        self.base_url = base_url.rstrip("/")
+        self.max_file_bytes = max_file_bytes
+        self.timeout_seconds = timeout_seconds
+        self.client = httpx.Client(timeout=httpx.Timeout(timeout_seconds), follow_redirects=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def url(self, user_id: str, name: str) -> str:
+        return f"{self.base_url}/profile/{urllib.parse.quote(user_id, safe='')}/{name}"
+
+    def fetch(self, user_id: str, name: str) -> Fetched:
+        url = self.url(user_id, name)
+        try:
+            with self.client.stream("GET", url) as response:
+                if response.status_code != 200:
+                    return self._status_error(url, user_id, name, response)
+                declared = response.headers.get("content-length")
+                if declared and declared.isdigit() and not response.headers.get("content-encoding"):
+                    if int(declared) > self.max_file_bytes:
+                        return Fetched(url, error=_too_big(int(declared), self.max_file_bytes))
+                chunks: list[bytes] = []
+                total = 0
+                for chunk in response.iter_bytes():
+                    total += len(chunk)
+                    if total > self.max_file_bytes:
+                        return Fetched(url, error=f"file is larger than the {self.max_file_bytes}-byte limit")
+                    chunks.append(chunk)
+        except httpx.TimeoutException:
+            return Fetched(url, error=f"timed out after {self.timeout_seconds:g} s", unreachable=True)
+        except httpx.HTTPError as exc:
+            return Fetched(url, error=f"request failed: {type(exc).__name__}: {exc}", unreachable=True)
+        return Fetched(url, raw=b"".join(chunks))
+
+    @staticmethod
+    def _status_error(url: str, user_id: str, name: str, response: httpx.Response) -> Fetched:
+        status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+        if response.status_code == 404 and name == PROFILE_FILE:
+            return Fetched(url, error=f"unknown user id {user_id!r}: {status}", unknown_user=True)
+        if response.status_code == 404:
+            return Fetched(url, error=f"file is missing: {status}")
+        if response.status_code >= 500:
+            return Fetched(url, error=f"server error: {status}", unreachable=True)
+        return Fetched(url, error=f"unexpected response: {status}")
+
+
+def _too_big(size: int, limit: int) -> str:
+    return f"file is {size} bytes, above the {limit}-byte limit"
+
+
+Fetcher = Callable[[str, str], Fetched]
+
+
+def load_user(user_id: str, fetch: Fetcher) -> tuple[Persona | None, list[IntakeError]]:
+    """Read and map one user.
+
+    The profile comes first: when the user does not exist or the server cannot be
+    reached, that one error is reported and the other files are not requested.
+    """
+    profile = fetch(user_id, PROFILE_FILE)
+    if profile.unknown_user or profile.unreachable:
+        return None, [IntakeError(profile.label, None, profile.error or "unknown user id")]
+    fetched = [profile, *(fetch(user_id, name) for name in TASK_FILES)]
+    errors: list[IntakeError] = []
+    decoded: list[tuple[str, object]] = []
+    for item in fetched:
+        if item.error is not None or item.raw is None:
+            errors.append(IntakeError(item.label, None, item.error or "no content"))
+            decoded.append((item.label, None))
+            continue
+        value, problem = decode_json(item.raw)
+        if problem is not None:
+            errors.append(IntakeError(item.label, None, problem))
+        decoded.append((item.label, value))
+    if errors:
+        return None, errors
+    task_files = [(label, kind, value) for (label, value), kind in zip(decoded[1:], TASK_FILES.values(), strict=True)]
+    return map_personalens_user(user_id, decoded[0], task_files)
+
+
+def _checked_ids(requested: list[str], source: str) -> tuple[list[str], list[IntakeError]]:
+    safe: list[str] = []
+    errors: list[IntakeError] = []
+    for user_id in requested:
+        problem = unsafe_user_id(user_id)
+        if problem:
+            errors.append(IntakeError(source, "user_ids", f"rejected: {problem}"))
+        else:
+            safe.append(user_id)
+    return safe, errors
+
+
+def _gather(users: list[str], fetch: Fetcher, workers: int) -> Iterator[tuple[Persona | None, list[IntakeError]]]:
+    if workers <= 1 or len(users) <= 1:
+        yield from (load_user(user, fetch) for user in users)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="persona-intake") as pool:
+        yield from pool.map(lambda user: load_user(user, fetch), users)
+
+
+def load_personalens(
+    source: str | Path,
+    selection: PersonaSelection,
+    *,
+    max_file_bytes: int,
+    timeout_seconds: float,
+    http_workers: int = 8,
+) -> IntakeResult:
+    """Every selected user of a PersonaLens directory or base URL (see module docstring)."""
+    result = IntakeResult()
+    text = str(source)
+    if text.startswith(("http://", "https://")):
+        reader = HttpReader(text, max_file_bytes, timeout_seconds)
+        try:
+            users, result.errors = _checked_ids(selection.upstream_ids(), text)
+            outcomes = list(_gather(users, reader.fetch, http_workers))
+        finally:
+            reader.close()
+    else:
+        local = LocalReader(Path(source), max_file_bytes)
+        if selection.user_ids is not None:
+            users, result.errors = _checked_ids(list(selection.user_ids), text)
+        else:
+            available, result.errors = local.list_users()
+            users, _ = selection.pick(available)
+        outcomes = list(_gather(users, local.fetch, 1))
+    for persona, errors in outcomes:
+        if persona is not None:
+            result.personas.append(persona)
+        result.errors.extend(errors)
+    return result

@@ -1,0 +1,90 @@
+"""What can go wrong in the client layer, named so a stage (or a person) can act on it.
+
+Two families: the *answer* was unusable (``LLMOutputError`` and its
+refusal / truncation / content-filter subclasses), or the *endpoint* was
+(``LLMTransportError``, ``CircuitOpenError``, ``LLMConfigurationError``).
+Backends raise the small ``BackendError`` types below; only the client turns
+them into retries or into one of the public errors.
+"""
+
+from __future__ import annotations
+
+
+class LLMError(RuntimeError):
+    """Base of every error the client layer raises on purpose."""
+
+
+class LLMOutputError(LLMError):
+    """The model's answer could not be turned into the response model."""
+
+
+class LLMRefusalError(LLMOutputError):
+    """The model refused to answer, on every permitted attempt."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class LLMTruncatedError(LLMOutputError):
+    """The answer hit the output-token limit (finish_reason ``length``) on every attempt."""
+
+
+class LLMContentFilterError(LLMOutputError):
+    """The provider's content filter withheld the answer on every attempt."""
+
+
+class LLMTransportError(LLMError):
+    """The endpoint kept failing (429, 5xx, timeouts, connection errors) past the retry budget."""
+
+    def __init__(self, message: str, attempts: int, last_error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.last_error = last_error
+
+
+class CircuitOpenError(LLMError):
+    """Too many consecutive failures: the run stops instead of hammering a broken endpoint."""
+
+
+class LLMConfigurationError(LLMError):
+    """The endpoint rejected the request for a reason retrying cannot fix (key, model, quota, input)."""
+
+
+# --- raised by backends, consumed by the client -------------------------------------------
+
+
+class BackendError(Exception):
+    """One failed attempt, as a backend saw it."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TransientBackendError(BackendError):
+    """Worth retrying: rate limited, server error, timeout, dropped connection."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, status=status)
+        self.kind = kind  # "rate_limit" | "server" | "timeout" | "connection"
+        self.retry_after = retry_after
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.kind == "rate_limit"
+
+
+class PermanentBackendError(BackendError):
+    """Retrying the same request cannot succeed (bad key, unknown model, invalid input, no quota)."""
+
+
+class ResponseFormatRejectedError(PermanentBackendError):
+    """The server does not accept the structured-output mode that was asked for."""

@@ -1,0 +1,213 @@
+"""Consolidation: fold near-duplicate facts learnt close together in time into one.
+
+Grouping is deterministic so a re-run merges exactly the same facts:
+
+1. the active facts are embedded in one batched call and visited in fid order;
+   each joins the first cluster whose members are *all* at cosine >=
+   ``consolidation_similarity`` to it (complete linkage, so a chain of
+   pairwise-similar facts cannot drag unrelated facts together), else it
+   starts a new cluster;
+2. within a cluster, facts are ordered by their latest date (``updated_on``)
+   and swept into windows that span at most ``consolidation_window_days``;
+   only windows of two or more facts are merged, one LLM call each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryquest.contracts import Fact, FactType, RejectedCandidate, RejectionReason
+from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.memory.store import FactStore
+from memoryquest.settings import GenerationSettings
+
+TEMPLATE_ID = "memory_consolidation"
+STAGE = "memory"
+
+
+class MergedFactAnswer(BaseModel):
+    """The model's single fact standing for a group (ids and provenance are ours to keep)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    info: str = Field(min_length=1, description="One coherent sentence carrying every detail of the group.")
+    type: FactType = Field(description="The most fitting type among the group's types.")
+    frequency: int = Field(ge=1, description="Sum of the group's frequencies.")
+    related_entities: list[str] = Field(description="A compact set of the important entities.")
+
+
+@dataclass
+class ConsolidationOutcome:
+    llm_calls: int = 0
+    embedding_calls: int = 0
+    merges: int = 0
+    merged_fids: list[str] = field(default_factory=list)
+    rejected: list[RejectedCandidate] = field(default_factory=list)
+
+
+def cluster_by_similarity(facts: Sequence[Fact], vectors: np.ndarray, similarity: float) -> list[list[Fact]]:
+    """Complete-linkage greedy clusters, visiting facts in the given (fid) order."""
+    if len(facts) != len(vectors):
+        raise ValueError(f"{len(facts)} facts but {len(vectors)} embedding rows")
+    cosine = vectors @ vectors.T
+    clusters: list[list[int]] = []
+    for i in range(len(facts)):
+        for cluster in clusters:
+            if all(cosine[i, j] >= similarity for j in cluster):
+                cluster.append(i)
+                break
+        else:
+            clusters.append([i])
+    return [[facts[i] for i in cluster] for cluster in clusters]
+
+
+def split_by_window(cluster: Sequence[Fact], window_days: int) -> list[list[Fact]]:
+    """Consecutive runs (by latest date) whose dates span at most ``window_days``."""
+    ordered = sorted(cluster, key=lambda f: (f.updated_on, f.fid))
+    windows: list[list[Fact]] = []
+    for fact in ordered:
+        if windows and (fact.updated_on - windows[-1][0].updated_on).days <= window_days:
+            windows[-1].append(fact)
+        else:
+            windows.append([fact])
+    return windows
+
+
+def merge_groups(
+    facts: Sequence[Fact], vectors: np.ndarray, settings: GenerationSettings
+) -> list[list[Fact]]:
+    """Every group of two or more facts that consolidation should fold into one."""
+    groups: list[list[Fact]] = []
+    for cluster in cluster_by_similarity(facts, vectors, settings.consolidation_similarity):
+        for window in split_by_window(cluster, settings.consolidation_window_days):
+            if len(window) >= 2:
+                groups.append(sorted(window, key=lambda f: f.fid))
+    return groups
+
+
+def fact_view(fact: Fact) -> dict[str, object]:
+    """What the model sees of a fact."""
+    return {
+        "fid": fact.fid,
+        "info": fact.info,
+        "type": fact.type.value,
+        "frequency": fact.frequency,
+        "related_entities": list(fact.related_entities),
+        "updated_on": fact.updated_on.isoformat(),
+    }
+
+
+def merge_request(group: Sequence[Fact], seed: int) -> LLMRequest[MergedFactAnswer]:
+    return LLMRequest(
+        template_id=TEMPLATE_ID,
+        variables={"facts": [fact_view(f) for f in group]},
+        response_model=MergedFactAnswer,
+        stage=STAGE,
+        seed=seed,
+    )
+
+
+def merge_problems(answer: MergedFactAnswer, group: Sequence[Fact]) -> list[str]:
+    allowed = sorted({f.type.value for f in group})
+    if answer.type.value not in allowed:
+        return [f"type {answer.type.value!r} is not one of the group's types {allowed}"]
+    return []
+
+
+async def _answer_each(
+    client: ModelClient, requests: list[LLMRequest[MergedFactAnswer]]
+) -> list[MergedFactAnswer | LLMOutputError]:
+    """All answers concurrently; an answer that does not fit takes its error's place."""
+    results = await client.complete_all(requests, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, LLMOutputError):
+            raise result  # transport or configuration trouble is not the answer's fault
+    return list(results)
+
+
+async def consolidate(
+    store: FactStore,
+    client: ModelClient,
+    settings: GenerationSettings,
+    on: dt.date,
+    *,
+    seed: int = 0,
+    embeddings: dict[str, np.ndarray] | None = None,
+) -> ConsolidationOutcome:
+    """Merge similar, temporally close active facts; members are retired on ``on``.
+
+    ``embeddings`` (fact text -> vector) carries vectors from one consolidation
+    to the next, so each run embeds only texts it has not seen, in one call.
+    """
+    outcome = ConsolidationOutcome()
+    facts = store.active()
+    if len(facts) < 2:
+        return outcome
+    known = embeddings if embeddings is not None else {}
+    missing = sorted({f.info for f in facts} - known.keys())
+    if missing:
+        fresh = np.asarray(await client.embed(missing, stage=STAGE), dtype=np.float32)
+        known.update(zip(missing, fresh, strict=True))
+        outcome.embedding_calls += 1
+    vectors = np.stack([known[f.info] for f in facts])
+    pending = merge_groups(facts, vectors, settings)
+    answers: dict[int, MergedFactAnswer] = {}
+    unresolved = list(range(len(pending)))
+    for attempt in range(settings.max_regenerations + 1):
+        if not unresolved:
+            break
+        requests = [merge_request(pending[i], seed + attempt) for i in unresolved]
+        results = await _answer_each(client, requests)
+        outcome.llm_calls += len(requests)
+        still: list[int] = []
+        for index, result in zip(unresolved, results, strict=True):
+            group = pending[index]
+            if isinstance(result, LLMOutputError):
+                reason, detail, payload = RejectionReason.SCHEMA, str(result), {"error": str(result)}
+            else:
+                problems = merge_problems(result, group)
+                if not problems:
+                    answers[index] = result
+                    continue
+                reason, detail, payload = RejectionReason.INVARIANT, "; ".join(problems), result.model_dump(mode="json")
+            still.append(index)
+            member_fids = [f.fid for f in group]
+            exhausted = attempt == settings.max_regenerations
+            outcome.rejected.append(
+                RejectedCandidate(
+                    rejected_id=make_id("rejected", store.persona_id, TEMPLATE_ID, *member_fids, attempt),
+                    persona_id=store.persona_id,
+                    stage="memory",
+                    reason=reason,
+                    detail=f"merge of {member_fids} (attempt {attempt + 1}): {detail}"
+                    + ("; retries exhausted, the facts stay unmerged" if exhausted else ""),
+                    payload_json=json.dumps({"facts": [fact_view(f) for f in group], "answer": payload}, ensure_ascii=False),
+                )
+            )
+        unresolved = still
+    for index in sorted(answers):
+        group, answer = pending[index], answers[index]
+        store.merge([f.fid for f in group], answer.info, answer.type, _dedupe(answer.related_entities), on)
+        outcome.merges += 1
+        outcome.merged_fids.extend(f.fid for f in group)
+    return outcome
+
+
+def _dedupe(values: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    kept: list[str] = []
+    for value in values:
+        key = value.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(value.strip())
+    return kept
+

@@ -1,0 +1,309 @@
+"""Memory stage: replay a user's history, extract atomic facts with upsert, consolidate.
+
+Every ``memory_every_sessions`` sessions (and once more at the end) one LLM
+call sees the active facts and the new sessions and answers with the facts to
+add (``NEW_<n>``) or update (an existing fid), each citing the turns that
+support it. Those citations are what ties the ground-truth chain together:
+a fact descends from a reference exactly when one of its evidence turns is a
+turn that conveys that reference. An answer that cites unknown facts, sessions
+outside the batch or turns that do not exist, or that leaves a reference turn
+of the batch uncited, is rejected and asked again (bounded); if every attempt
+fails, the answer's well-formed facts are kept and every failure stays in
+``rejected``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryquest.contracts import (
+    Fact,
+    FactState,
+    FactType,
+    Persona,
+    RejectedCandidate,
+    RejectionReason,
+    Session,
+)
+from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.memory.consolidation import consolidate
+from memoryquest.memory.store import FactChange, FactStore
+from memoryquest.settings import GenerationSettings
+
+TEMPLATE_ID = "memory_extraction"
+STAGE = "memory"
+NEW_PREFIX = "NEW_"
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = Field(description="A session of this batch.")
+    turn_indices: list[int] = Field(description="Indices of the turns in that session that support the fact.")
+
+
+class ExtractedFact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fid: str = Field(description="An existing fid to update, or NEW_<n> for a new fact.")
+    info: str = Field(min_length=1, description="A short, atomic, third-person statement about the user.")
+    type: FactType
+    frequency: int = Field(ge=1, description="1 for a new fact; the existing frequency + 1 for an update.")
+    related_entities: list[str]
+    state: FactState
+    evidence: list[Evidence]
+
+
+class ExtractionAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    facts: list[ExtractedFact] = Field(description="Only new or changed facts; empty when nothing new was said.")
+
+
+class MemoryStageResult(BaseModel):
+    """The final fact store of one persona (facts sorted by fid) and what it cost."""
+
+    facts: list[Fact] = Field(default_factory=list)
+    rejected: list[RejectedCandidate] = Field(default_factory=list)
+    extraction_calls: int = 0
+    consolidation_calls: int = 0
+    consolidations: int = 0
+    merges: int = 0
+    embedding_calls: int = 0
+    batches: int = 0
+
+
+# --------------------------------------------------------------------------- prompt variables
+
+
+def existing_fact_view(fact: Fact) -> dict[str, object]:
+    return {
+        "fid": fact.fid,
+        "info": fact.info,
+        "type": fact.type.value,
+        "frequency": fact.frequency,
+        "related_entities": list(fact.related_entities),
+    }
+
+
+def session_view(session: Session) -> dict[str, object]:
+    return {
+        "session_id": session.session_id,
+        "date": session.date.isoformat(),
+        "domain": session.domain.value,
+        "turns": [{"index": i, "role": t.role.value, "content": t.content} for i, t in enumerate(session.turns)],
+    }
+
+
+def extraction_request(active: Sequence[Fact], batch: Sequence[Session], seed: int) -> LLMRequest[ExtractionAnswer]:
+    return LLMRequest(
+        template_id=TEMPLATE_ID,
+        variables={
+            "existing_facts": [existing_fact_view(f) for f in active],
+            "sessions": [session_view(s) for s in batch],
+        },
+        response_model=ExtractionAnswer,
+        stage=STAGE,
+        seed=seed,
+    )
+
+
+# --------------------------------------------------------------------------- checking an answer
+
+
+def check_answer(
+    answer: ExtractionAnswer, batch: Sequence[Session], active_fids: set[str]
+) -> tuple[list[FactChange], list[str]]:
+    """The answer's well-formed writes, and what is wrong with the rest of it."""
+    sessions = {s.session_id: s for s in batch}
+    problems: list[str] = []
+    changes: list[FactChange] = []
+    updated: set[str] = set()
+    for k, fact in enumerate(answer.facts):
+        label = f"fact {k} ({fact.fid!r})"
+        own: list[str] = []
+        is_new = fact.fid.startswith(NEW_PREFIX)
+        if not is_new and fact.fid not in active_fids:
+            own.append(f"{label}: fid is neither NEW_<n> nor an active fact")
+        if not is_new and fact.fid in updated:
+            own.append(f"{label}: the same fact is updated twice")
+        if not fact.evidence:
+            own.append(f"{label}: no evidence")
+        evidence: dict[str, set[int]] = {}
+        for item in fact.evidence:
+            session = sessions.get(item.session_id)
+            if session is None:
+                own.append(f"{label}: session {item.session_id!r} is not in this batch")
+                continue
+            if not item.turn_indices:
+                own.append(f"{label}: evidence for session {item.session_id} names no turn")
+            bad = [i for i in item.turn_indices if not 0 <= i < len(session.turns)]
+            if bad:
+                own.append(f"{label}: turn indices {bad} out of range for session {item.session_id} ({len(session.turns)} turns)")
+            evidence.setdefault(item.session_id, set()).update(i for i in item.turn_indices if i not in bad)
+        if own:
+            problems.extend(own)
+            continue
+        if not is_new:
+            updated.add(fact.fid)
+        changes.append(
+            FactChange(
+                fid=None if is_new else fact.fid,
+                info=" ".join(fact.info.split()),
+                type=fact.type,
+                related_entities=_dedupe(fact.related_entities),
+                evidence={sid: sorted(turns) for sid, turns in evidence.items()},
+            )
+        )
+    cited: dict[str, set[int]] = {}
+    for change in changes:
+        for sid, turns in change.evidence.items():
+            cited.setdefault(sid, set()).update(turns)
+    for session in batch:
+        conveyed = set(session.reference_turn_indices)
+        if session.reference_id and conveyed and not conveyed & cited.get(session.session_id, set()):
+            problems.append(
+                f"session {session.session_id}: reference turns {session.reference_turn_indices} are cited by no fact"
+            )
+    return changes, problems
+
+
+def _dedupe(values: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    kept: list[str] = []
+    for value in values:
+        text = " ".join(value.split())
+        if text and text.lower() not in seen:
+            seen.add(text.lower())
+            kept.append(text)
+    return kept
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+async def _extract_batch(
+    store: FactStore,
+    batch: Sequence[Session],
+    client: ModelClient,
+    settings: GenerationSettings,
+    seed: int,
+    rejected: list[RejectedCandidate],
+) -> tuple[list[FactChange], int]:
+    """The batch's writes and the number of calls they took."""
+    active = store.active()
+    active_fids = {f.fid for f in active}
+    anchor = batch[0].session_id
+    session_ids = [s.session_id for s in batch]
+    for attempt in range(settings.max_regenerations + 1):
+        exhausted = attempt == settings.max_regenerations
+        try:
+            answer = await client.complete(extraction_request(active, batch, seed + attempt))
+        except LLMOutputError as exc:
+            rejected.append(
+                _rejection(store.persona_id, anchor, attempt, RejectionReason.SCHEMA, str(exc), session_ids, {"error": str(exc)}, exhausted)
+            )
+            continue
+        changes, problems = check_answer(answer, batch, active_fids)
+        if not problems:
+            return changes, attempt + 1
+        rejected.append(
+            _rejection(
+                store.persona_id,
+                anchor,
+                attempt,
+                RejectionReason.INVARIANT,
+                "; ".join(problems),
+                session_ids,
+                answer.model_dump(mode="json"),
+                exhausted,
+                salvaged=len(changes),
+            )
+        )
+        if exhausted:
+            return changes, attempt + 1
+    return [], settings.max_regenerations + 1
+
+
+def _rejection(
+    persona_id: str,
+    anchor: str,
+    attempt: int,
+    reason: RejectionReason,
+    detail: str,
+    session_ids: list[str],
+    answer: object,
+    exhausted: bool,
+    salvaged: int | None = None,
+) -> RejectedCandidate:
+    note = ""
+    if exhausted:
+        note = f"; retries exhausted, kept {salvaged} well-formed facts" if salvaged is not None else "; retries exhausted, the batch adds no facts"
+    return RejectedCandidate(
+        rejected_id=make_id("rejected", persona_id, TEMPLATE_ID, anchor, attempt),
+        persona_id=persona_id,
+        stage="memory",
+        reason=reason,
+        detail=f"extraction over sessions {session_ids} (attempt {attempt + 1}): {detail}{note}",
+        payload_json=json.dumps({"session_ids": session_ids, "answer": answer}, ensure_ascii=False),
+    )
+
+
+def chronological(persona: Persona, history: Sequence[Session]) -> list[Session]:
+    """The history in replay order, checked to belong to ``persona``."""
+    seen: set[str] = set()
+    for session in history:
+        if session.persona_id != persona.persona_id:
+            raise ValueError(
+                f"session {session.session_id} belongs to persona {session.persona_id}, not {persona.persona_id}"
+            )
+        if session.session_id in seen:
+            raise ValueError(f"session {session.session_id} appears twice in the history")
+        seen.add(session.session_id)
+    return sorted(history, key=lambda s: (s.date, s.position, s.session_id))
+
+
+async def build_memory(
+    persona: Persona,
+    history: list[Session],
+    client: ModelClient,
+    settings: GenerationSettings,
+    *,
+    seed: int = 0,
+) -> MemoryStageResult:
+    """The persona's fact store after replaying ``history``, with every revision and merge."""
+    ordered = chronological(persona, history)
+    store = FactStore(persona.persona_id, ordered)
+    result = MemoryStageResult()
+    new_since_merge = 0
+    embeddings: dict[str, np.ndarray] = {}
+    step = settings.memory_every_sessions
+    for start in range(0, len(ordered), step):
+        batch = ordered[start : start + step]
+        result.batches += 1
+        changes, calls = await _extract_batch(store, batch, client, settings, seed, result.rejected)
+        result.extraction_calls += calls
+        ordinal = 0
+        for change in changes:
+            if change.fid is None:
+                store.add(change, batch[0].session_id, ordinal)
+                ordinal += 1
+                new_since_merge += 1
+            else:
+                store.update(change)
+        if new_since_merge >= settings.consolidation_new_facts:
+            outcome = await consolidate(store, client, settings, batch[-1].date, seed=seed, embeddings=embeddings)
+            result.consolidations += 1
+            result.consolidation_calls += outcome.llm_calls
+            result.embedding_calls += outcome.embedding_calls
+            result.merges += outcome.merges
+            result.rejected.extend(outcome.rejected)
+            new_since_merge = 0
+    result.facts = store.all()
+    return result

@@ -1,0 +1,433 @@
+"""Run query-only retrieval and PGR for queries, then score them with the judges.
+
+PGR, as in the paper (§3.3):
+
+1. augmentation: q_A = LLM(q, φ(q; K_o, τ_o));
+2. Phase 1: a chain or tree of steps from q_A; R = φ(q) ∪ ⋃ φ(step);
+3. Phase 2: re-plan from q_A, R and the previous steps; Δ = ⋃ φ(step) \\ R;
+   R ← R ∪ Δ; stop when |Δ| < δ or after I_max refinements;
+4. a prospection summary, and optionally an answer conditioned on R and the
+   summary (PAG).
+
+Every retrieval runs over the memory as it stood on the query date. The
+trace (steps, what each retrieved, what each round added) and the number of
+LLM calls and embedding requests are kept per query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from memoryquest.contracts import (
+    Fact,
+    JudgeKind,
+    ProspectionIteration,
+    ProspectionStep,
+    Query,
+    RetrievalMethod,
+    ValidationResult,
+)
+from memoryquest.ids import make_id
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.pgr.judges import Judge, build_judges
+from memoryquest.pgr.metrics import (
+    PGRSummary,
+    PGRSummaryRow,
+    ndcg,
+    recall,
+    recall_exact,
+    relevant_fids,
+    summarise,
+    summary_markdown,
+)
+from memoryquest.pgr.prospection import (
+    AugmentedQuery,
+    ChainPlan,
+    GeneratedAnswer,
+    PlanShape,
+    ProspectionSummary,
+    ProspectionTreeError,
+    TreePlan,
+    chain_steps,
+    facts_view,
+    parse_tree,
+    probe_text,
+    steps_view,
+)
+from memoryquest.pgr.retrieval import Hit, IndexCache, MemoryIndex, Retriever
+from memoryquest.settings import PGRSettings
+
+__all__ = [
+    "PGRError",
+    "PGRSummary",
+    "PGRSummaryRow",
+    "RankedFact",
+    "RetrievalOutcome",
+    "RetrievedSet",
+    "parse_methods",
+    "refine_until_converged",
+    "run_query",
+    "summarise",
+    "summary_markdown",
+    "validate_queries",
+]
+
+log = logging.getLogger(__name__)
+
+STAGE = "pgr"
+AUGMENT_TEMPLATE = "pgr_augment"
+SUMMARY_TEMPLATE = "pgr_summary"
+ANSWER_TEMPLATE = "pgr_answer"
+PLAN_TEMPLATES: dict[RetrievalMethod, tuple[str, str, PlanShape]] = {
+    RetrievalMethod.PGR_COT: ("pgr_cot_initial", "pgr_cot_refine", "chain"),
+    RetrievalMethod.PGR_TOT: ("pgr_tot_initial", "pgr_tot_refine", "tree"),
+}
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class PGRError(RuntimeError):
+    """A query could not be run; the message names the query, method and round."""
+
+
+class RankedFact(BaseModel):
+    fid: str
+    score: float
+    iteration: int  # 0 = query / augmentation / Phase 1 (and query-only); 1.. = refinements
+
+
+class RetrievalOutcome(BaseModel):
+    """What one method retrieved for one query, and how."""
+
+    query_id: str
+    persona_id: str
+    method: RetrievalMethod
+    memory_as_of: dt.date
+    memory_size: int
+    ranked: list[RankedFact]
+    iterations: list[ProspectionIteration] = []
+    llm_calls: int = 0
+    embedding_calls: int = 0
+    augmented_query: str | None = None
+    summary: str | None = None
+    answer: str | None = None
+    repairs: list[str] = []
+
+    @property
+    def retrieved_fids(self) -> list[str]:
+        return [fact.fid for fact in self.ranked]
+
+
+class RetrievedSet:
+    """R: the accumulated facts, ranked by the round that first found them, then by best cosine."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, tuple[int, float]] = {}
+
+    def __contains__(self, fid: object) -> bool:
+        return fid in self._first
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def add(self, iteration: int, hits: Iterable[Hit]) -> list[str]:
+        """Add one round's hits; return the facts new to R, best first (Δ)."""
+        best: dict[str, float] = {}
+        for fid, score in hits:
+            if fid not in self._first and score > best.get(fid, float("-inf")):
+                best[fid] = score
+        new = sorted(best, key=lambda fid: (-best[fid], fid))
+        for fid in new:
+            self._first[fid] = (iteration, best[fid])
+        return new
+
+    def ranked(self) -> list[RankedFact]:
+        order = sorted(self._first.items(), key=lambda kv: (kv[1][0], -kv[1][1], kv[0]))
+        return [RankedFact(fid=fid, score=score, iteration=it) for fid, (it, score) in order]
+
+
+Propose = Callable[[list[ProspectionStep], int], Awaitable[list[ProspectionStep]]]
+RetrieveSteps = Callable[[list[ProspectionStep]], Awaitable[list[list[Hit]]]]
+
+
+def with_retrieved(steps: Sequence[ProspectionStep], hits: Sequence[Sequence[Hit]]) -> list[ProspectionStep]:
+    return [
+        step.model_copy(update={"retrieved_fids": [hit.fid for hit in step_hits]})
+        for step, step_hits in zip(steps, hits, strict=True)
+    ]
+
+
+async def refine_until_converged(
+    previous: list[ProspectionStep],
+    found: RetrievedSet,
+    propose: Propose,
+    retrieve: RetrieveSteps,
+    *,
+    delta: int,
+    max_iterations: int,
+) -> list[ProspectionIteration]:
+    """Phase 2: re-plan, retrieve, add Δ to R; stop once |Δ| < delta or after max_iterations rounds."""
+    iterations: list[ProspectionIteration] = []
+    for iteration in range(1, max_iterations + 1):
+        steps = await propose(previous, iteration)
+        hits = await retrieve(steps)
+        new = found.add(iteration, (hit for step_hits in hits for hit in step_hits))
+        iterations.append(
+            ProspectionIteration(iteration=iteration, steps=with_retrieved(steps, hits), new_fids=new)
+        )
+        previous = steps
+        if len(new) < delta:
+            break
+    return iterations
+
+
+class _Calls:
+    """Counts the LLM calls of one query run."""
+
+    def __init__(self, client: ModelClient) -> None:
+        self.client = client
+        self.count = 0
+
+    async def ask(self, template_id: str, variables: dict[str, Any], model: type[ModelT], temperature: float) -> ModelT:
+        self.count += 1
+        request = LLMRequest(
+            template_id=template_id,
+            variables=variables,
+            response_model=model,
+            stage=STAGE,
+            temperature=temperature,
+        )
+        return await self.client.complete(request)
+
+
+def _chronological(index: MemoryIndex, fids: Iterable[str]) -> list[MemoryItem]:
+    return sorted((index.item(fid) for fid in fids), key=lambda item: (item.date, item.fid))
+
+
+def parse_methods(methods: Iterable[RetrievalMethod | str]) -> list[RetrievalMethod]:
+    parsed = []
+    for method in methods:
+        try:
+            parsed.append(RetrievalMethod(method))
+        except ValueError:
+            choices = ", ".join(m.value for m in RetrievalMethod)
+            raise ValueError(f"unknown retrieval method {method!r}; choose from {choices}") from None
+    return parsed
+
+
+async def run_query(
+    query: Query,
+    facts: list[Fact],
+    method: RetrievalMethod,
+    client: ModelClient,
+    settings: PGRSettings,
+    *,
+    index_cache: IndexCache | None = None,
+) -> RetrievalOutcome:
+    """Retrieve for one query with one method over the memory as of the query date.
+
+    ``facts`` may hold every persona's facts; only the query's persona's are searched.
+    """
+    method = parse_methods([method])[0]
+    cache = index_cache if index_cache is not None else IndexCache()
+    index = await cache.get(query.persona_id, query.query_date, facts, client)
+    retriever = Retriever(index, client)
+    calls = _Calls(client)
+    if method is RetrievalMethod.QUERY_ONLY:
+        hits = (await retriever.retrieve([query.text], settings.query_only_k, settings.query_only_tau))[0]
+        ranked = [RankedFact(fid=h.fid, score=h.score, iteration=0) for h in hits]
+        answer = None
+        if settings.generate_answers:
+            answer = await _answer(calls, query, _chronological(index, [h.fid for h in hits]), "")
+        return RetrievalOutcome(
+            query_id=query.query_id,
+            persona_id=query.persona_id,
+            method=method,
+            memory_as_of=index.as_of,
+            memory_size=len(index),
+            ranked=ranked,
+            llm_calls=calls.count,
+            embedding_calls=retriever.embedding_requests,
+            answer=answer,
+        )
+    return await _run_pgr(query, index, method, retriever, calls, settings)
+
+
+async def _run_pgr(
+    query: Query,
+    index: MemoryIndex,
+    method: RetrievalMethod,
+    retriever: Retriever,
+    calls: _Calls,
+    settings: PGRSettings,
+) -> RetrievalOutcome:
+    initial_template, refine_template, shape = PLAN_TEMPLATES[method]
+    plan_model: type[ChainPlan] | type[TreePlan] = ChainPlan if shape == "chain" else TreePlan
+    repairs: list[str] = []
+
+    def to_steps(plan: ChainPlan | TreePlan, iteration: int) -> list[ProspectionStep]:
+        if isinstance(plan, ChainPlan):
+            return chain_steps(plan)
+        try:
+            parsed = parse_tree(plan.nodes, repair=True)
+        except ProspectionTreeError as exc:
+            raise PGRError(f"query {query.query_id}, {method.value}, iteration {iteration}: {exc}") from exc
+        repairs.extend(f"iteration {iteration}: {note}" for note in parsed.repairs)
+        for note in parsed.repairs:
+            log.info("query %s %s iteration %d: repaired tree: %s", query.query_id, method.value, iteration, note)
+        return parsed.steps
+
+    # Augmentation: one embedding of q serves both φ(q; K_o, τ_o) and φ(q; K, τ).
+    query_vector = await retriever.embed([query.text])
+    context = index.search(query_vector, settings.augment_k, settings.augment_tau)[0]
+    query_hits = index.search(query_vector, settings.step_k, settings.step_tau)[0]
+    common: dict[str, Any] = {"query": query.text, "query_date": query.query_date.isoformat()}
+    augmented = await calls.ask(
+        AUGMENT_TEMPLATE,
+        {**common, "context_facts": facts_view([index.item(h.fid) for h in context])},
+        AugmentedQuery,
+        temperature=0.2,
+    )
+    common["augmented_query"] = augmented.augmented_query.strip()
+
+    async def retrieve(steps: list[ProspectionStep]) -> list[list[Hit]]:
+        return await retriever.retrieve([probe_text(s) for s in steps], settings.step_k, settings.step_tau)
+
+    # Phase 1.
+    plan = await calls.ask(initial_template, common, plan_model, temperature=0.7)
+    steps = to_steps(plan, 0)
+    hits = await retrieve(steps)
+    found = RetrievedSet()
+    new = found.add(0, [*query_hits, *(hit for step_hits in hits for hit in step_hits)])
+    iterations = [ProspectionIteration(iteration=0, steps=with_retrieved(steps, hits), new_fids=new)]
+
+    # Phase 2.
+    async def propose(previous: list[ProspectionStep], iteration: int) -> list[ProspectionStep]:
+        variables = {
+            **common,
+            "previous_steps": steps_view(previous, shape),
+            "facts": facts_view(_chronological(index, (f.fid for f in found.ranked()))),
+        }
+        return to_steps(await calls.ask(refine_template, variables, plan_model, temperature=0.7), iteration)
+
+    iterations += await refine_until_converged(
+        steps, found, propose, retrieve, delta=settings.delta, max_iterations=settings.max_iterations
+    )
+
+    ranked = found.ranked()
+    facts_in_time = _chronological(index, (f.fid for f in ranked))
+    summary = await calls.ask(
+        SUMMARY_TEMPLATE,
+        {**common, "steps": steps_view(iterations[-1].steps, shape), "facts": facts_view(facts_in_time)},
+        ProspectionSummary,
+        temperature=0.3,
+    )
+    answer = None
+    if settings.generate_answers:
+        answer = await _answer(calls, query, facts_in_time, summary.summary)
+    return RetrievalOutcome(
+        query_id=query.query_id,
+        persona_id=query.persona_id,
+        method=method,
+        memory_as_of=index.as_of,
+        memory_size=len(index),
+        ranked=ranked,
+        iterations=iterations,
+        llm_calls=calls.count,
+        embedding_calls=retriever.embedding_requests,
+        augmented_query=common["augmented_query"],
+        summary=summary.summary,
+        answer=answer,
+        repairs=repairs,
+    )
+
+
+async def _answer(calls: _Calls, query: Query, facts: list[MemoryItem], summary: str) -> str:
+    """Prospection-augmented generation (PAG): an answer from the facts and, for PGR, the summary."""
+    reply = await calls.ask(
+        ANSWER_TEMPLATE,
+        {
+            "query": query.text,
+            "query_date": query.query_date.isoformat(),
+            "facts": facts_view(facts),
+            "summary": summary,
+        },
+        GeneratedAnswer,
+        temperature=0.3,
+    )
+    return reply.answer
+
+
+async def score_outcome(
+    query: Query, outcome: RetrievalOutcome, index: MemoryIndex, judge: Judge, client: ModelClient
+) -> ValidationResult:
+    """One validation row: the outcome judged by one judge."""
+    retrieved = [index.item(fid) for fid in outcome.retrieved_fids]
+    judgements = await judge.judge(query, retrieved, index, client)
+    relevant = relevant_fids((r.reference_id for r in query.references), index.items)
+    return ValidationResult(
+        result_id=make_id("result", query.query_id, outcome.method.value, judge.kind.value),
+        query_id=query.query_id,
+        persona_id=query.persona_id,
+        method=outcome.method,
+        judge=judge.kind,
+        memory_as_of=outcome.memory_as_of,
+        memory_size=outcome.memory_size,
+        retrieved_fids=outcome.retrieved_fids,
+        judgements=judgements,
+        recall=recall(judgements),
+        recall_exact=recall_exact(judgements),
+        ndcg=ndcg(outcome.retrieved_fids, relevant),
+        llm_calls=outcome.llm_calls,
+        embedding_calls=outcome.embedding_calls,
+        iterations=outcome.iterations,
+        augmented_query=outcome.augmented_query,
+        summary=outcome.summary,
+        answer=outcome.answer,
+    )
+
+
+async def validate_queries(
+    queries: list[Query],
+    facts: list[Fact],
+    client: ModelClient,
+    settings: PGRSettings,
+    *,
+    methods: Sequence[RetrievalMethod | str] | None = None,
+    judges: Sequence[JudgeKind | str | Judge] | None = None,
+    index_cache: IndexCache | None = None,
+) -> list[ValidationResult]:
+    """One result per query × method × judge, in that order.
+
+    ``llm_calls`` and ``embedding_calls`` count retrieval and generation only;
+    judge calls are evaluation cost, not method cost.
+    """
+    method_list = parse_methods(methods if methods is not None else settings.methods)
+    judge_list = build_judges(list(judges) if judges is not None else list(settings.judges), settings)
+    cache = index_cache if index_cache is not None else IndexCache()
+    by_persona: dict[str, list[Fact]] = {}
+    for fact in facts:
+        by_persona.setdefault(fact.persona_id, []).append(fact)
+    # Snapshots first, in query order: each costs at most one batched request, and none is built twice.
+    indexes: dict[str, MemoryIndex] = {}
+    for query in queries:
+        indexes[query.query_id] = await cache.get(
+            query.persona_id, query.query_date, by_persona.get(query.persona_id, []), client
+        )
+
+    async def one(query: Query, method: RetrievalMethod) -> list[ValidationResult]:
+        persona_facts = by_persona.get(query.persona_id, [])
+        outcome = await run_query(query, persona_facts, method, client, settings, index_cache=cache)
+        return [await score_outcome(query, outcome, indexes[query.query_id], judge, client) for judge in judge_list]
+
+    groups = await asyncio.gather(*(one(q, m) for q in queries for m in method_list))
+    return [result for group in groups for result in group]
+

@@ -1,0 +1,92 @@
+"""Pairwise answer comparison from the user's point of view, in both orders.
+
+Position bias is real in model judges, so every pair is judged twice with the
+answers swapped; a win counts 1, a tie 0.5, a loss 0, and the two scores are
+averaged. The win rate of A over B is the mean of that score over queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memoryquest.contracts import Query
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.memory.snapshot import MemoryItem
+
+PAIRWISE_TEMPLATE = "judge_pairwise"
+PAIRWISE_STAGE = "pgr_judge"
+
+Choice = Literal["first", "second", "tie"]
+Side = Literal["a", "b", "tie"]
+
+
+class PairwiseVerdict(BaseModel):
+    reasoning: str = Field(description="A short comparison of the two responses.")
+    choice: Choice
+
+
+class PairwiseOutcome(BaseModel):
+    query_id: str
+    a_first: Side = Field(description="Winner when answer A was shown first.")
+    b_first: Side = Field(description="Winner when answer B was shown first.")
+    score_a: float = Field(ge=0.0, le=1.0, description="Mean of both orders: win 1, tie 0.5, loss 0.")
+    llm_calls: int = 2
+
+
+def _side(choice: Choice, a_is_first: bool) -> Side:
+    if choice == "tie":
+        return "tie"
+    return "a" if (choice == "first") == a_is_first else "b"
+
+
+def _points(side: Side) -> float:
+    return {"a": 1.0, "tie": 0.5, "b": 0.0}[side]
+
+
+async def pairwise_winrate(
+    query: Query,
+    answer_a: str,
+    answer_b: str,
+    user_facts: Sequence[MemoryItem],
+    client: ModelClient,
+    *,
+    include_references: bool = True,
+) -> PairwiseOutcome:
+    """Judge A against B twice (A first, then B first) and average the two verdicts."""
+    base = {
+        "query": query.text,
+        "query_date": query.query_date.isoformat(),
+        "user_facts": [{"date": item.date.isoformat(), "info": item.info} for item in user_facts],
+        "references": [r.text for r in query.references] if include_references else [],
+    }
+    requests = [
+        LLMRequest(
+            template_id=PAIRWISE_TEMPLATE,
+            variables={**base, "first_response": first, "second_response": second},
+            response_model=PairwiseVerdict,
+            stage=PAIRWISE_STAGE,
+            temperature=0.0,
+        )
+        for first, second in ((answer_a, answer_b), (answer_b, answer_a))
+    ]
+    a_first, b_first = await client.complete_all(requests)
+    side_a_first = _side(a_first.choice, a_is_first=True)
+    side_b_first = _side(b_first.choice, a_is_first=False)
+    return PairwiseOutcome(
+        query_id=query.query_id,
+        a_first=side_a_first,
+        b_first=side_b_first,
+        score_a=(_points(side_a_first) + _points(side_b_first)) / 2,
+    )
+
+
+def win_rate(outcomes: Sequence[PairwiseOutcome]) -> float:
+    """Mean score of A over the queries (0..1)."""
+    if not outcomes:
+        raise ValueError("win_rate needs at least one pairwise outcome")
+    return fmean(o.score_a for o in outcomes)

@@ -1,0 +1,326 @@
+"""Publish a generated dataset as Hugging Face–style Parquet splits, and read it back.
+
+Layout of a published dataset::
+
+    README.md                                  dataset card (YAML configs, statistics, licence)
+    LICENSE.md                                 CC BY-NC 4.0 text (PersonaLens' licence)
+    manifest.json                              run manifest + publish info (splits, row counts, sha256)
+    data/<config>/<split>-00000-of-00001.parquet
+    jsonl/<config>/<split>.jsonl               the same rows as JSON Lines
+    plots/*.png                                figures embedded in the card
+
+The whole directory is built next to the destination and renamed into place,
+so readers see the previous dataset or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+import memoryquest
+from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.publish import plots
+from memoryquest.publish.arrow import arrow_schema
+from memoryquest.publish.card import CardInputs, render_card
+from memoryquest.publish.parquet import (
+    parquet_name,
+    read_parquet,
+    sha256_file,
+    write_jsonl,
+    write_parquet,
+)
+from memoryquest.publish.redact import redact
+from memoryquest.publish.splits import SPLITS, assign_splits
+from memoryquest.publish.stats import compute_statistics
+from memoryquest.settings import Settings
+
+__all__ = ["PRIMARY_KEYS", "PublishError", "PublishReport", "PublishedFile", "load_published", "publish_dataset"]
+
+MANIFEST_FILE = "manifest.json"
+CARD_FILE = "README.md"
+LICENCE_FILE = "LICENSE.md"
+
+PRIMARY_KEYS: dict[str, str] = {
+    "personas": "persona_id",
+    "queries": "query_id",
+    "timelines": "timeline_id",
+    "sessions": "session_id",
+    "facts": "fid",
+    "validation": "result_id",
+    "rejected": "rejected_id",
+}
+"""The id column each published table is sorted (and de-duplicated) by."""
+PERSONA_KEY = "persona_id"  # every table has it; rows follow their persona's split
+
+
+class PublishError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class PublishedFile:
+    path: str  # relative to the dataset root, '/'-separated
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    destination: Path
+    card: Path
+    manifest: Path
+    row_counts: dict[str, dict[str, int]]  # config -> split -> rows (all splits, zeros included)
+    users: dict[str, list[str]]  # split -> persona ids
+    files: tuple[PublishedFile, ...]
+    seconds: float
+
+
+# --------------------------------------------------------------------------- publishing
+
+
+def _sorted_rows(name: str, rows: Sequence[Row]) -> list[Row]:
+    key = PRIMARY_KEYS[name]
+    ordered = sorted(rows, key=lambda row: getattr(row, key))
+    for previous, current in zip(ordered, ordered[1:], strict=False):
+        if getattr(previous, key) == getattr(current, key):
+            raise PublishError(f"table {name!r} has two rows with {key} = {getattr(current, key)!r}")
+    return ordered
+
+
+def _persona_ids(dataset: GeneratedDataset) -> set[str]:
+    """Users with at least one row anywhere (a persona that produced nothing takes no split slot)."""
+    ids: set[str] = set()
+    for name in TABLES:
+        ids.update(row.persona_id for row in getattr(dataset, name))
+    return ids
+
+
+def _secrets(settings: Settings) -> list[str]:
+    key = settings.endpoint.api_key
+    return [key.get_secret_value()] if key is not None and key.get_secret_value() else []
+
+
+def _licence_source() -> Path | None:
+    from memoryquest.resources import data_dir
+
+    try:
+        candidate = data_dir("personas") / "personalens" / LICENCE_FILE
+    except FileNotFoundError:
+        return None
+    return candidate if candidate.is_file() else None
+
+
+def _gamma_threshold(manifest: RunManifest, settings: Settings) -> float:
+    generation = manifest.settings.get("generation")
+    if isinstance(generation, dict) and isinstance(generation.get("gamma_max"), int | float):
+        return float(generation["gamma_max"])
+    return settings.generation.gamma_max
+
+
+def _check_destination(destination: Path) -> None:
+    """Only an empty directory or an earlier published dataset may be replaced."""
+    if not destination.exists():
+        return
+    if not destination.is_dir():
+        raise PublishError(f"destination {destination} exists and is not a directory")
+    if not any(destination.iterdir()):
+        return
+    manifest = destination / MANIFEST_FILE
+    try:
+        published = "publish" in json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        published = False
+    if not published:
+        raise PublishError(
+            f"destination {destination} exists and is not a published dataset "
+            f"(no {MANIFEST_FILE} with a 'publish' section); refusing to replace it"
+        )
+
+
+def _swap_into_place(staging: Path, destination: Path) -> None:
+    if destination.exists():
+        backup = destination.with_name(f".{destination.name}.old")
+        shutil.rmtree(backup, ignore_errors=True)
+        os.replace(destination, backup)
+        os.replace(staging, destination)
+        shutil.rmtree(backup, ignore_errors=True)
+    else:
+        os.replace(staging, destination)
+
+
+def _scan_for_secrets(root: Path, secrets: Sequence[str]) -> None:
+    if not secrets:
+        return
+    encoded = [s.encode("utf-8") for s in secrets]
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in {".md", ".json", ".jsonl"}:
+            content = path.read_bytes()
+            if any(secret in content for secret in encoded):
+                raise PublishError(f"a configured secret appears in {path.relative_to(root)}; not publishing")
+
+
+def _build(dataset: GeneratedDataset, manifest: RunManifest, root: Path, settings: Settings) -> PublishReport:
+    secrets = _secrets(settings)
+    assignment = assign_splits(_persona_ids(dataset), settings.publish)
+    schemas = {name: arrow_schema(model, name) for name, model in TABLES.items()}
+    row_counts: dict[str, dict[str, int]] = {}
+    for name in TABLES:
+        rows = _sorted_rows(name, getattr(dataset, name))
+        by_split: dict[str, list[Row]] = {split: [] for split in SPLITS}
+        for row in rows:
+            by_split[assignment[getattr(row, PERSONA_KEY)]].append(row)
+        row_counts[name] = {split: len(by_split[split]) for split in SPLITS}
+        for split, split_rows in by_split.items():
+            if split_rows:
+                write_parquet(split_rows, schemas[name], root / "data" / name / parquet_name(split))
+                write_jsonl(split_rows, root / "jsonl" / name / f"{split}.jsonl")
+
+    public_manifest = RunManifest.model_validate(redact(manifest.model_dump(mode="json"), secrets))
+    statistics = compute_statistics(dataset)
+    threshold = _gamma_threshold(manifest, settings)
+    figures: list[tuple[str, str]] = []
+    if statistics.gamma_values:
+        plots.gamma_histogram(statistics.gamma_values, threshold, root / "plots" / plots.GAMMA_HISTOGRAM)
+        figures.append((f"plots/{plots.GAMMA_HISTOGRAM}", "Histogram of γ with the threshold"))
+    if statistics.validation:
+        plots.recall_by_method(statistics.validation, root / "plots" / plots.RECALL_BY_METHOD)
+        figures.append((f"plots/{plots.RECALL_BY_METHOD}", "Recall and RecallExact by method and judge"))
+
+    licence = _licence_source()
+    if licence is not None:
+        shutil.copyfile(licence, root / LICENCE_FILE)
+    users: dict[str, list[str]] = {split: [] for split in SPLITS}
+    for persona_id, split in sorted(assignment.items()):
+        users[split].append(persona_id)
+    card = render_card(
+        CardInputs(
+            manifest=public_manifest,
+            statistics=statistics,
+            publish=settings.publish,
+            gamma_threshold=threshold,
+            row_counts=row_counts,
+            users_per_split={split: len(ids) for split, ids in users.items()},
+            schemas=schemas,
+            plots=figures,
+            has_personalens=any(p.source is PersonaSource.PERSONALENS for p in dataset.personas),
+            licence_file=LICENCE_FILE if licence is not None else None,
+        )
+    )
+    (root / CARD_FILE).write_text(card, encoding="utf-8")
+
+    files = tuple(
+        PublishedFile(path=path.relative_to(root).as_posix(), bytes=path.stat().st_size, sha256=sha256_file(path))
+        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix())
+        if path.is_file()
+    )
+    publish_info: dict[str, Any] = {
+        "memoryquest_version": memoryquest.__version__,
+        "schema_version": public_manifest.schema_version,
+        "split_seed": settings.publish.split_seed,
+        "ratios": {"train": settings.publish.train, "validation": settings.publish.validation, "test": settings.publish.test},
+        "split_method": "users ordered by sha256('<split_seed>:<persona_id>'), sizes by largest remainder, "
+        "each split with a positive ratio gets at least one user while the largest split keeps one",
+        "users": users,
+        "row_counts": row_counts,
+        "files": [{"path": f.path, "bytes": f.bytes, "sha256": f.sha256} for f in files],
+    }
+    manifest_document = public_manifest.model_dump(mode="json") | {"publish": publish_info}
+    (root / MANIFEST_FILE).write_text(json.dumps(manifest_document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _scan_for_secrets(root, secrets)
+    return PublishReport(
+        destination=root,
+        card=root / CARD_FILE,
+        manifest=root / MANIFEST_FILE,
+        row_counts=row_counts,
+        users=users,
+        files=files,
+        seconds=0.0,
+    )
+
+
+def publish_dataset(dataset: GeneratedDataset, destination: Path, settings: Settings) -> PublishReport:
+    """Write ``dataset`` to ``destination`` in the published layout, atomically.
+
+    ``destination`` may not exist yet, be empty, or hold an earlier published
+    dataset (which is replaced only once the new one is complete).
+    """
+    started = time.perf_counter()
+    if dataset.manifest is None:
+        raise PublishError(
+            "the dataset has no run manifest (manifest.json); publishing needs it for provenance "
+            "(models, prompt versions, thresholds, seeds, usage) — publish the output of `memoryquest generate`"
+        )
+    destination = Path(destination).absolute()
+    _check_destination(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.publish-", dir=destination.parent))
+    try:
+        staging.chmod(0o755)
+        report = _build(dataset, dataset.manifest, staging, settings)
+        _swap_into_place(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return PublishReport(
+        destination=destination,
+        card=destination / CARD_FILE,
+        manifest=destination / MANIFEST_FILE,
+        row_counts=report.row_counts,
+        users=report.users,
+        files=report.files,
+        seconds=time.perf_counter() - started,
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST_FILE
+    if not path.is_file():
+        raise PublishError(f"{root} is not a published dataset: {MANIFEST_FILE} is missing")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise PublishError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("publish"), dict):
+        raise PublishError(f"{path} has no 'publish' section; is {root} a published dataset?")
+    return document
+
+
+def load_published(path: Path) -> GeneratedDataset:
+    """Every split of every config plus the run manifest, checked against the recorded sha256 sums."""
+    root = Path(path)
+    document = _read_manifest(root)
+    publish_info = document.pop("publish")
+    dataset = GeneratedDataset(manifest=RunManifest.model_validate(document))
+    tables: dict[str, list[BaseModel]] = {name: [] for name in TABLES}
+    for entry in publish_info.get("files", []):
+        relative = str(entry["path"])
+        file_path = root / relative
+        if not file_path.is_file():
+            raise PublishError(f"{root}: {relative} is listed in {MANIFEST_FILE} but missing")
+        parts = relative.split("/")
+        if len(parts) != 3 or parts[0] != "data" or not parts[2].endswith(".parquet"):
+            continue
+        if sha256_file(file_path) != entry["sha256"]:
+            raise PublishError(f"{root}: {relative} does not match its sha256 in {MANIFEST_FILE} (changed or truncated)")
+        config = parts[1]
+        if config not in TABLES:
+            raise PublishError(f"{root}: {relative} belongs to unknown config {config!r}")
+        tables[config].extend(read_parquet(file_path, TABLES[config]))
+    for name, rows in tables.items():
+        key = PRIMARY_KEYS[name]
+        getattr(dataset, name).extend(sorted(rows, key=lambda row: getattr(row, key)))
+    return dataset

@@ -1,0 +1,412 @@
+"""The dataset card (README.md): Hugging Face YAML front matter plus a readable body.
+
+Everything in the card is derived from the tables, the run manifest and the
+publish settings — never from the clock or the destination path — so the same
+input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from memoryquest.contracts import SCHEMA_VERSION, RunManifest
+from memoryquest.publish.arrow import describe_columns
+from memoryquest.publish.splits import SPLITS
+from memoryquest.publish.stats import DatasetStatistics, Distribution
+from memoryquest.settings import PublishSettings
+
+PRETTY_NAME = "MemoryQuest (regenerated)"
+DEFAULT_CONFIG = "queries"
+
+PGR_PAPER_BIBTEX = """@misc{chopra2026thinkingahead,
+  title         = {Thinking Ahead: Prospection-Guided Retrieval of Memory with Language Models},
+  author        = {Chopra, Harshita and Chintalapudi, Krishna and Nath, Suman and White, Ryen and Shah, Chirag},
+  year          = {2026},
+  eprint        = {2605.14177},
+  archivePrefix = {arXiv},
+  url           = {https://arxiv.org/abs/2605.14177}
+}"""
+
+PERSONALENS_BIBTEX = """@inproceedings{zhao2025personalens,
+  title     = {PersonaLens: A Benchmark for Personalization Evaluation in Conversational {AI} Assistants},
+  author    = {Zhao, Zheng and Vania, Clara and Kayal, Subhradeep and Khan, Naila and Cohen, Shay B. and Yilmaz, Emine},
+  booktitle = {Findings of the Association for Computational Linguistics: ACL 2025},
+  year      = {2025},
+  url       = {https://github.com/amazon-science/PersonaLens}
+}"""
+
+CONFIG_DESCRIPTIONS: dict[str, str] = {
+    "personas": "one row per user: PersonaLens demographics, interests, affinities, interaction summaries and tasks",
+    "queries": "in-situ planning queries with their 3–5 required references, per-reference cosine, γ and the embedder",
+    "timelines": "per query, the dated events that embed each reference exactly once, plus filler events",
+    "sessions": "one dated user–assistant conversation per timeline event; turns as a list of {role, content}",
+    "facts": "the final memory store with provenance, revisions (replayable to any date) and merge history",
+    "validation": "per query × retrieval method × judge: retrieved facts, per-reference judgements, Recall, RecallExact, prospection trace",
+    "rejected": "every generated candidate that did not make it into the dataset, with the reason and the raw JSON",
+}
+
+
+@dataclass(frozen=True)
+class CardInputs:
+    manifest: RunManifest  # already redacted
+    statistics: DatasetStatistics
+    publish: PublishSettings
+    gamma_threshold: float
+    row_counts: Mapping[str, Mapping[str, int]]  # config -> split -> rows
+    users_per_split: Mapping[str, int]
+    schemas: Mapping[str, pa.Schema]
+    plots: Sequence[tuple[str, str]]  # (relative path, alt text)
+    has_personalens: bool
+    licence_file: str | None
+
+
+def _q(text: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _size_category(rows: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if rows < limit:
+            return label
+    return "1M<n<10M"
+
+
+def data_files(row_counts: Mapping[str, Mapping[str, int]]) -> dict[str, list[tuple[str, str]]]:
+    """config -> [(split, path glob)] for every non-empty split (empty configs are left out)."""
+    layout: dict[str, list[tuple[str, str]]] = {}
+    for config, counts in row_counts.items():
+        splits = [(split, f"data/{config}/{split}-*") for split in SPLITS if counts.get(split, 0) > 0]
+        if splits:
+            layout[config] = splits
+    return layout
+
+
+def front_matter(inputs: CardInputs) -> str:
+    layout = data_files(inputs.row_counts)
+    default = DEFAULT_CONFIG if DEFAULT_CONFIG in layout else next(iter(layout), None)
+    tags = ["long-term-memory", "personalization", "retrieval", "multi-session", "dialogue", "synthetic"]
+    if inputs.manifest.simulated:
+        tags.append("simulated")
+    lines = [
+        "---",
+        f"pretty_name: {_q(PRETTY_NAME)}",
+        "license: cc-by-nc-4.0",
+        "language:",
+        "- en",
+        "task_categories:",
+        "- question-answering",
+        "- text-retrieval",
+        "tags:",
+        *[f"- {tag}" for tag in tags],
+        "size_categories:",
+        f"- {_q(_size_category(inputs.statistics.queries))}",
+        "configs:",
+    ]
+    for config, splits in layout.items():
+        lines.append(f"- config_name: {config}")
+        if config == default:
+            lines.append("  default: true")
+        lines.append("  data_files:")
+        for split, path in splits:
+            lines.append(f"  - split: {split}")
+            lines.append(f"    path: {_q(path)}")
+    lines.append("---")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f}"
+
+
+def _dist_row(label: str, dist: Distribution | None, digits: int = 2) -> str:
+    if dist is None:
+        return f"| {label} | – | – | – | – |"
+    return f"| {label} | {_fmt(dist.min, digits)} | {_fmt(dist.median, digits)} | {_fmt(dist.mean, digits)} | {_fmt(dist.max, digits)} |"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _settings_rows(settings: Mapping[str, Any], sections: Sequence[str]) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for section in sections:
+        values = settings.get(section)
+        if isinstance(values, Mapping):
+            for key, value in values.items():
+                rows.append((f"{section}.{key}", json.dumps(value, ensure_ascii=False, sort_keys=True)))
+    return rows
+
+
+def _provenance(inputs: CardInputs) -> list[str]:
+    manifest = inputs.manifest
+    lines: list[str] = []
+    if manifest.simulated:
+        lines += [
+            "> [!WARNING]",
+            "> **SIMULATED DATA.** Every text in this dataset — queries, references, timelines, dialogues,",
+            "> facts and prospection traces — comes from memoryquest's offline, deterministic, persona-grounded",
+            "> simulator, **not from a language model**. It exercises the whole pipeline and keeps every",
+            "> structural invariant, but it is not a substitute for the benchmark generated with a real model.",
+            f"> Embeddings (and therefore every cosine and γ) come from the real embedder `{manifest.embedder}`.",
+            "",
+        ]
+    endpoint = manifest.base_url or f"the default endpoint of the `{manifest.backend}` backend"
+    lines += [
+        "## Provenance",
+        "",
+        f"- Generator: memoryquest {manifest.package_version}, run `{manifest.run_id}`, created {manifest.created_at.isoformat()}",
+    ]
+    if manifest.simulated:
+        lines.append(f"- Text: offline simulator (backend `{manifest.backend}`; no language model was called)")
+    else:
+        lines.append(f"- Text: chat model `{manifest.chat_model}` via `{manifest.backend}` at {endpoint}")
+    lines += [
+        f"- Embedder: `{manifest.embedder}`",
+        f"- Seed: {manifest.seed}; wall time {manifest.wall_seconds:.1f} s; total cost ${manifest.total_cost_usd:.4f}",
+        f"- Personas: {len(manifest.persona_ids)} in the run",
+        "- Full details (every threshold, prompt version, token count and sha256 of every file): `manifest.json`",
+        "",
+    ]
+    if manifest.prompts:
+        lines += ["### Prompt templates", ""]
+        lines += _table(
+            ["template", "version", "sha256"],
+            [(p.template_id, p.version, f"`{p.sha256[:16]}…`") for p in sorted(manifest.prompts, key=lambda p: p.template_id)],
+        )
+        lines.append("")
+    threshold_rows = _settings_rows(manifest.settings, ("generation", "pgr"))
+    if threshold_rows:
+        lines += ["### Thresholds and constants", ""]
+        lines += _table(["setting", "value"], threshold_rows)
+        lines.append("")
+    if manifest.usage:
+        lines += ["### Usage", ""]
+        lines += _table(
+            ["stage", "requests", "cache hits", "input tokens", "output tokens", "embedding requests", "cost (USD)", "seconds"],
+            [
+                (u.stage, u.requests, u.cache_hits, u.input_tokens, u.output_tokens, u.embedding_requests, f"{u.cost_usd:.4f}", f"{u.seconds:.1f}")
+                for u in manifest.usage
+            ],
+        )
+        lines.append("")
+    return lines
+
+
+def _splits_section(inputs: CardInputs) -> list[str]:
+    publish = inputs.publish
+    lines = [
+        "## Splits",
+        "",
+        "Splits are **by user**: every row of every table follows its persona's split, so no user",
+        "appears in two splits. Users are ordered by `sha256(\"<split_seed>:<persona_id>\")` and cut by the",
+        f"ratios train {publish.train:g} / validation {publish.validation:g} / test {publish.test:g} (split seed {publish.split_seed}).",
+        "Split sizes use the largest-remainder method; a split with a positive ratio that would be empty",
+        "takes one user from the largest split while that split keeps at least one. Empty splits have no file.",
+        "",
+    ]
+    header = ["config", *SPLITS]
+    rows: list[list[object]] = [["users", *[inputs.users_per_split.get(s, 0) for s in SPLITS]]]
+    rows += [[f"`{config}`", *[counts.get(s, 0) for s in SPLITS]] for config, counts in inputs.row_counts.items()]
+    lines += _table(header, rows)
+    lines.append("")
+    return lines
+
+
+def _statistics_section(inputs: CardInputs) -> list[str]:
+    stats = inputs.statistics
+    lines = [
+        "## Statistics",
+        "",
+        f"{stats.users} users, {stats.queries} queries, {stats.sessions} sessions, {stats.facts} facts, "
+        f"{stats.rejected} rejected candidates.",
+        "",
+        "| | min | median | mean | max |",
+        "|---|---|---|---|---|",
+        _dist_row("queries per user", stats.queries_per_user),
+        _dist_row("sessions per user", stats.sessions_per_user),
+        _dist_row("turns per session", stats.turns_per_session),
+        _dist_row("exchanges per session (user turns)", stats.exchanges_per_session),
+        _dist_row("references per query", stats.references_per_query),
+        _dist_row("γ (mean query–reference cosine)", stats.gamma, digits=3),
+        "",
+        f"γ is computed with `{inputs.manifest.embedder}`; queries were kept when γ ≤ {inputs.gamma_threshold:g}.",
+        "",
+        "### Facts by type",
+        "",
+    ]
+    lines += _table(["type", "facts"], list(stats.facts_by_type.items()))
+    if stats.facts_by_status:
+        lines += ["", "Facts by status: " + ", ".join(f"{k} {v}" for k, v in stats.facts_by_status.items()) + "."]
+    lines += ["", "### Rejected candidates by reason", ""]
+    lines += _table(["reason", "candidates"], list(stats.rejected_by_reason.items()))
+    lines += ["", "### Validation (bundled PGR runner)", ""]
+    if stats.validation:
+        lines += [
+            "Recall = fraction of a query's required references found among the retrieved facts;",
+            "RecallExact = fraction of queries with every reference found. Memory is replayed to each query's",
+            "date, so no fact from a later session is visible.",
+            "",
+        ]
+        lines += _table(
+            ["method", "judge", "queries", "mean Recall", "RecallExact", "LLM calls / query", "facts retrieved / query"],
+            [
+                (f"`{s.method}`", f"`{s.judge}`", s.queries, _fmt(s.mean_recall), _fmt(s.recall_exact), _fmt(s.mean_llm_calls, 2), _fmt(s.mean_retrieved, 1))
+                for s in stats.validation
+            ],
+        )
+    else:
+        lines.append("No validation results in this dataset.")
+    lines.append("")
+    for path, alt in inputs.plots:
+        lines += [f"![{alt}]({path})", ""]
+    return lines
+
+
+def _loading_section(inputs: CardInputs) -> list[str]:
+    config = DEFAULT_CONFIG if DEFAULT_CONFIG in data_files(inputs.row_counts) else next(iter(data_files(inputs.row_counts)), DEFAULT_CONFIG)
+    return [
+        "## Loading",
+        "",
+        "`root` is the folder that holds this README (or the dataset's Hub id for `datasets`).",
+        "",
+        "```python",
+        'root = "path/to/this/dataset"',
+        "",
+        "# Hugging Face datasets: through the configs above ...",
+        "from datasets import load_dataset",
+        f'{config} = load_dataset(root, "{config}")',
+        "# ... or straight from the Parquet files of one config",
+        f'{config} = load_dataset("parquet", data_dir=f"{{root}}/data/{config}")',
+        "",
+        "# pandas",
+        "import pandas as pd",
+        f'train = pd.read_parquet(f"{{root}}/data/{config}/train-00000-of-00001.parquet")',
+        "",
+        "# DuckDB (all splits of a config at once)",
+        "import duckdb",
+        f"duckdb.sql(f\"SELECT * FROM read_parquet('{{root}}/data/{config}/*.parquet')\").df()",
+        "",
+        "# polars",
+        "import polars as pl",
+        f'df = pl.read_parquet(f"{{root}}/data/{config}/*.parquet")',
+        "",
+        "# back into memoryquest's typed rows (for `memoryquest pgr run` / `validate`)",
+        "from memoryquest.publish import load_published",
+        "dataset = load_published(root)",
+        "```",
+        "",
+        "A JSON Lines mirror of every split is in `jsonl/<config>/<split>.jsonl`.",
+        "",
+    ]
+
+
+def _schema_section(inputs: CardInputs) -> list[str]:
+    lines = [
+        "## Schema",
+        "",
+        f"Every row carries `schema_version` (currently `{SCHEMA_VERSION}`); ids are opaque, stable strings",
+        "with a type prefix (`p_` persona, `q_` query, `r_` reference, `e_` event, `s_` session, `f_` fact,",
+        "`x_` rejected, `v_` validation result); dates are ISO-8601; nested values are Arrow lists and structs.",
+        "`rejected.payload_json` is deliberately raw JSON text: it holds whatever was generated, valid or not.",
+        "",
+    ]
+    for config, schema in inputs.schemas.items():
+        rows_total = sum(inputs.row_counts.get(config, {}).values())
+        description = CONFIG_DESCRIPTIONS.get(config, "")
+        lines += [
+            f"<details><summary><code>{config}</code> — {description} ({rows_total} rows)</summary>",
+            "",
+        ]
+        lines += _table(
+            ["column", "type", "nullable", "description"],
+            [(f"`{path}`", f"`{kind}`", "yes" if nullable else "no", desc) for path, kind, nullable, desc in describe_columns(schema)],
+        )
+        lines += ["", "</details>", ""]
+    lines += [
+        "## Ground truth",
+        "",
+        "Each query's answer depends on its required references, kept as an explicit chain so recall can be",
+        "scored at several levels:",
+        "",
+        "```",
+        "queries.references[].reference_id",
+        "  -> timelines.events[] (kind = reference, reference_id)  .event_id",
+        "  -> sessions (event_id, reference_id)                     .session_id",
+        "  -> sessions.reference_turn_indices                       (turns that convey the reference)",
+        "  -> facts (session_ids, source_reference_ids; per revision too)  .fid",
+        "```",
+        "",
+        "A user's sessions across all queries form one chronological history (`sessions.position`).",
+        "`facts.revisions` replays the memory store to any date: a fact is visible on a query date when its",
+        "first revision is on or before that date and it was not retired (`retired_on`) by then; its content",
+        "is the latest revision dated on or before the query date. `validation.judgements[].supporting_fids`",
+        "point at the retrieved facts that carried each reference.",
+        "",
+    ]
+    return lines
+
+
+def _licence_section(inputs: CardInputs) -> list[str]:
+    lines = ["## Licence and attribution", ""]
+    if inputs.has_personalens:
+        lines += [
+            "The personas, and therefore every generated record, derive from **PersonaLens**",
+            "(Zhao et al., *PersonaLens: A Benchmark for Personalization Evaluation in Conversational AI",
+            "Assistants*, Findings of ACL 2025; data from",
+            "[amazon-science/PersonaLens](https://github.com/amazon-science/PersonaLens)), licensed",
+            "[CC BY-NC 4.0](https://creativecommons.org/licenses/by-nc/4.0/). This dataset is released under the",
+            "same licence: attribution required, **non-commercial use only**.",
+        ]
+    else:
+        lines += [
+            "Released under [CC BY-NC 4.0](https://creativecommons.org/licenses/by-nc/4.0/):",
+            "attribution required, non-commercial use only.",
+        ]
+    if inputs.licence_file:
+        lines.append(f"The full licence text is in `{inputs.licence_file}`.")
+    lines += [
+        "",
+        "MemoryQuest and Prospection-Guided Retrieval are described in Chopra et al., *Thinking Ahead:",
+        "Prospection-Guided Retrieval of Memory with Language Models* (arXiv 2605.14177).",
+        "",
+        "## Citation",
+        "",
+        "```bibtex",
+        PGR_PAPER_BIBTEX,
+        "",
+        PERSONALENS_BIBTEX,
+        "```",
+        "",
+    ]
+    return lines
+
+
+def render_card(inputs: CardInputs) -> str:
+    body = [
+        f"# {PRETTY_NAME}",
+        "",
+        "MemoryQuest is a multi-session long-term-memory benchmark: each in-situ planning query depends on",
+        "3–5 dated, atomic facts about the user that are spread over a long, chronologically consistent",
+        "conversation history and are semantically far from the query (low γ), so similarity-only retrieval",
+        "struggles. This copy was regenerated from PersonaLens personas with the `memoryquest` generator and",
+        "checked with its bundled Prospection-Guided Retrieval (PGR) runner.",
+        "",
+        "Configs: " + ", ".join(f"`{c}`" for c in inputs.schemas) + ".",
+        "",
+    ]
+    body += _provenance(inputs)
+    body += _splits_section(inputs)
+    body += _statistics_section(inputs)
+    body += _loading_section(inputs)
+    body += _schema_section(inputs)
+    body += _licence_section(inputs)
+    return front_matter(inputs) + "\n" + "\n".join(body).rstrip("\n") + "\n"

@@ -1,0 +1,148 @@
+"""Statistics shown in the dataset card, computed from the tables themselves.
+
+Sums use ``math.fsum`` so the numbers (and therefore the card's bytes) do not
+depend on the order rows arrived in.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memoryquest.contracts import (
+    TABLES,
+    FactType,
+    JudgeKind,
+    RejectionReason,
+    RetrievalMethod,
+    Role,
+)
+from memoryquest.dataset import GeneratedDataset
+
+
+@dataclass(frozen=True)
+class Distribution:
+    count: int
+    min: float
+    median: float
+    mean: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Distribution | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        return cls(
+            count=len(ordered),
+            min=ordered[0],
+            median=float(statistics.median(ordered)),
+            mean=math.fsum(ordered) / len(ordered),
+            max=ordered[-1],
+        )
+
+
+@dataclass(frozen=True)
+class MethodScore:
+    """Validation results of one retrieval method under one judge."""
+
+    method: str
+    judge: str
+    queries: int
+    mean_recall: float
+    recall_exact: float  # fraction of queries with every reference found
+    mean_llm_calls: float
+    mean_retrieved: float
+
+
+@dataclass(frozen=True)
+class DatasetStatistics:
+    users: int
+    queries: int
+    sessions: int
+    facts: int
+    rejected: int
+    queries_per_user: Distribution | None
+    sessions_per_user: Distribution | None
+    turns_per_session: Distribution | None
+    exchanges_per_session: Distribution | None
+    references_per_query: Distribution | None
+    gamma: Distribution | None
+    gamma_values: tuple[float, ...]
+    facts_by_type: dict[str, int]
+    facts_by_status: dict[str, int]
+    rejected_by_reason: dict[str, int]
+    validation: tuple[MethodScore, ...]
+
+
+def _ordered(values: set[str], preferred: Sequence[str]) -> list[str]:
+    """Known enum values in their documented order, then anything else alphabetically."""
+    return [v for v in preferred if v in values] + sorted(values - set(preferred))
+
+
+def _per_user(user_ids: list[str], owners: list[str]) -> Distribution | None:
+    counts = Counter(owners)
+    return Distribution.of([float(counts.get(user, 0)) for user in user_ids])
+
+
+def validation_scores(dataset: GeneratedDataset) -> tuple[MethodScore, ...]:
+    groups: dict[tuple[str, str], list[tuple[float, bool, int, int]]] = {}
+    for result in dataset.validation:
+        key = (str(result.method), str(result.judge))
+        groups.setdefault(key, []).append(
+            (result.recall, result.recall_exact, result.llm_calls, len(result.retrieved_fids))
+        )
+    methods = _ordered({m for m, _ in groups}, [m.value for m in RetrievalMethod])
+    judges = _ordered({j for _, j in groups}, [j.value for j in JudgeKind])
+    scores: list[MethodScore] = []
+    for method in methods:
+        for judge in judges:
+            rows = groups.get((method, judge))
+            if not rows:
+                continue
+            n = len(rows)
+            scores.append(
+                MethodScore(
+                    method=method,
+                    judge=judge,
+                    queries=n,
+                    mean_recall=math.fsum(r[0] for r in rows) / n,
+                    recall_exact=sum(1 for r in rows if r[1]) / n,
+                    mean_llm_calls=math.fsum(r[2] for r in rows) / n,
+                    mean_retrieved=math.fsum(r[3] for r in rows) / n,
+                )
+            )
+    return tuple(scores)
+
+
+def compute_statistics(dataset: GeneratedDataset) -> DatasetStatistics:
+    user_ids = sorted({row.persona_id for name in TABLES for row in getattr(dataset, name)})
+    turns = [float(len(s.turns)) for s in dataset.sessions]
+    exchanges = [float(sum(1 for t in s.turns if t.role is Role.USER)) for s in dataset.sessions]
+    fact_types = Counter(str(f.type) for f in dataset.facts)
+    fact_status = Counter(str(f.status) for f in dataset.facts)
+    reasons = Counter(str(r.reason) for r in dataset.rejected)
+    gammas = sorted(q.gamma for q in dataset.queries)
+    return DatasetStatistics(
+        users=len(user_ids),
+        queries=len(dataset.queries),
+        sessions=len(dataset.sessions),
+        facts=len(dataset.facts),
+        rejected=len(dataset.rejected),
+        queries_per_user=_per_user(user_ids, [q.persona_id for q in dataset.queries]),
+        sessions_per_user=_per_user(user_ids, [s.persona_id for s in dataset.sessions]),
+        turns_per_session=Distribution.of(turns),
+        exchanges_per_session=Distribution.of(exchanges),
+        references_per_query=Distribution.of([float(len(q.references)) for q in dataset.queries]),
+        gamma=Distribution.of(gammas),
+        gamma_values=tuple(gammas),
+        facts_by_type={t.value: fact_types.get(t.value, 0) for t in FactType}
+        | {k: v for k, v in sorted(fact_types.items()) if k not in {t.value for t in FactType}},
+        facts_by_status=dict(sorted(fact_status.items())),
+        rejected_by_reason={r.value: reasons.get(r.value, 0) for r in RejectionReason}
+        | {k: v for k, v in sorted(reasons.items()) if k not in {r.value for r in RejectionReason}},
+        validation=validation_scores(dataset),
+    )

@@ -1,0 +1,107 @@
+"""Small pieces every generation stage needs: persona variables, parsing, checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from memoryquest.contracts import Domain, Persona, PersonaTask, RejectedCandidate, RejectionReason
+from memoryquest.ids import make_id
+
+
+def task_variables(task: PersonaTask) -> dict[str, Any]:
+    """A task as a model needs it (goal and affinity types add little and cost tokens)."""
+    return {
+        "task_id": task.task_id,
+        "kind": task.kind.value,
+        "domains": [d.value for d in task.domains],
+        "description": task.description,
+        "user_intent": task.user_intent,
+        "goal": task.goal,
+        "affinity_types": list(task.affinity_types),
+        "situations": [s.model_dump(mode="json") for s in task.situations],
+    }
+
+
+def persona_variables(persona: Persona) -> dict[str, Any]:
+    """The persona's real content, JSON-ready, for a prompt (and the simulator)."""
+    return {
+        "persona_id": persona.persona_id,
+        "demographics": persona.demographics.model_dump(mode="json"),
+        "interests": [d.value for d in persona.interests],
+        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
+        "interactions": [i.model_dump(mode="json") for i in persona.interactions],
+        "tasks": [task_variables(t) for t in persona.tasks],
+    }
+
+
+def parse_domain(text: str) -> Domain | None:
+    """'rental cars', 'Rental Cars', 'RentalCars' -> Domain.RENTAL_CARS; unknown -> None."""
+    key = re.sub(r"[\s_\-]+", "", text or "").casefold()
+    for domain in Domain:
+        if re.sub(r"[\s_\-]+", "", domain.value).casefold() == key:
+            return domain
+    return None
+
+
+def parse_date(text: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except (ValueError, AttributeError):
+        return None
+
+
+def normalise_text(text: str) -> str:
+    """Case-, space- and end-punctuation-insensitive form for verbatim checks."""
+    return re.sub(r"\s+", " ", text).strip().strip(".!?").casefold()
+
+
+def contains_verbatim(haystack: str, needle: str) -> bool:
+    """Does ``haystack`` contain ``needle`` word for word (ignoring case, spacing, final stop)?"""
+    needle_norm = normalise_text(needle)
+    return bool(needle_norm) and needle_norm in normalise_text(haystack)
+
+
+def cosine_rows(vectors: np.ndarray, left: list[int], right: list[int]) -> np.ndarray:
+    """Cosine matrix between rows ``left`` and ``right`` of L2-normalised ``vectors``."""
+    if not left or not right:
+        return np.zeros((len(left), len(right)), dtype=np.float32)
+    return np.asarray(vectors[left] @ vectors[right].T, dtype=np.float64)
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
+
+
+def rejected(
+    persona_id: str,
+    stage: str,
+    reason: RejectionReason,
+    detail: str,
+    payload: BaseModel | dict[str, Any] | str,
+    *key: object,
+    gamma: float | None = None,
+    embedder: str | None = None,
+) -> RejectedCandidate:
+    """A rejected-candidate row; ``key`` makes its id stable and unique within the stage."""
+    if isinstance(payload, BaseModel):
+        payload_json = payload.model_dump_json()
+    elif isinstance(payload, str):
+        payload_json = payload
+    else:
+        payload_json = json.dumps(payload, ensure_ascii=False, default=str)
+    return RejectedCandidate(
+        rejected_id=make_id("rejected", persona_id, stage, *key),
+        persona_id=persona_id,
+        stage=stage,  # type: ignore[arg-type]
+        reason=reason,
+        detail=detail,
+        payload_json=payload_json,
+        gamma=gamma,
+        embedder=embedder,
+    )

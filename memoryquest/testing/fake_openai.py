@@ -1,0 +1,561 @@
+"""A loopback OpenAI-compatible server for tests and benchmarks.
+
+It speaks enough of the OpenAI HTTP API for the official SDK
+(``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``)
+and answers valid chat requests from the offline simulator: the client sends
+the template id, version, seed and variables in ``X-MemoryQuest-*`` headers
+(see ``memoryquest.llm.hints``), and the server replies with
+``simulate(template_id, variables, seed)``. ``response_format`` is honoured:
+``json_schema`` / ``json_object`` get the bare JSON, a request without one
+gets the JSON wrapped in prose and a code fence, as an unconstrained model
+would write it.
+
+Embeddings are a cheap, deterministic bag-of-words hash (each word adds ±1
+to a hashed dimension, then L2 normalisation): texts sharing words come out
+similar, but it is not a semantic model — use the local embedder for that.
+
+Faults are injected per test, either scripted (``server.script(...)``: the
+next N matching requests fail in order) or drawn with a seeded RNG
+(``server.set_fault_rates({...}, seed=...)``). An enforced requests/min
+limit answers 429 with ``retry-after-ms`` and ``retry-after`` like the real
+service, which enforces per-minute limits over one-second windows. Every
+request is logged (``server.requests``) for assertions.
+
+The server is the stdlib ``ThreadingHTTPServer`` (one thread per connection,
+HTTP/1.1 keep-alive) on 127.0.0.1, port 0, run in a background thread::
+
+    with FakeOpenAIServer(latency=0.01) as server:
+        settings = Settings(endpoint={"base_url": server.url, ...})
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import random
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+from memoryquest.llm.hints import decode_hints
+from memoryquest.llm.tokens import token_counter
+from memoryquest.simulator import simulate
+
+
+class FaultKind(StrEnum):
+    RATE_LIMIT = "rate_limit"  # 429 with Retry-After
+    SERVER_ERROR = "server_error"  # 5xx
+    SLOW = "slow"  # answers correctly after an extra delay
+    TIMEOUT = "timeout"  # answers only after the client has given up
+    DISCONNECT = "disconnect"  # closes the connection without an answer
+    MALFORMED_JSON = "malformed_json"  # content is not JSON
+    SCHEMA_INVALID = "schema_invalid"  # JSON, but not the asked shape
+    TRUNCATED = "truncated"  # finish_reason length, content cut in half
+    REFUSAL = "refusal"  # message.refusal set, no content
+    CONTENT_FILTER = "content_filter"  # finish_reason content_filter, no content
+
+
+# Faults that only make sense for a chat answer.
+CONTENT_FAULTS = {
+    FaultKind.MALFORMED_JSON,
+    FaultKind.SCHEMA_INVALID,
+    FaultKind.TRUNCATED,
+    FaultKind.REFUSAL,
+    FaultKind.CONTENT_FILTER,
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    retry_after: float | None = None  # RATE_LIMIT / SERVER_ERROR: seconds to announce
+    retry_after_ms: bool = False  # announce with retry-after-ms instead of retry-after
+    delay: float = 0.0  # SLOW: extra seconds; TIMEOUT: seconds before a (too late) answer
+    status: int = 500  # SERVER_ERROR status
+    endpoint: str = "chat"  # "chat", "embeddings" or "any"
+    message: str = ""  # REFUSAL text
+
+    @classmethod
+    def rate_limit(cls, retry_after: float | None = 0.05, *, ms: bool = False, endpoint: str = "chat") -> Fault:
+        return cls(FaultKind.RATE_LIMIT, retry_after=retry_after, retry_after_ms=ms, endpoint=endpoint)
+
+    @classmethod
+    def server_error(cls, status: int = 500, *, endpoint: str = "chat") -> Fault:
+        return cls(FaultKind.SERVER_ERROR, status=status, endpoint=endpoint)
+
+    @classmethod
+    def slow(cls, delay: float, *, endpoint: str = "chat") -> Fault:
+        return cls(FaultKind.SLOW, delay=delay, endpoint=endpoint)
+
+    @classmethod
+    def timeout(cls, delay: float = 30.0, *, endpoint: str = "chat") -> Fault:
+        return cls(FaultKind.TIMEOUT, delay=delay, endpoint=endpoint)
+
+    @classmethod
+    def disconnect(cls, *, endpoint: str = "chat") -> Fault:
+        return cls(FaultKind.DISCONNECT, endpoint=endpoint)
+
+    @classmethod
+    def malformed_json(cls) -> Fault:
+        return cls(FaultKind.MALFORMED_JSON)
+
+    @classmethod
+    def schema_invalid(cls) -> Fault:
+        return cls(FaultKind.SCHEMA_INVALID)
+
+    @classmethod
+    def truncated(cls) -> Fault:
+        return cls(FaultKind.TRUNCATED)
+
+    @classmethod
+    def refusal(cls, message: str = "I'm sorry, but I can't help with that request.") -> Fault:
+        return cls(FaultKind.REFUSAL, message=message)
+
+    @classmethod
+    def content_filter(cls) -> Fault:
+        return cls(FaultKind.CONTENT_FILTER)
+
+    @classmethod
+    def of(cls, kind: FaultKind) -> Fault:
+        """The default fault of a kind (used for probabilistic injection)."""
+        return {
+            FaultKind.RATE_LIMIT: cls.rate_limit(),
+            FaultKind.SERVER_ERROR: cls.server_error(),
+            FaultKind.SLOW: cls.slow(0.05),
+            FaultKind.TIMEOUT: cls.timeout(),
+            FaultKind.DISCONNECT: cls.disconnect(),
+        }.get(kind, cls(kind))
+
+    def applies_to(self, endpoint: str) -> bool:
+        return self.endpoint in ("any", endpoint)
+
+
+@dataclass
+class LoggedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+    fault: FaultKind | None = None
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def template_id(self) -> str | None:
+        return self.headers.get("x-memoryquest-template")
+
+
+class _RateLimit:
+    """Token bucket holding one second's worth of requests, refilled continuously."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate)
+        self.level = self.capacity
+        self.updated = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> float | None:
+        """None when allowed, else the seconds until the next request would be."""
+        with self.lock:
+            now = time.monotonic()
+            self.level = min(self.capacity, self.level + (now - self.updated) * self.rate)
+            self.updated = now
+            if self.level >= 1.0:
+                self.level -= 1.0
+                return None
+            return (1.0 - self.level) / self.rate
+
+
+class _ErrorAnswer(Exception):
+    def __init__(self, status: int, message: str, *, code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+
+
+def hashed_embedding(text: str, dimension: int) -> list[float]:
+    """Deterministic bag-of-words hashing; see the module docstring."""
+    vector = np.zeros(dimension, dtype=np.float64)
+    words = re.findall(r"\w+", text.lower()) or [text]
+    for word in words:
+        digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        vector[value % dimension] += 1.0 if (value >> 63) & 1 else -1.0
+    norm = float(np.linalg.norm(vector)) or 1.0
+    return [float(x) for x in vector / norm]
+
+
+class FakeOpenAIServer:
+    """Start with ``with FakeOpenAIServer(...) as server:``; ``server.url`` is the SDK base URL."""
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        requests_per_minute: float | None = None,
+        seed: int = 0,
+        embedding_dimension: int = 256,
+        supports_json_schema: bool = True,
+        supports_json_object: bool = True,
+        api_key: str | None = None,
+        cached_tokens: int = 0,
+        shuffle_embeddings: bool = False,
+    ) -> None:
+        self.latency = latency
+        self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
+        self.embedding_dimension = embedding_dimension
+        self.supports_json_schema = supports_json_schema
+        self.supports_json_object = supports_json_object
+        self.api_key = api_key
+        self.cached_tokens = cached_tokens
+        self.shuffle_embeddings = shuffle_embeddings
+        self.requests: list[LoggedRequest] = []
+        self._scripted: deque[Fault] = deque()
+        self._rates: dict[FaultKind, float] = {}
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._counter = 0
+        # One handler per path. /v1/files and /v1/batches (Batch API) go here when needed.
+        self.routes: dict[tuple[str, str], Callable[[LoggedRequest, dict[str, str]], tuple[int, Any, dict[str, str]]]] = {
+            ("POST", "/v1/chat/completions"): self._chat,
+            ("POST", "/v1/embeddings"): self._embeddings,
+            ("GET", "/v1/models"): self._models,
+        }
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        httpd.daemon_threads = True
+        httpd.request_queue_size = 128  # ~30 concurrent connects must not overflow the backlog
+        httpd.allow_reuse_address = True
+        httpd.server_bind()
+        httpd.server_activate()
+        self._httpd = httpd
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping on latency or timeout faults
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the fake server is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The base URL for the SDK (``.../v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # --- test controls --------------------------------------------------------------------
+
+    def script(self, *faults: Fault) -> None:
+        """The next matching requests fail with these faults, in order."""
+        with self._lock:
+            self._scripted.extend(faults)
+
+    def set_fault_rates(self, rates: dict[FaultKind, float], seed: int = 0) -> None:
+        """Each request draws at most one fault: ``kind`` with probability ``rates[kind]``."""
+        if sum(rates.values()) > 1.0:
+            raise ValueError("fault rates must sum to at most 1")
+        with self._lock:
+            self._rates = dict(rates)
+            self._rng = random.Random(seed)
+
+    def clear_log(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def count(self, path: str | None = None, status: int | None = None) -> int:
+        """Logged requests, optionally only to ``path`` (suffix match) or with ``status``."""
+        with self._lock:
+            return sum(
+                1
+                for r in self.requests
+                if (path is None or r.path.endswith(path)) and (status is None or r.status == status)
+            )
+
+    @property
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._scripted)
+
+    # --- request handling -----------------------------------------------------------------
+
+    def _log(self, entry: LoggedRequest) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def _next_fault(self, endpoint: str) -> Fault | None:
+        with self._lock:
+            for index, fault in enumerate(self._scripted):
+                if fault.applies_to(endpoint):
+                    del self._scripted[index]
+                    return fault
+            if self._rates:
+                draw = self._rng.random()
+                for kind, rate in self._rates.items():
+                    if draw < rate and (endpoint == "chat" or kind not in CONTENT_FAULTS):
+                        return Fault.of(kind)
+                    draw -= rate
+        return None
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+    def _admit(self, entry: LoggedRequest, headers: dict[str, str], endpoint: str) -> Fault | None:
+        """Auth, rate limit and transport faults; returns the content fault, if any."""
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            raise _ErrorAnswer(401, "Incorrect API key provided.", code="invalid_api_key")
+        if self.rate_limit is not None:
+            wait = self.rate_limit.take()
+            if wait is not None:
+                entry.fault = FaultKind.RATE_LIMIT
+                raise _RateLimited(wait, ms=True)
+        fault = self._next_fault(endpoint)
+        if fault is None:
+            return None
+        entry.fault = fault.kind
+        if fault.kind is FaultKind.RATE_LIMIT:
+            raise _RateLimited(fault.retry_after, ms=fault.retry_after_ms)
+        if fault.kind is FaultKind.SERVER_ERROR:
+            raise _ErrorAnswer(fault.status, "The server had an error while processing your request.", code="server_error")
+        if fault.kind is FaultKind.TIMEOUT:
+            self._sleep(fault.delay)
+            raise _Disconnect()
+        if fault.kind is FaultKind.DISCONNECT:
+            raise _Disconnect()
+        if fault.kind is FaultKind.SLOW:
+            self._sleep(fault.delay)
+            return None
+        return fault
+
+    def _chat(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        body = entry.body
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            raise _ErrorAnswer(400, "you must provide a model parameter", param="model")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _ErrorAnswer(400, "messages must be a non-empty array", param="messages")
+        fault = self._admit(entry, headers, "chat")
+        self._sleep(self.latency)
+        response_format = body.get("response_format") or {}
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind == "json_schema" and not self.supports_json_schema:
+            raise _ErrorAnswer(
+                400, "response_format 'json_schema' is not supported by this server", param="response_format"
+            )
+        if kind == "json_object" and not self.supports_json_object:
+            raise _ErrorAnswer(
+                400, "response_format 'json_object' is not supported by this server", param="response_format"
+            )
+        hints = decode_hints(headers)
+        if hints is None or hints.variables is None:
+            raise _ErrorAnswer(
+                400,
+                "this test server answers from the simulator: send the X-MemoryQuest-Template and "
+                "X-MemoryQuest-Variables headers (memoryquest.llm.hints)",
+            )
+        try:
+            answer = simulate(hints.template_id, hints.variables, seed=hints.seed)
+        except KeyError as exc:
+            raise _ErrorAnswer(400, str(exc.args[0]) if exc.args else str(exc)) from exc
+        content: str | None = answer if kind in ("json_schema", "json_object") else (
+            f"Here is the answer you asked for.\n\n```json\n{answer}\n```\n"
+        )
+        refusal = None
+        finish = "stop"
+        if fault is not None:
+            if fault.kind is FaultKind.MALFORMED_JSON:
+                content = '{"this is": not json'
+            elif fault.kind is FaultKind.SCHEMA_INVALID:
+                content = json.dumps({"unexpected": True})
+            elif fault.kind is FaultKind.TRUNCATED:
+                content = (content or "")[: max(1, len(content or "") // 2)]
+                finish = "length"
+            elif fault.kind is FaultKind.REFUSAL:
+                content, refusal = None, fault.message
+            elif fault.kind is FaultKind.CONTENT_FILTER:
+                content, finish = None, "content_filter"
+        counter = token_counter(body["model"])
+        prompt_tokens = counter.count_messages(messages)
+        completion_tokens = counter.count(content or refusal or "")
+        if finish == "length":
+            limit = body.get("max_completion_tokens") or body.get("max_tokens")
+            completion_tokens = int(limit) if limit else completion_tokens
+        with self._lock:
+            self._counter += 1
+            number = self._counter
+        return (
+            200,
+            {
+                "id": f"chatcmpl-fake{number}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content, "refusal": refusal},
+                        "finish_reason": finish,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                    "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)},
+                },
+            },
+            {},
+        )
+
+    def _embeddings(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        body = entry.body
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            raise _ErrorAnswer(400, "you must provide a model parameter", param="model")
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t for t in texts):
+            raise _ErrorAnswer(400, "input must be a non-empty string or array of non-empty strings", param="input")
+        self._admit(entry, headers, "embeddings")
+        self._sleep(self.latency)
+        as_base64 = body.get("encoding_format") == "base64"
+        dimension = int(body.get("dimensions") or self.embedding_dimension)
+        data = []
+        for index, text in enumerate(texts):
+            vector = hashed_embedding(text, dimension)
+            encoded: Any = (
+                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii") if as_base64 else vector
+            )
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        if self.shuffle_embeddings:
+            data.reverse()
+        tokens = token_counter(body["model"]).count_many(texts)
+        return (
+            200,
+            {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
+            {},
+        )
+
+    def _models(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        return 200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "memoryquest"}]}, {}
+
+
+class _RateLimited(Exception):
+    def __init__(self, retry_after: float | None, *, ms: bool) -> None:
+        super().__init__("rate limited")
+        self.headers: dict[str, str] = {}
+        if retry_after is not None:
+            if ms:
+                self.headers["retry-after-ms"] = str(max(1, math.ceil(retry_after * 1000)))
+            self.headers["retry-after"] = str(max(1, math.ceil(retry_after))) if ms else f"{retry_after:g}"
+
+
+class _Disconnect(Exception):
+    pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"  # keep-alive, like the SDK expects
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._handle("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        owner = self.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        path = self.path.split("?", 1)[0]
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        entry = LoggedRequest(method=method, path=path, headers=headers, body=body)
+        owner._log(entry)
+        route = owner.routes.get((method, path))
+        extra: dict[str, str] = {}
+        try:
+            if route is None:
+                raise _ErrorAnswer(404, f"no route {method} {path} on the fake server")
+            if method == "POST" and not isinstance(body, dict):
+                raise _ErrorAnswer(400, "the request body must be a JSON object")
+            status, payload, extra = route(entry, headers)
+        except _ErrorAnswer as exc:
+            status, payload = exc.status, exc.body
+        except _RateLimited as exc:
+            status, extra = 429, exc.headers
+            payload = {
+                "error": {
+                    "message": "Rate limit reached for requests (fake server).",
+                    "type": "requests",
+                    "param": None,
+                    "code": "rate_limit_exceeded",
+                }
+            }
+        except _Disconnect:
+            entry.status = -1
+            self.close_connection = True
+            return
+        entry.status = status
+        data = json.dumps(payload).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in extra.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True

@@ -1,0 +1,161 @@
+"""The memory stage on user0's hand-built history: upsert, stable ids, provenance, batching."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from test_memory_history import make_session, user0_history, user0_persona
+
+from memoryquest.contracts import Domain, Fact, FactState, FactStatus, RejectionReason
+from memoryquest.ids import make_id
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.factory import build_client
+from memoryquest.memory.extraction import (
+    Evidence,
+    ExtractedFact,
+    ExtractionAnswer,
+    build_memory,
+    check_answer,
+)
+from memoryquest.settings import GenerationSettings, load_settings
+
+
+@pytest.fixture
+def client(tmp_path: Path, clean_settings_env: pytest.MonkeyPatch) -> ModelClient:
+    """Offline client; the factory shares one local embedder per process."""
+    settings = load_settings(overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}})
+    return build_client(settings)
+
+
+def _only(facts: list[Fact], word: str) -> Fact:
+    matching = [f for f in facts if word in f.info]
+    assert len(matching) == 1, [f.info for f in facts]
+    return matching[0]
+
+
+async def test_a_fact_seen_twice_is_one_fact_with_two_revisions(client: ModelClient) -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    result = await build_memory(persona, history, client, GenerationSettings(memory_every_sessions=3))
+    aisle = _only(result.facts, "aisle")
+    assert aisle.frequency == 2 and aisle.state is FactState.UPDATE
+    assert aisle.session_ids == [history[1].session_id, history[4].session_id]
+    assert [r.valid_from for r in aisle.revisions] == [dt.date(2024, 3, 3), dt.date(2024, 3, 12)]
+    assert [r.frequency for r in aisle.revisions] == [1, 2]
+    assert [r.state for r in aisle.revisions] == [FactState.ADD, FactState.UPDATE]
+    assert aisle.revisions[0].session_ids == [history[1].session_id]
+    assert (aisle.created_on, aisle.updated_on) == (dt.date(2024, 3, 3), dt.date(2024, 3, 12))
+    # Everything else was said once.
+    assert all(f.frequency == 1 for f in result.facts if f.fid != aisle.fid)
+    assert all(f.status is FactStatus.ACTIVE for f in result.facts)
+    assert [f.fid for f in result.facts] == sorted(f.fid for f in result.facts)
+    for fact in result.facts:
+        Fact.model_validate(fact.model_dump())
+
+
+async def test_new_fact_ids_are_stable_and_derived_from_batch_and_rank(client: ModelClient) -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    settings = GenerationSettings(memory_every_sessions=3)
+    first = await build_memory(persona, history, client, settings)
+    second = await build_memory(persona, list(reversed(history)), client, settings)
+    assert [f.model_dump() for f in first.facts] == [f.model_dump() for f in second.facts]
+    sagan = _only(first.facts, "Carl Sagan")
+    assert sagan.fid in {make_id("fact", persona.persona_id, history[0].session_id, n) for n in range(10)}
+
+
+async def test_source_references_come_only_from_reference_turns(client: ModelClient) -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    result = await build_memory(persona, history, client, GenerationSettings(memory_every_sessions=3))
+    reference_session = history[3]
+    with_reference = [f for f in result.facts if f.source_reference_ids]
+    # The reference turn says two things; both facts descend from it.
+    assert sorted(f.info for f in with_reference) == ["Always checks menus carefully", "Has a nut allergy"]
+    for fact in with_reference:
+        assert fact.source_reference_ids == [reference_session.reference_id]
+        assert fact.revisions[0].source_reference_ids == [reference_session.reference_id]
+    # Another fact from the same session, but not from the reference turn, carries no reference.
+    japanese = _only(result.facts, "Japanese")
+    assert japanese.session_ids == [reference_session.session_id] and japanese.source_reference_ids == []
+    assert result.rejected == []
+
+
+@pytest.mark.parametrize(("every", "calls"), [(1, 7), (2, 4), (3, 3), (7, 1), (10, 1)])
+async def test_one_extraction_call_every_n_sessions_and_at_the_end(client: ModelClient, every: int, calls: int) -> None:
+    persona = user0_persona()
+    result = await build_memory(persona, user0_history(persona), client, GenerationSettings(memory_every_sessions=every))
+    assert result.extraction_calls == result.batches == calls
+    assert result.consolidation_calls == 0 and result.consolidations == 0
+    # Batching changes when facts are written, not what is learnt.
+    history = user0_history(persona)
+    assert len(result.facts) == 13
+    aisle = _only(result.facts, "aisle")
+    assert aisle.session_ids == [history[1].session_id, history[4].session_id]
+    # Seen in two extractions: an update; seen twice within one extraction: one new fact.
+    assert aisle.frequency == (2 if 1 // every != 4 // every else 1)
+
+
+async def test_empty_history_costs_nothing(client: ModelClient) -> None:
+    result = await build_memory(user0_persona(), [], client, GenerationSettings())
+    assert result.facts == [] and result.extraction_calls == 0
+
+
+async def test_sessions_of_another_persona_are_refused(client: ModelClient) -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    stranger = history[2].model_copy(update={"persona_id": make_id("persona", "personalens", "user1")})
+    with pytest.raises(ValueError, match=stranger.session_id):
+        await build_memory(persona, [*history[:2], stranger], client, GenerationSettings())
+
+
+async def test_an_uncited_reference_is_rejected_retried_and_the_rest_kept(client: ModelClient) -> None:
+    persona = user0_persona()
+    # The "reference" turn is a question, so no fact can honestly cite it.
+    session = make_session(
+        persona, 0, dt.date(2024, 5, 1), Domain.RESTAURANTS,
+        ["Could you find a quiet place for dinner on Friday?", "I'm a big fan of Thai food."],
+        reference_turn=0, reference_key="question",
+    )
+    settings = GenerationSettings(max_regenerations=2)
+    result = await build_memory(persona, [session], client, settings)
+    assert result.extraction_calls == 3
+    assert [r.reason for r in result.rejected] == [RejectionReason.INVARIANT] * 3
+    assert all(r.stage == "memory" and "cited by no fact" in r.detail for r in result.rejected)
+    assert "retries exhausted, kept 1 well-formed facts" in result.rejected[-1].detail
+    assert len({r.rejected_id for r in result.rejected}) == 3
+    assert [f.info for f in result.facts] == ["Is a big fan of Thai food"]
+
+
+def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    batch = history[:2]
+    known = make_id("fact", "known")
+
+    def fact(fid: str, session_id: str, turns: list[int]) -> ExtractedFact:
+        return ExtractedFact(
+            fid=fid, info="Prefers an aisle seat", type="Preference", frequency=1, related_entities=["flights"],
+            state="add", evidence=[Evidence(session_id=session_id, turn_indices=turns)],
+        )
+
+    answer = ExtractionAnswer(
+        facts=[
+            fact("NEW_1", batch[0].session_id, [0]),
+            fact(known, batch[1].session_id, [2]),
+            fact("f_00000000000000ff", batch[1].session_id, [2]),
+            fact("NEW_2", history[5].session_id, [0]),
+            fact("NEW_3", batch[1].session_id, [99]),
+            fact(known, batch[0].session_id, [2]),
+        ]
+    )
+    changes, problems = check_answer(answer, batch, {known})
+    assert [c.fid for c in changes] == [None, known]
+    assert changes[1].evidence == {batch[1].session_id: [2]}
+    assert len(problems) == 4
+    assert "'f_00000000000000ff'" in problems[0] and "neither NEW_<n> nor an active fact" in problems[0]
+    assert history[5].session_id in problems[1] and "not in this batch" in problems[1]
+    assert "[99] out of range" in problems[2]
+    assert "updated twice" in problems[3]

@@ -1,0 +1,138 @@
+"""The simulator's memory answers: statements from user turns, upsert by overlap, merging."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from test_memory_history import user0_history, user0_persona
+
+from memoryquest.contracts import FactType
+from memoryquest.memory.consolidation import MergedFactAnswer
+from memoryquest.memory.extraction import ExtractionAnswer, check_answer, session_view
+from memoryquest.simulator import simulate
+from memoryquest.simulator.memory import (
+    UPDATE_JACCARD,
+    classify,
+    content_tokens,
+    extract_facts,
+    jaccard,
+    merge_facts,
+    statements,
+    third_person,
+)
+
+
+@pytest.mark.parametrize(
+    ("said", "fact", "fact_type"),
+    [
+        ("I moved to Toronto last spring.", "Moved to Toronto last spring", "Event"),
+        ("Last spring, I moved to Toronto.", "Moved to Toronto last spring", "Event"),
+        ("My favourite author is Carl Sagan.", "User's favourite author is Carl Sagan", "Preference"),
+        ("I love science-fiction and history books.", "Loves science-fiction and history books", "Preference"),
+        ("I'm going to a Toronto Blue Jays game next Saturday.", "Is going to a Toronto Blue Jays game next Saturday", "Goal"),
+        ("I've been listening to Radiohead a lot lately.", "Has been listening to Radiohead a lot lately", "Activity"),
+        ("I'm a big fan of Japanese food.", "Is a big fan of Japanese food", "Interest"),
+        ("I work as a nurse at a downtown clinic.", "Works as a nurse at a downtown clinic", "Identity"),
+        ("By the way, I sprained my wrist last week.", "Sprained their wrist last week", "Event"),
+        ("My wife and I are going to Paris next week.", "User and their wife are going to Paris next week", "Goal"),
+        ("I usually fly Air Canada when I can.", "Usually flies Air Canada when they can", "Activity"),
+    ],
+)
+def test_first_person_statements_become_third_person_facts(said: str, fact: str, fact_type: str) -> None:
+    (clause,) = statements(said)
+    assert third_person(clause) == fact
+    assert classify(clause) == fact_type
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Can you suggest something new to read?",
+        "Please set my weekday alarm.",
+        "I need you to book it for Friday.",
+        "Sounds good, thanks!",
+        "I think that works.",
+        "I'm not sure about that.",
+        "I like that idea.",
+    ],
+)
+def test_questions_requests_and_small_talk_are_skipped(said: str) -> None:
+    assert statements(said) == []
+
+
+def test_a_trailing_request_is_cut_and_compound_sentences_split() -> None:
+    said = "I injured my knee last month, so can you find something low-impact? I work full-time, so I prefer evening classes."
+    assert [third_person(c) for c in statements(said)] == [
+        "Injured their knee last month",
+        "Works full-time",
+        "Prefers evening classes",
+    ]
+
+
+def _variables(existing: list[dict], sessions: list) -> dict:
+    return {"existing_facts": existing, "sessions": [session_view(s) for s in sessions]}
+
+
+def test_extraction_answer_fits_the_response_model_and_the_batch() -> None:
+    history = user0_history(user0_persona())
+    batch = history[:3]
+    answer = ExtractionAnswer.model_validate_json(simulate("memory_extraction", _variables([], batch)))
+    changes, problems = check_answer(answer, batch, set())
+    assert problems == []
+    assert len(changes) == len(answer.facts) >= 6
+    assert all(f.fid == f"NEW_{i + 1}" and f.state.value == "add" for i, f in enumerate(answer.facts))
+    infos = [f.info for f in answer.facts]
+    assert "User's favourite author is Carl Sagan" in infos
+    assert "Prefers an aisle seat on flights" in infos
+    # Every fact cites a user turn of the session it came from.
+    for fact in answer.facts:
+        for evidence in fact.evidence:
+            session = next(s for s in batch if s.session_id == evidence.session_id)
+            assert all(session.turns[i].role.value == "user" for i in evidence.turn_indices)
+
+
+def test_a_repeated_statement_updates_the_existing_fact() -> None:
+    history = user0_history(user0_persona())
+    existing = [
+        {"fid": "f_00000000000000aa", "info": "Prefers an aisle seat on flights", "type": "Preference",
+         "frequency": 2, "related_entities": ["flights", "aisle"]},
+    ]
+    answer = extract_facts(_variables(existing, [history[4]]), random.Random(0))
+    updates = [f for f in answer["facts"] if f["state"] == "update"]
+    assert len(updates) == 1
+    assert updates[0]["fid"] == "f_00000000000000aa" and updates[0]["frequency"] == 3
+    assert updates[0]["evidence"] == [{"session_id": history[4].session_id, "turn_indices": [2]}]
+    assert not any("aisle" in f["info"] for f in answer["facts"] if f["state"] == "add")
+
+
+def test_update_threshold_is_token_jaccard() -> None:
+    same = jaccard(content_tokens("Prefers an aisle seat on flights"), content_tokens("Prefer aisle seats on flights"))
+    different = jaccard(content_tokens("Prefers an aisle seat on flights"), content_tokens("Prefers a window seat on buses"))
+    assert same >= UPDATE_JACCARD > different
+
+
+def test_extraction_is_deterministic() -> None:
+    history = user0_history(user0_persona())
+    variables = _variables([], history)
+    assert simulate("memory_extraction", variables, seed=1) == simulate("memory_extraction", variables, seed=1)
+
+
+def test_consolidation_combines_details_sums_frequency_and_keeps_a_member_type() -> None:
+    facts = [
+        {"fid": "f_0000000000000001", "info": "Loves science-fiction books", "type": "Preference", "frequency": 2,
+         "related_entities": ["books", "science-fiction"], "updated_on": "2024-04-01"},
+        {"fid": "f_0000000000000002", "info": "Enjoys reading sci-fi novels by Carl Sagan", "type": "Preference",
+         "frequency": 1, "related_entities": ["Carl Sagan", "books"], "updated_on": "2024-04-03"},
+        {"fid": "f_0000000000000003", "info": "Loves science-fiction books", "type": "Interest", "frequency": 1,
+         "related_entities": ["Books"], "updated_on": "2024-04-03"},
+    ]
+    merged = MergedFactAnswer.model_validate_json(simulate("memory_consolidation", {"facts": facts}))
+    assert merged.info == "Enjoys reading sci-fi novels by Carl Sagan; loves science-fiction books"
+    assert merged.type is FactType.PREFERENCE
+    assert merged.frequency == 4
+    assert merged.related_entities == ["Carl Sagan", "books", "science-fiction"]
+    assert json.loads(simulate("memory_consolidation", {"facts": facts}))["frequency"] == 4
+    with pytest.raises(ValueError, match="at least one fact"):
+        merge_facts({"facts": []}, random.Random(0))

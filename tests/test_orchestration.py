@@ -1,0 +1,118 @@
+"""The Prefect generation flow end to end on the offline default, and resume after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prefect.testing.utilities import prefect_test_harness
+
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.orchestration import generate_benchmark
+from memoryquest.settings import load_settings
+from memoryquest.validate import validate_dataset
+
+SMALL = {
+    "generation": {"queries_per_user": 2, "candidates_per_user": 8},
+    "pgr": {"methods": ["query_only", "pgr_tot"], "judges": ["provenance"]},
+}
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="module")
+def small_run(harness, tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("flow") / "run"
+    import asyncio
+
+    asyncio.run(generate_benchmark(output=str(output), users=["user0", "user1"], overrides=SMALL, publish=False))
+    return output
+
+
+def test_flow_writes_a_dataset_that_validates(small_run: Path) -> None:
+    dataset = GeneratedDataset.load(small_run / "dataset")
+    assert {p.source_user_id for p in dataset.personas} == {"user0", "user1"}
+    assert dataset.queries and dataset.sessions and dataset.facts and dataset.validation
+    assert dataset.manifest is not None and dataset.manifest.simulated
+    settings = load_settings(overrides=SMALL)
+    violations = validate_dataset(dataset, settings)
+    assert violations == [], violations[:5]
+
+
+def test_flow_rerun_is_served_from_task_cache(small_run: Path, harness) -> None:
+    """Re-running the same flow recomputes nothing: every stage comes from Prefect's cache."""
+    import asyncio
+
+    before = GeneratedDataset.load(small_run / "dataset")
+    asyncio.run(generate_benchmark(output=str(small_run), users=["user0", "user1"], overrides=SMALL, publish=False))
+    after = GeneratedDataset.load(small_run / "dataset")
+    assert after.manifest is not None
+    assert sum(u.requests for u in after.manifest.usage) == 0
+    assert [q.query_id for q in after.queries] == [q.query_id for q in before.queries]
+    assert [f.fid for f in after.facts] == [f.fid for f in before.facts]
+
+
+def _count_results(output: Path) -> int:
+    """Stage results whose cache record is complete."""
+    keys = output / ".prefect" / "keys"
+    return len([p for p in keys.iterdir() if not p.name.endswith(".lock")]) if keys.is_dir() else 0
+
+
+def test_killed_run_resumes_without_recomputing_finished_stages(tmp_path: Path) -> None:
+    """SIGKILL the flow once some stages finished; the re-run replays them from Prefect's cache."""
+    output = tmp_path / "run"
+    overrides = json.dumps({**SMALL, "cache": {"enabled": False}})
+    script = (
+        "import asyncio, json, sys\n"
+        "from memoryquest.orchestration import generate_benchmark\n"
+        "asyncio.run(generate_benchmark(output=sys.argv[1], users=['user0','user1','user2'],"
+        " overrides=json.loads(sys.argv[2]), publish=False))\n"
+    )
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(output), overrides], env=env, start_new_session=True)
+    deadline = time.monotonic() + 240
+    try:
+        while _count_results(output) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run finished before it could be interrupted; make it longer"
+        assert _count_results(output) >= 2, "no stage finished within the deadline"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finished_before_kill = _count_results(output)
+    assert not (output / "dataset").exists()
+
+    with prefect_test_harness(server_startup_timeout=120):
+        import asyncio
+
+        asyncio.run(
+            generate_benchmark(
+                output=str(output), users=["user0", "user1", "user2"], overrides=json.loads(overrides), publish=False
+            )
+        )
+        states = asyncio.run(_task_run_states())
+    resumed = GeneratedDataset.load(output / "dataset")
+    assert len(resumed.personas) == 3 and resumed.validation
+    # 3 personas x 4 stage groups. Those persisted before the kill come back Cached, the rest run.
+    assert len(states) == 3 * 4
+    assert states.count("Cached") == finished_before_kill
+    assert states.count("Completed") == 3 * 4 - finished_before_kill
+
+
+async def _task_run_states() -> list[str]:
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        runs = await client.read_task_runs()
+    return [run.state.name for run in runs if run.state is not None]

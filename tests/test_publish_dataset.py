@@ -1,0 +1,328 @@
+from __future__ import annotations
+
+import json
+import random
+import struct
+import zlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from pydantic import SecretStr
+
+from memoryquest.cli.main import main
+from memoryquest.contracts import TABLES, Turn
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.publish import PRIMARY_KEYS, PublishError, load_published, publish_dataset
+from memoryquest.publish import plots as publish_plots
+from memoryquest.publish.parquet import sha256_file
+from memoryquest.publish.splits import SPLITS
+from memoryquest.settings import Settings
+
+try:
+    from tests.publish_fixture import build_publish_fixture
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from publish_fixture import build_publish_fixture
+
+SECRET = "sk-test-DO-NOT-PUBLISH-7f3a9c1e5b"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _front_matter(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n", 2)[1])
+
+
+def _by_id(dataset: GeneratedDataset, name: str) -> dict[str, object]:
+    key = PRIMARY_KEYS[name]
+    return {getattr(row, key): row for row in getattr(dataset, name)}
+
+
+@pytest.fixture(scope="module")
+def dataset() -> GeneratedDataset:
+    return build_publish_fixture(users=6, queries_per_user=3)
+
+
+@pytest.fixture(scope="module")
+def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    destination = tmp_path_factory.mktemp("published") / "memoryquest"
+    publish_dataset(dataset, destination, Settings())
+    return destination
+
+
+def test_layout_follows_hugging_face_conventions(published: Path) -> None:
+    names = set(_files(published))
+    assert {"README.md", "manifest.json", "LICENSE.md", "plots/gamma_histogram.png", "plots/recall_by_method.png"} <= names
+    for config in TABLES:
+        for split in SPLITS:
+            assert f"data/{config}/{split}-00000-of-00001.parquet" in names
+            assert f"jsonl/{config}/{split}.jsonl" in names
+    # nothing else next to the destination: no staging or backup directories left over
+    assert [p.name for p in published.parent.iterdir()] == ["memoryquest"]
+
+
+def test_rows_are_sorted_and_carry_schema_version(published: Path) -> None:
+    for config in TABLES:
+        for split in SPLITS:
+            table = pq.read_table(published / "data" / config / f"{split}-00000-of-00001.parquet")
+            ids = table.column(PRIMARY_KEYS[config]).to_pylist()
+            assert ids == sorted(ids)
+            assert set(table.column("schema_version").to_pylist()) == {"1.0"}
+            assert table.schema.metadata[b"schema_version"] == b"1.0"
+            assert table.schema.metadata[b"table"] == config.encode()
+
+
+def test_no_user_in_two_splits_in_any_table(published: Path, dataset: GeneratedDataset) -> None:
+    split_of: dict[str, str] = {}
+    for config in TABLES:
+        for split in SPLITS:
+            table = pq.read_table(published / "data" / config / f"{split}-00000-of-00001.parquet", columns=["persona_id"])
+            for persona_id in table.column("persona_id").to_pylist():
+                assert split_of.setdefault(persona_id, split) == split, f"{persona_id} is in two splits ({config})"
+    assert set(split_of) == {p.persona_id for p in dataset.personas}
+    assert sorted(split_of.values()).count("train") == 4
+    assert {s: list(split_of.values()).count(s) for s in SPLITS} == {"train": 4, "validation": 1, "test": 1}
+
+
+def test_publishing_twice_gives_identical_bytes(dataset: GeneratedDataset, published: Path, tmp_path: Path) -> None:
+    shuffled = dataset.model_copy(deep=True)
+    rng = random.Random(7)
+    for name in TABLES:
+        rng.shuffle(getattr(shuffled, name))
+    again = tmp_path / "elsewhere" / "memoryquest-copy"
+    publish_dataset(shuffled, again, Settings())
+    first, second = _files(published), _files(again)
+    assert first.keys() == second.keys()
+    differing = [name for name in first if first[name] != second[name]]
+    assert differing == []
+
+
+def test_manifest_records_run_and_publish_info(published: Path, dataset: GeneratedDataset) -> None:
+    manifest = json.loads((published / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["simulated"] is True
+    assert manifest["embedder"] == dataset.manifest.embedder
+    assert manifest["settings"]["generation"]["gamma_max"] == 0.3
+    assert manifest["settings"]["pgr"]["query_only_k"] == 20
+    assert [p["template_id"] for p in manifest["prompts"]] == [p.template_id for p in dataset.manifest.prompts]
+    assert sum(u["input_tokens"] for u in manifest["usage"]) == sum(u.input_tokens for u in dataset.manifest.usage)
+    publish = manifest["publish"]
+    assert publish["ratios"] == {"train": 0.8, "validation": 0.1, "test": 0.1}
+    assert publish["split_seed"] == 13
+    assert publish["row_counts"]["queries"] == {"train": 12, "validation": 3, "test": 3}
+    assert sum(publish["row_counts"]["sessions"].values()) == len(dataset.sessions)
+    listed = {f["path"]: f for f in publish["files"]}
+    on_disk = set(_files(published)) - {"manifest.json"}
+    assert set(listed) == on_disk
+    for relative, entry in listed.items():
+        assert sha256_file(published / relative) == entry["sha256"]
+        assert (published / relative).stat().st_size == entry["bytes"]
+
+
+def test_card_has_configs_statistics_and_attribution(published: Path, dataset: GeneratedDataset) -> None:
+    card = (published / "README.md").read_text(encoding="utf-8")
+    meta = _front_matter(card)
+    assert meta["license"] == "cc-by-nc-4.0"
+    assert "question-answering" in meta["task_categories"]
+    assert meta["pretty_name"]
+    configs = {c["config_name"]: c for c in meta["configs"]}
+    assert set(configs) == set(TABLES)
+    assert configs["queries"].get("default") is True
+    for name, config in configs.items():
+        assert config["data_files"] == [{"split": s, "path": f"data/{name}/{s}-*"} for s in SPLITS]
+    body = card.split("---\n", 2)[2]
+    assert "SIMULATED DATA" in body and "not from a language model" in body
+    assert f"6 users, 18 queries, {len(dataset.sessions)} sessions, {len(dataset.facts)} facts" in body
+    gammas = sorted(q.gamma for q in dataset.queries)
+    assert f"| γ (mean query–reference cosine) | {gammas[0]:.3f} |" in body
+    assert "| references per query |" in body and "| turns per session |" in body and "| sessions per user |" in body
+    assert "| similarity | 6 |" in body and "| schema | 6 |" in body
+    for method in ("query_only", "pgr_cot", "pgr_tot"):
+        assert f"| `{method}` | `provenance` | 18 |" in body
+    assert "PersonaLens" in body and "Findings of ACL 2025" in body and "amazon-science/PersonaLens" in body
+    assert "CC BY-NC 4.0" in body
+    assert "Chopra" in body and "2605.14177" in body and "@misc{" in body
+    assert "![Histogram of γ with the threshold](plots/gamma_histogram.png)" in body
+    assert "![Recall and RecallExact by method and judge](plots/recall_by_method.png)" in body
+    assert "reference_id" in body and "reference_turn_indices" in body
+    assert 'load_dataset("parquet", data_dir=' in body and "read_parquet" in body and "pl.read_parquet" in body
+    for name in TABLES:
+        assert f"<code>{name}</code>" in body
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    width, height = struct.unpack(">II", data[16:24])
+    assert zlib.crc32(data[12:29]) == struct.unpack(">I", data[29:33])[0]
+    return width, height
+
+
+def test_plots_are_valid_pngs_without_timestamps(published: Path) -> None:
+    import matplotlib.image
+
+    for name in ("gamma_histogram.png", "recall_by_method.png"):
+        path = published / "plots" / name
+        data = path.read_bytes()
+        assert _png_size(data) == (640, 360)
+        assert b"tEXt" not in data and b"tIME" not in data
+        pixels = matplotlib.image.imread(path)
+        assert pixels.shape[:2] == (360, 640)
+        assert pixels.std() > 0.05  # something was drawn
+
+
+def test_load_published_round_trips(published: Path, dataset: GeneratedDataset) -> None:
+    loaded = load_published(published)
+    for name in TABLES:
+        assert _by_id(loaded, name) == _by_id(dataset, name), name
+        assert len(getattr(loaded, name)) == len(getattr(dataset, name))
+    assert loaded.manifest == dataset.manifest
+
+
+def test_load_published_detects_tampering(published: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(published, copy)
+    target = copy / "data" / "queries" / "train-00000-of-00001.parquet"
+    target.write_bytes(target.read_bytes()[:-100])
+    with pytest.raises(PublishError, match="queries/train-00000-of-00001.parquet does not match its sha256"):
+        load_published(copy)
+    with pytest.raises(PublishError, match="not a published dataset"):
+        load_published(tmp_path)
+
+
+def test_crash_midway_keeps_previous_dataset(dataset: GeneratedDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    destination = tmp_path / "out"
+    publish_dataset(dataset, destination, Settings())
+    before = _files(destination)
+
+    def broken(*args: object, **kwargs: object) -> Path:
+        raise OSError("disk full while drawing")
+
+    monkeypatch.setattr(publish_plots, "recall_by_method", broken)
+    changed = dataset.model_copy(deep=True)
+    changed.queries = changed.queries[:5]
+    with pytest.raises(OSError, match="disk full"):
+        publish_dataset(changed, destination, Settings())
+    assert _files(destination) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+    fresh = tmp_path / "never"
+    with pytest.raises(OSError, match="disk full"):
+        publish_dataset(changed, fresh, Settings())
+    assert not fresh.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_republishing_replaces_the_previous_dataset(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    destination = tmp_path / "out"
+    publish_dataset(dataset, destination, Settings())
+    smaller = dataset.model_copy(deep=True)
+    smaller.rejected = []
+    publish_dataset(smaller, destination, Settings())
+    assert not (destination / "data" / "rejected").exists()
+    meta = _front_matter((destination / "README.md").read_text(encoding="utf-8"))
+    assert "rejected" not in {c["config_name"] for c in meta["configs"]}
+    assert load_published(destination).rejected == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_refuses_to_replace_a_directory_that_is_not_a_published_dataset(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me", encoding="utf-8")
+    with pytest.raises(PublishError, match="not a published dataset"):
+        publish_dataset(dataset, precious, Settings())
+    assert (precious / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    dataset.save(tmp_path / "generated")  # a generator output is not a published dataset either
+    with pytest.raises(PublishError, match="refusing to replace"):
+        publish_dataset(dataset, tmp_path / "generated", Settings())
+
+
+def test_missing_manifest_is_a_clear_error(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    bare = dataset.model_copy(update={"manifest": None})
+    with pytest.raises(PublishError, match="no run manifest"):
+        publish_dataset(bare, tmp_path / "out", Settings())
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_splits_are_left_out(tmp_path: Path) -> None:
+    small = build_publish_fixture(users=2, queries_per_user=1)
+    report = publish_dataset(small, tmp_path / "out", Settings())
+    assert report.row_counts["personas"] == {"train": 1, "validation": 1, "test": 0}
+    assert not list((tmp_path / "out").rglob("test-*.parquet"))
+    assert not list((tmp_path / "out").rglob("test.jsonl"))
+    meta = _front_matter(report.card.read_text(encoding="utf-8"))
+    for config in meta["configs"]:
+        assert [f["split"] for f in config["data_files"]] == ["train", "validation"]
+
+
+def test_non_simulated_card_names_model_and_endpoint(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    real = dataset.model_copy(deep=True)
+    assert real.manifest is not None
+    real.manifest = real.manifest.model_copy(
+        update={"simulated": False, "backend": "openai", "chat_model": "gpt-4o", "base_url": "https://llm.example.org/v1"}
+    )
+    report = publish_dataset(real, tmp_path / "out", Settings())
+    card = report.card.read_text(encoding="utf-8")
+    assert "SIMULATED" not in card
+    assert "chat model `gpt-4o` via `openai` at https://llm.example.org/v1" in card
+    assert "simulated" not in _front_matter(card)["tags"]
+
+
+def test_secrets_never_reach_the_output(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    settings = Settings(endpoint={"api_key": SecretStr(SECRET), "base_url": "https://llm.example.org/v1"})
+    leaky = dataset.model_copy(deep=True)
+    assert leaky.manifest is not None
+    run_settings = json.loads(json.dumps(leaky.manifest.settings))
+    run_settings["endpoint"]["api_key"] = SECRET  # a generator that forgot to mask it
+    run_settings["endpoint"]["extra_headers"] = {"Authorization": f"Bearer {SECRET}"}
+    leaky.manifest = leaky.manifest.model_copy(
+        update={"settings": run_settings, "base_url": f"https://user:{SECRET}@llm.example.org/v1?api-key={SECRET}&deployment=x"}
+    )
+    report = publish_dataset(leaky, tmp_path / "out", settings)
+    for relative, content in _files(report.destination).items():
+        assert SECRET.encode() not in content, relative
+        if relative.endswith(".parquet"):
+            assert SECRET not in str(pq.read_table(report.destination / relative).to_pylist()), relative
+    manifest = json.loads(report.manifest.read_text(encoding="utf-8"))
+    assert manifest["settings"]["endpoint"]["api_key"] == "****"
+    assert manifest["base_url"] == "https://llm.example.org/v1?api-key=****&deployment=x"
+    assert manifest["settings"]["limits"]["tokens_per_minute"] == dataset.manifest.settings["limits"]["tokens_per_minute"]
+
+
+def test_a_secret_inside_the_data_stops_publishing(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    settings = Settings(endpoint={"api_key": SecretStr(SECRET)})
+    leaky = dataset.model_copy(deep=True)
+    leaky.sessions[0].turns.append(Turn(role="user", content=f"my key is {SECRET}"))
+    with pytest.raises(PublishError, match="secret appears in jsonl/sessions"):
+        publish_dataset(leaky, tmp_path / "out", settings)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_publish(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = dataset.save(tmp_path / "generated")
+    destination = tmp_path / "hub" / "memoryquest"
+    assert main(["publish", str(source), "--to", str(destination), "--set", "publish.split_seed=5"]) == 0
+    out = capsys.readouterr().out
+    assert f"published to {destination}" in out
+    assert f"dataset card: {destination / 'README.md'}" in out
+    assert "queries" in out and "sessions" in out and "users: train 4  validation 1  test 1" in out
+    manifest = json.loads((destination / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["publish"]["split_seed"] == 5
+    printed = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ") and not line.strip().startswith("users:")}
+    assert printed["config"] == list(SPLITS)
+    for config, per_split in manifest["publish"]["row_counts"].items():
+        assert printed[config] == [str(per_split[s]) for s in SPLITS]
+    assert load_published(destination).queries
+
+    # bad destination: clear error, exit code 2
+    (tmp_path / "occupied").mkdir()
+    (tmp_path / "occupied" / "file.txt").write_text("x", encoding="utf-8")
+    assert main(["publish", str(source), "--to", str(tmp_path / "occupied")]) == 2
+    assert "refusing to replace" in capsys.readouterr().err
