@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import core_schema
 
 from memoryquest.contracts import SCHEMA_VERSION, TABLES, RunManifest
 from memoryquest.intake.custom import CustomPersonaFile
@@ -30,11 +32,24 @@ def schema_models() -> dict[str, type[BaseModel]]:
     return models
 
 
+class PublishedRowSchema(GenerateJsonSchema):
+    """In serialization mode every field is required: a written row always carries every key."""
+
+    def field_is_required(
+        self,
+        field: core_schema.ModelField | core_schema.DataclassField | core_schema.TypedDictField,
+        total: bool,
+    ) -> bool:
+        if self.mode == "serialization" and field.get("serialization_exclude_if") is None:
+            return True
+        return super().field_is_required(field, total)
+
+
 def schema_document(name: str, model: type[BaseModel]) -> dict[str, Any]:
-    # Published rows always carry every field, so describe what is written
-    # (serialization); the custom persona format is input, so describe what is accepted.
-    mode = "validation" if name == "custom_persona" else "serialization"
-    schema = model.model_json_schema(mode=mode)
+    # Published rows: describe what is written (every key present, defaults included).
+    # The custom persona format is input: describe what is accepted (defaults optional).
+    mode: Literal["validation", "serialization"] = "validation" if name == "custom_persona" else "serialization"
+    schema = model.model_json_schema(mode=mode, schema_generator=PublishedRowSchema)
     schema["$schema"] = JSON_SCHEMA_DIALECT
     schema["$id"] = f"{name}{SUFFIX}"
     schema["x-memoryquest-schema-version"] = SCHEMA_VERSION

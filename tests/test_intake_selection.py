@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from memoryquest.contracts import Domain
-from memoryquest.intake import IntakeSourceError, PersonaSelection, canonical_affinity_name, natural_key
+from memoryquest.intake import (
+    IntakeSourceError,
+    PersonaSelection,
+    canonical_affinity_name,
+    natural_key,
+)
 from memoryquest.intake.normalise import decode_json, field_key, parse_domain
 
 AVAILABLE = ["user10", "user2", "user0", "user1", "user11", "user3"]
@@ -102,3 +107,4 @@ def test_decode_json_messages() -> None:
     assert decode_json(b"\xef\xbb\xbf[1]") == ([1], None)
     assert decode_json(b"[1,]")[1] == "invalid JSON: Expecting value (line 1, column 4)"
     assert decode_json(b'["\xc3"]')[1] == "not valid UTF-8 (byte 0xc3 at offset 2)"
+    assert decode_json(b"[" * 100_000 + b"]" * 100_000)[1] == "invalid JSON: nested too deeply"

@@ -125,22 +125,25 @@ def user0_history(persona: Persona) -> list[Session]:
 
 
 def long_history(persona: Persona, sessions: int = 60) -> list[Session]:
-    """Many sessions stating user0's affinities (several per value), every 7th conveying a reference.
+    """Many sessions walking through user0's affinity values, every 7th conveying a reference.
 
-    Statements are drawn deterministically from every affinity value, phrased a
-    few ways, so some repeat (upserts) and some are near-duplicates (merges).
+    Values of one attribute come in neighbouring sessions (near-duplicates a few
+    days apart, which consolidation may merge), and every 4th session repeats a
+    statement from ten sessions earlier (an upsert).
     """
     statements: list[tuple[Domain, str]] = []
     for affinity in persona.affinities:
-        for value in affinity.values:
+        for k, value in enumerate(affinity.values):
             name = affinity.name.lower()
-            statements.append((affinity.domain, f"My {name} is {value}."))
-            statements.append((affinity.domain, f"I prefer {value} for {name}."))
+            text = f"My {name} is {value}." if k % 2 == 0 else f"I prefer {value} for {name}."
+            statements.append((affinity.domain, text))
     history: list[Session] = []
     day = dt.date(2024, 1, 1)
     for position in range(sessions):
-        domain, first = statements[(position * 5) % len(statements)]
-        _, second = statements[(position * 11 + 3) % len(statements)]
+        domain, first = statements[(2 * position) % len(statements)]
+        _, second = statements[(2 * position + 1) % len(statements)]
+        if position % 4 == 3 and position >= 10:
+            _, second = statements[(2 * (position - 10)) % len(statements)]
         conveys = position % 7 == 3
         history.append(
             make_session(

@@ -6,7 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from test_memory_history import make_session, user0_history, user0_persona
+from test_memory_history import long_history, make_session, user0_history, user0_persona
 
 from memoryquest.contracts import Domain, Fact, FactRevision, FactState, FactType, Session
 from memoryquest.ids import make_id
@@ -100,3 +100,22 @@ def test_the_last_revision_of_a_day_wins() -> None:
     retired = fact.model_copy(update={"retired_on": dt.date(2024, 1, 9)})
     assert [i.info for i in memory_as_of([retired], dt.date(2024, 1, 8))] == ["Plans a trip to Rome in May"]
     assert memory_as_of([retired], dt.date(2024, 1, 9)) == []
+
+
+async def test_replaying_a_consolidated_store_never_leaks_or_double_counts(client: ModelClient) -> None:
+    persona = user0_persona()
+    history = long_history(persona, 40)
+    config = GenerationSettings(memory_every_sessions=2, consolidation_new_facts=12)
+    result = await build_memory(persona, history, client, config)
+    assert result.merges >= 2
+    date_of = {s.session_id: s.date for s in history}
+    merged_into = {f.fid: f.merged_into for f in result.facts if f.merged_into}
+    for day in _days(history[0].date - dt.timedelta(days=1), history[-1].date + dt.timedelta(days=1)):
+        visible = memory_as_of(result.facts, day)
+        fids = {i.fid for i in visible}
+        for item in visible:
+            assert item.date <= day and all(date_of[sid] <= day for sid in item.session_ids)
+            assert merged_into.get(item.fid) not in fids  # never an original next to its merge
+        # Every session up to this day is represented (its facts or the merges that absorbed them).
+        seen = {sid for i in visible for sid in i.session_ids}
+        assert seen == {s.session_id for s in history if s.date <= day}

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -184,8 +185,6 @@ def test_load_published_round_trips(published: Path, dataset: GeneratedDataset) 
 
 
 def test_load_published_detects_tampering(published: Path, tmp_path: Path) -> None:
-    import shutil
-
     copy = tmp_path / "copy"
     shutil.copytree(published, copy)
     target = copy / "data" / "queries" / "train-00000-of-00001.parquet"
@@ -196,9 +195,11 @@ def test_load_published_detects_tampering(published: Path, tmp_path: Path) -> No
         load_published(tmp_path)
 
 
-def test_crash_midway_keeps_previous_dataset(dataset: GeneratedDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_midway_keeps_previous_dataset(
+    dataset: GeneratedDataset, published: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     destination = tmp_path / "out"
-    publish_dataset(dataset, destination, Settings())
+    shutil.copytree(published, destination)  # an earlier publish
     before = _files(destination)
 
     def broken(*args: object, **kwargs: object) -> Path:
@@ -219,9 +220,11 @@ def test_crash_midway_keeps_previous_dataset(dataset: GeneratedDataset, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_republishing_replaces_the_previous_dataset(dataset: GeneratedDataset, tmp_path: Path) -> None:
+def test_republishing_replaces_the_previous_dataset(
+    dataset: GeneratedDataset, published: Path, tmp_path: Path
+) -> None:
     destination = tmp_path / "out"
-    publish_dataset(dataset, destination, Settings())
+    shutil.copytree(published, destination)  # an earlier publish
     smaller = dataset.model_copy(deep=True)
     smaller.rejected = []
     publish_dataset(smaller, destination, Settings())

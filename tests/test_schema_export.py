@@ -35,6 +35,14 @@ def test_one_schema_per_table_plus_manifest_and_custom_persona() -> None:
     }
 
 
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_table_schemas_require_every_written_key(table: str) -> None:
+    document = json.loads(rendered_schemas()[f"{table}.schema.json"])
+    assert document["required"] == list(TABLES[table].model_fields)
+    assert document["properties"]["schema_version"]["const"] == "1.0"
+    assert document["additionalProperties"] is False
+
+
 def test_formatting_is_deterministic(tmp_path: Path) -> None:
     first = {p.name: p.read_bytes() for p in export_schemas(tmp_path / "a")}
     second = {p.name: p.read_bytes() for p in export_schemas(tmp_path / "b")}

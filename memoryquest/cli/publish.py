@@ -19,8 +19,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="publish a generated dataset as Hugging Face-style Parquet splits with a dataset card",
         description=(
             "Write user-disjoint train/validation/test Parquet splits, a JSONL mirror, plots, a dataset "
-            "card (README.md) and manifest.json. The destination is replaced atomically; it must not "
-            "exist, be empty, or hold an earlier published dataset. Split ratios and seed: "
+            "card (README.md) and manifest.json. The destination is replaced atomically; it must be "
+            "absent, empty, or hold an earlier published dataset. Split ratios and seed: "
             "--set publish.train=0.8 --set publish.split_seed=13 ..."
         ),
     )

@@ -10,7 +10,12 @@ Usage::
 
 from __future__ import annotations
 
-from memoryquest.intake.custom import CustomPersona, CustomPersonaFile, CustomTask, load_custom_personas
+from memoryquest.intake.custom import (
+    CustomPersona,
+    CustomPersonaFile,
+    CustomTask,
+    load_custom_personas,
+)
 from memoryquest.intake.errors import IntakeError, IntakeResult, IntakeSourceError
 from memoryquest.intake.load import is_http_source, load_personas
 from memoryquest.intake.normalise import canonical_affinity_name, natural_key, unsafe_user_id

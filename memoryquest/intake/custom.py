@@ -59,7 +59,12 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 from memoryquest.intake.errors import ErrorCollector, IntakeError, IntakeResult, type_name
-from memoryquest.intake.normalise import DOMAIN_ORDER, canonical_affinity_name, decode_json, unsafe_user_id
+from memoryquest.intake.normalise import (
+    DOMAIN_ORDER,
+    canonical_affinity_name,
+    decode_json,
+    unsafe_user_id,
+)
 from memoryquest.intake.selection import PersonaSelection
 
 

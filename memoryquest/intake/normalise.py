@@ -95,3 +95,5 @@ def decode_json(raw: bytes) -> tuple[object, str | None]:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply"

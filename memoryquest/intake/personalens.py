@@ -447,10 +447,10 @@ class HttpReader:
             with self.client.stream("GET", url) as response:
                 if response.status_code != 200:
                     return self._status_error(url, user_id, name, response)
-                declared = response.headers.get("content-length")
-                if declared and declared.isdigit() and not response.headers.get("content-encoding"):
-                    if int(declared) > self.max_file_bytes:
-                        return Fetched(url, error=_too_big(int(declared), self.max_file_bytes))
+                declared = response.headers.get("content-length", "")
+                plain = not response.headers.get("content-encoding")
+                if plain and declared.isdigit() and int(declared) > self.max_file_bytes:
+                    return Fetched(url, error=_too_big(int(declared), self.max_file_bytes))
                 chunks: list[bytes] = []
                 total = 0
                 for chunk in response.iter_bytes():

@@ -1,12 +1,14 @@
 """One limiter for requests/min, tokens/min and concurrency, plus retry timing and a breaker.
 
 The two rates use the generic cell rate algorithm (GCRA): each bucket keeps
-a "theoretical arrival time" and a caller *reserves* its send time under a
-thread lock, then sleeps until then. No polling, FIFO by arrival, and the
-state is shared by every event loop and thread of the process. Tokens are
-reserved before sending (prompt tokens counted with the tokenizer plus the
-requested output budget, as providers count them against TPM) and the unused
-part is handed back once the answer says what was really used.
+a "theoretical arrival time"; a caller takes a request and its tokens when
+both are due, else sleeps until they are (waking at least every
+``poll_seconds``, so tokens handed back or a lifted pause are seen soon).
+The state sits behind a thread lock and is shared by every event loop and
+thread of the process; the concurrency cap is per event loop. Tokens are
+taken before sending (prompt tokens counted with the tokenizer plus the
+requested output budget, as providers count ``max_tokens`` against TPM)
+and the unused part is handed back once the answer says what was used.
 
 Only a small burst is allowed (``burst_seconds`` of the rate): providers
 enforce per-minute limits over much shorter windows, so a minute's worth of
@@ -67,6 +69,7 @@ class RateLimiter:
         min_factor: float = 0.1,
         cut_interval: float = 1.0,
         recovery_per_second: float = 0.05,
+        poll_seconds: float = 0.05,
     ) -> None:
         if requests_per_minute <= 0 or tokens_per_minute <= 0 or max_concurrency < 1:
             raise ValueError("requests_per_minute, tokens_per_minute and max_concurrency must be positive")
@@ -77,6 +80,7 @@ class RateLimiter:
         self.min_factor = min_factor
         self.cut_interval = cut_interval
         self.recovery_per_second = recovery_per_second
+        self.poll_seconds = poll_seconds
         self.factor = 1.0
         self.paused_until = 0.0
         self._last_cut = -1e9
@@ -97,17 +101,20 @@ class RateLimiter:
                 semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
             return semaphore
 
-    def _reserve(self, tokens: int) -> tuple[float, float]:
-        """Book the earliest send time for one request of ``tokens``; returns (send_at, booked_at)."""
+    def _try_take(self, tokens: int) -> float:
+        """Take one request and ``tokens`` if both rates allow now (returns 0), else the seconds to wait."""
         with self._lock:
             now = time.monotonic()
-            start = max(now, self.paused_until)
-            req_at = max(start, self.requests.tat - self.requests.tolerance(self.factor))
-            tok_at = max(start, self.tokens.tat - self.tokens.tolerance(self.factor))
-            send_at = max(req_at, tok_at)
-            self.requests.tat = max(self.requests.tat, send_at) + self.requests.interval(self.factor)
-            self.tokens.tat = max(self.tokens.tat, send_at) + tokens * self.tokens.interval(self.factor)
-            return send_at, now
+            ready_at = max(
+                self.paused_until,
+                self.requests.tat - self.requests.tolerance(self.factor),
+                self.tokens.tat - self.tokens.tolerance(self.factor),
+            )
+            if ready_at > now:
+                return ready_at - now
+            self.requests.tat = max(self.requests.tat, now) + self.requests.interval(self.factor)
+            self.tokens.tat = max(self.tokens.tat, now) + tokens * self.tokens.interval(self.factor)
+            return 0.0
 
     @asynccontextmanager
     async def slot(self, tokens: int) -> AsyncIterator[Permit]:
@@ -115,14 +122,9 @@ class RateLimiter:
         semaphore = self._semaphore()
         async with semaphore:
             started = time.monotonic()
-            while True:
-                send_at, booked_at = self._reserve(tokens)
-                delay = send_at - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                # A 429 seen while we slept moves the pause past our booking: book again.
-                if self.paused_until <= max(send_at, booked_at) or self.paused_until <= time.monotonic():
-                    break
+            while (wait := self._try_take(tokens)) > 0:
+                # Wake at least every poll_seconds: a refund or a lifted pause can make room sooner.
+                await asyncio.sleep(min(wait, self.poll_seconds))
             permit = Permit(self, tokens)
             with self._lock:
                 self.in_flight += 1

@@ -66,11 +66,14 @@ def make_sdk_factory(
     azure_api_version: str,
     timeout: float,
 ) -> Any:
-    """A zero-argument callable building the SDK client (imported lazily: ``openai`` is heavy)."""
+    """A zero-argument callable building the SDK client.
+
+    ``openai`` takes seconds to import, so it is imported here, when the
+    backend is built, rather than inside the first request on the event loop.
+    """
+    import openai
 
     def build() -> Any:
-        import openai
-
         try:
             if kind == "azure":
                 return openai.AsyncAzureOpenAI(

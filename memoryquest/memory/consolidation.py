@@ -57,14 +57,18 @@ def cluster_by_similarity(facts: Sequence[Fact], vectors: np.ndarray, similarity
     """Complete-linkage greedy clusters, visiting facts in the given (fid) order."""
     if len(facts) != len(vectors):
         raise ValueError(f"{len(facts)} facts but {len(vectors)} embedding rows")
-    cosine = vectors @ vectors.T
+    close = (vectors @ vectors.T) >= similarity
+    neighbours = [set(np.flatnonzero(row).tolist()) for row in close]
     clusters: list[list[int]] = []
+    leader_of: dict[int, int] = {}  # first member -> cluster index
     for i in range(len(facts)):
-        for cluster in clusters:
-            if all(cosine[i, j] >= similarity for j in cluster):
-                cluster.append(i)
+        candidates = sorted(leader_of[j] for j in neighbours[i] if j in leader_of)
+        for index in candidates:
+            if neighbours[i].issuperset(clusters[index]):
+                clusters[index].append(i)
                 break
         else:
+            leader_of[i] = len(clusters)
             clusters.append([i])
     return [[facts[i] for i in cluster] for cluster in clusters]
 

@@ -10,6 +10,11 @@ outside the batch or turns that do not exist, or that leaves a reference turn
 of the batch uncited, is rejected and asked again (bounded); if every attempt
 fails, the answer's well-formed facts are kept and every failure stays in
 ``rejected``.
+
+The store, not the model, is authoritative for bookkeeping: a fact's state
+follows from its fid (``NEW_<n>`` adds, an existing fid updates), new facts
+start at frequency 1 and each update adds 1, whatever numbers the answer
+carried.
 """
 
 from __future__ import annotations

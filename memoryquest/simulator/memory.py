@@ -8,7 +8,9 @@ given and the existing facts:
   then starts with a first-person subject (I, I'm, I've, I'd, I'll, My), or with a
   short non-first-person lead-in phrase followed by a comma and such a subject
   ("Last spring, I moved to Toronto" -> the lead-in moves to the end). A trailing
-  request is cut off ("..., so can you find ...?"). Questions, requests aimed at
+  request or aside is cut off ("..., so can you find ...?", "..., as you know").
+  Compound sentences split before a new first-person clause (", and I ...",
+  ", so I ...", " but I'm ..."). Questions, requests aimed at
   the assistant (any statement mentioning "you"/"your"), hedges and small talk
   ("I see", "I think that works", "I'm not sure", ...) and statements under three
   words are skipped.
@@ -68,7 +70,8 @@ _LEAD_IN = re.compile(r"^(?P<lead>[^,]{2,48}),\s+(?P<clause>(?:I|I'm|I've|I'd|I'
 _FIRST_PERSON_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
 _TRAILING_REQUEST = re.compile(
     r"(?:,|;|\s+-+|\s+—)\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will)\s+you\b.*$"
-    r"|(?:,|;|\s+-+|\s+—)\s*(?:so\s+|and\s+)?(?:please|any (?:ideas|suggestions|recommendations|tips))\b.*$",
+    r"|(?:,|;|\s+-+|\s+—)\s*(?:so\s+|and\s+)?(?:please|any (?:ideas|suggestions|recommendations|tips))\b.*$"
+    r"|,\s*(?:as you (?:know|said|suggested)|you know|if you can|if possible|thanks|thank you)[.!]?$",
     re.IGNORECASE,
 )
 _SKIP = re.compile(

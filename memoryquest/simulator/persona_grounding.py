@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain, Interaction, PersonaTask, TaskKind
+from memoryquest.stages.common import contains_verbatim, normalise_text
 
 # --------------------------------------------------------------------------- persona material
 
@@ -763,6 +764,35 @@ LIFE_UPDATES: tuple[LifeUpdateTemplate, ...] = (
 )
 
 
+# Updates about the very thing a request is about: what a generator produces when it
+# stays on topic. Filled with the request's own core ("plan a weekend getaway"), so
+# they sit close to it in meaning and usually push gamma over the threshold.
+ECHO_UPDATES: tuple[LifeUpdateTemplate, ...] = tuple(
+    _t(D.CALENDAR, "taste", text, *paraphrases)  # the domain is replaced when filled
+    for text, *paraphrases in (
+        ("Tried to {core} last {season} but had to cancel at the last minute",
+         "Last {season} my attempt to {core} fell through at the last minute.",
+         "I had to call it off the last time I wanted to {core}, back in the {season}."),
+        ("Asked friends for tips on how to {core} and got mixed advice",
+         "My friends gave me conflicting tips when I asked how to {core}.",
+         "I asked around about how to {core}; everyone told me something different."),
+        ("Wants to {core} better than last time",
+         "Last time I tried to {core} it didn't go great, and I'd like to do better.",
+         "I'm hoping this attempt to {core} goes better than the previous one."),
+    )
+)
+
+
+def echo_update(core: str, domain: Domain, rng: random.Random) -> LifeUpdate:
+    """An on-topic update about ``core`` (see ECHO_UPDATES), labelled with ``domain``."""
+    template = rng.choice(ECHO_UPDATES)
+    template = LifeUpdateTemplate(
+        domain=domain, text=template.text, paraphrases=template.paraphrases, impact=template.impact
+    )
+    slots = {"core": core, "season": rng.choice(("spring", "summer", "fall", "winter"))}
+    return LifeUpdate(template=template, text=fix_articles(template.text.format(**slots)), slots=slots)
+
+
 @dataclass(frozen=True)
 class LifeUpdate:
     template: LifeUpdateTemplate
@@ -850,7 +880,8 @@ def _is_proper(value: str) -> bool:
     return bool(words) and all(w[0].isupper() for w in words)
 
 
-def _clean_value(value: str, slot: str = "") -> str:
+def clean_value(value: str, slot: str = "") -> str:
+    """A value ready to drop into a sentence: no parenthetical notes, no trailing stop."""
     value = re.sub(r"\s*\([^)]*\)", "", value)
     value = re.sub(r"\s+", " ", value).strip().rstrip(".").rstrip(",")
     if slot == "seat_type":
@@ -892,7 +923,7 @@ def fill_life_update(
             value = rng.choice(options) if options else None
         if not value:
             return None
-        slots[name] = _clean_value(value, name)
+        slots[name] = clean_value(value, name)
     text = fix_articles(template.text.format(**slots))
     return LifeUpdate(template=template, text=text, slots=slots)
 
@@ -909,19 +940,18 @@ def life_updates(material: PersonaMaterial, domain: Domain, date: dt.date, rng: 
     return out
 
 
-def normalise_text(text: str) -> str:
-    """Case-, space- and end-punctuation-insensitive form for verbatim checks."""
-    return re.sub(r"\s+", " ", text).strip().strip(".!?").casefold()
-
-
-def contains_verbatim(haystack: str, needle: str) -> bool:
-    needle_norm = normalise_text(needle)
-    return bool(needle_norm) and needle_norm in normalise_text(haystack)
+def reference_slots(text: str) -> dict[str, str]:
+    """The persona values a life-update reference was filled with ({} when it is not one of ours)."""
+    for template in LIFE_UPDATES + ECHO_UPDATES:
+        match = template.pattern().match(text.strip())
+        if match is not None:
+            return {k: v for k, v in match.groupdict().items() if v}
+    return {}
 
 
 def paraphrase_reference(text: str, rng: random.Random) -> str:
     """A first-person sentence conveying ``text`` without repeating it word for word."""
-    for template in LIFE_UPDATES:
+    for template in LIFE_UPDATES + ECHO_UPDATES:
         match = template.pattern().match(text.strip())
         if match is None:
             continue
@@ -989,7 +1019,9 @@ __all__ = [
     "PersonaMaterial",
     "TaskScenario",
     "affinity_statements",
+    "clean_value",
     "contains_verbatim",
+    "echo_update",
     "fill_life_update",
     "identity_statements",
     "intent_core",
@@ -998,6 +1030,7 @@ __all__ = [
     "life_updates",
     "normalise_text",
     "paraphrase_reference",
+    "reference_slots",
     "sentence",
     "shift_person",
     "split_sentences",

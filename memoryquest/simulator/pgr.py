@@ -68,7 +68,11 @@ KNOWN = " | known: "
 
 # --------------------------------------------------------------------------- text helpers
 
-_STOPWORDS = frozenset(
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_STOPWORDS = _wordset(
     """a about above after again against all also am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had has
     have having he her here hers herself him himself his how i if in into is it its itself just let me
@@ -78,7 +82,7 @@ _STOPWORDS = frozenset(
     would you your yours yourself yourselves can't don't i'm i've i'd i'll it's that's there's what's
     user user's help please want need like get got make going thing things something anything really
     maybe might must shall may us lot lots still even ever much many well way ways one two new next last
-    around within without per via etc""".split()
+    around within without per via etc"""
 )
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9'\-]*")
 
@@ -163,12 +167,12 @@ _WHEN = re.compile(
 )
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'\-]+(?:\s+[A-Z][\w'\-]+){0,2})")
 _NOT_ENTITIES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "Can", "Could", "What", "How", "Help", "Please"})
-_REQUEST_WORDS = frozenset(
+_REQUEST_WORDS = _wordset(
     """plan planning organise organize organising organizing book booking find finding arrange arranging
     prepare preparing set setting schedule scheduling choose choosing pick buy buying join joining start
     starting host hosting attend attending take taking sign look looking put throw throwing sort figure
     try trying visit visiting thinking wondering considering idea ideas advice suggestion suggestions
-    recommend recommendation recommendations tips ready able going""".split()
+    recommend recommendation recommendations tips ready able going"""
 )
 
 
@@ -244,49 +248,49 @@ THEMES = (PREPARATION, DOING, PEOPLE)
 
 DIMENSIONS: tuple[Dimension, ...] = (
     _dim("timing", PREPARATION, "date dates weekend weekends deadline deadlines timing calendar-free holiday holidays vacation",
-         ("Which day and time {topic} actually happens{when}", "how far ahead it has to be arranged; {tail}"),
+         ("Which day and time {topic} actually happens{when}", "how far ahead it has to be arranged, days off, holidays; {tail}"),
          ("Which dates around {focus} leave room for {topic}", "{detail}; overlap, lead time")),
     _dim("schedule", PREPARATION, "calendar schedule appointment appointments meeting meetings class classes shift shifts routine commitment commitments exam exams reminder",
-         ("What else is already on the calendar that week besides {topic}", "appointments, recurring commitments, shifts; {tail}"),
+         ("What else is already on the calendar that week besides {topic}", "standing appointments, recurring meetings or classes, evening commitments; {tail}"),
          ("How {focus} on the calendar moves the slot for {topic}", "{detail}; conflicts, rescheduling")),
     _dim("budget", PREPARATION, "budget cost costs price prices money cheap expensive afford saving savings pay paid spend spending loan salary rent bill bills subscription fee fees debt",
-         ("How much {topic} will cost in total", "spending limit, deposits, recent expenses; {tail}"),
+         ("How much {topic} will cost in total", "monthly budget, savings goals, recent big purchases, fees; {tail}"),
          ("How the money tied up in {focus} limits spending on {topic}", "{detail}; affordability, cheaper options")),
     _dim("work", PREPARATION, "work job office boss manager colleague colleagues project projects career promotion remote client clients team deadline workload",
-         ("How work hours and deadlines leave room for {topic}", "time off, workload, remote days; {tail}"),
+         ("How work hours and deadlines leave room for {topic}", "job hours, time off, busy periods at work; {tail}"),
          ("Whether {focus} at work clashes with {topic}", "{detail}; workload, leave, deadlines")),
     _dim("bookings", DOING, "book booking bookings reservation reservations confirm confirmation venue register registration ticket tickets order delivery availability",
-         ("What has to be booked or confirmed for {topic}", "reservations, tickets, opening hours; {tail}"),
+         ("What has to be booked or confirmed for {topic}", "reservations, sign-up forms, tickets, opening hours; {tail}"),
          ("What to book differently because of {focus}", "{detail}; reservations, cancellation terms")),
     _dim("transport", DOING, "car drive driving train trains bus buses flight flights fly airport bike cycling taxi uber parking commute transit subway metro walk walking ride",
-         ("How to get to and from {place}", "distance, parking, public transport, travel time; {tail}"),
+         ("How to get to and from {place}", "car or no car, public transit, parking, travel time; {tail}"),
          ("How to get around given {focus}", "{detail}; routes, parking, travel time")),
     _dim("venue", DOING, "party parties host hosting dinner home apartment flat house kitchen space venue seating table guests",
-         ("Where {topic} takes place and how much room there is", "space, kitchen, seating, home or a venue; {tail}"),
+         ("Where {topic} takes place and how much room there is", "size of the home, kitchen, table and seating, or renting a venue; {tail}"),
          ("How {focus} limits the space for {topic}", "{detail}; seating, cooking, moving things around")),
     _dim("lodging", DOING, "hotel hotels stay airbnb room rooms move moving lease overnight cabin hostel accommodation trip",
-         ("Where to sleep if {topic} runs overnight", "location, room type, check-in times; {tail}"),
+         ("Where to sleep if {topic} runs overnight", "location, room type, check-in times, loyalty programmes; {tail}"),
          ("Which place to stay suits {focus}", "{detail}; location, comfort, price")),
     _dim("equipment", DOING, "gear equipment pack packing bag shoes boots clothes jacket laptop phone camera device tent tools kit charger headphones",
-         ("What to pack or bring along for {topic}", "gear, clothing, devices, documents; {tail}"),
+         ("What to pack or bring along for {topic}", "gear, shoes and clothing, devices, documents; {tail}"),
          ("Whether the {focus} is needed or in good shape for {topic}", "{detail}; repairs, replacements")),
     _dim("weather", DOING, "weather rain snow cold hot heat sun sunny winter summer spring autumn fall outdoor outdoors outside storm temperature",
          ("What the weather and season will be like during {topic}", "temperature, rain, daylight, indoor fallback; {tail}"),
          ("How {focus} changes what works outdoors for {topic}", "{detail}; season, indoor alternatives")),
-    _dim("food", PEOPLE, "food eat eating dinner lunch breakfast meal meals restaurant restaurants cook cooking vegan vegetarian gluten diet drink drinks coffee wine cuisine snack snacks dairy lactose keto nut nuts",
-         ("What there will be to eat and drink during {topic}", "meal times, restaurants nearby, diet, allergies; {tail}"),
+    _dim("food", PEOPLE, "food eat eating dinner lunch breakfast meal meals restaurant restaurants cook cooking vegan vegetarian gluten gluten-free coeliac celiac diet drink drinks coffee wine cuisine snack snacks dairy lactose keto nut nuts",
+         ("What there will be to eat and drink during {topic}", "dietary restrictions, food allergies or intolerances, vegetarian or gluten-free needs; {tail}"),
          ("Which meals suit {focus} around {topic}", "{detail}; menus, allergies, where to eat")),
     _dim("people", PEOPLE, "friend friends family partner wife husband girlfriend boyfriend sister brother mother mom father dad parent parents son daughter kid kids children child colleague coworker coworkers roommate neighbour neighbor guest guests group together wedding birthday",
-         ("Who comes along or is affected by {topic}", "partner, family, friends, their availability and tastes; {tail}"),
+         ("Who comes along or is affected by {topic}", "partner, family, friends or coworkers, their availability, diets and tastes; {tail}"),
          ("Whether {focus} joins in or needs to hear about {topic}", "{detail}; their plans, preferences, feelings")),
     _dim("health", PEOPLE, "health injury injured knee back ankle shoulder wrist pain doctor physio physiotherapy physiotherapist strained strain surgery sprain sick ill illness recovery therapy medication allergy allergic asthma pregnant pregnancy blood diabetes fitness exercise running gym hurt migraine soccer football basketball tennis hiking hike marathon league sport sports training yoga swim swimming climbing ski skiing workout dance physical",
-         ("Whether any injury, pain or fitness limit gets in the way of {topic}", "physical strain, recovery, medication; {tail}"),
+         ("Whether any injury, pain or fitness limit gets in the way of {topic}", "old injuries, joint or back pain, physiotherapy, fitness level; {tail}"),
          ("Which lower-impact way of doing {topic} is easier on the {focus}", "{detail}; recovery, physical limits, gentler alternatives")),
     _dim("energy", PEOPLE, "stress stressed anxious anxiety tired exhausted burnout mood relax relaxing rest motivation lonely overwhelmed calm quiet noise noisy crowd crowds sleep",
-         ("How much energy and calm is left for {topic}", "stress, rest, crowds, noise; {tail}"),
+         ("How much energy and calm is left for {topic}", "stress, sleep, rest, crowds and noise; {tail}"),
          ("How {focus} affects the energy available for {topic}", "{detail}; rest, pacing, quiet options")),
     _dim("pets", PEOPLE, "dog dogs cat cats pet pets puppy kitten vet walker sitter",
-         ("Who looks after the pets while {topic} takes place", "sitter, boarding, walking times; {tail}"),
+         ("Who looks after the pets while {topic} takes place", "sitter, boarding, walking and feeding times; {tail}"),
          ("Who looks after the {focus} during {topic}", "{detail}; sitter, boarding, feeding")),
 )
 _BY_NAME = {d.name: d for d in DIMENSIONS}
@@ -396,7 +400,8 @@ def _recent_first(facts: Sequence[FactView]) -> list[FactView]:
 
 
 def _mentioned(fact: FactView, text: str) -> bool:
-    return fact.focus.lower() in text.lower()
+    """Whether the text already names the fact's focus (as whole words: 'bus' is not in 'busy')."""
+    return re.search(rf"(?<!\w){re.escape(fact.focus.lower())}(?!\w)", text.lower()) is not None
 
 
 # --------------------------------------------------------------------------- augmentation
@@ -446,7 +451,7 @@ def tot_initial(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]
     query = frame(str(variables["query"]))
     ranked = _ranked_dimensions(query, rng)
     by_theme = {theme: [d for d in ranked if d.theme == theme] for theme in THEMES}
-    themes = sorted(THEMES, key=lambda t: THEMES.index(t))
+    themes = list(THEMES)
     if rng.random() < 1 / 3:
         # Two branches: drop the theme whose best dimension is least related to the query.
         weakest = min(themes, key=lambda t: (_relevance(by_theme[t][0], stems(query.text)), -THEMES.index(t)))
@@ -457,12 +462,12 @@ def tot_initial(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]
         head, *rest = by_theme[theme]
         branch_id = f"A{len(nodes) + 1}"
         nodes[0]["children"].append(branch_id)
-        branch = {"id": branch_id, **_initial_step(head, query, position), "parent": "A1", "children": []}
-        nodes.append(branch)
+        branch_children: list[str] = []
+        nodes.append({"id": branch_id, **_initial_step(head, query, position), "parent": "A1", "children": branch_children})
         position += 1
-        for child in rest[: rng.randint(1, 2)]:
+        for child in rest[: 1 if rng.random() < 1 / 3 else 2]:
             child_id = f"A{len(nodes) + 1}"
-            branch["children"].append(child_id)
+            branch_children.append(child_id)
             nodes.append({"id": child_id, **_initial_step(child, query, position), "parent": branch_id, "children": []})
             position += 1
     return {"nodes": nodes}

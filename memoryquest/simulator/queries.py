@@ -24,6 +24,8 @@ from memoryquest.simulator.persona_grounding import (
     LifeUpdate,
     PersonaMaterial,
     TaskScenario,
+    clean_value,
+    echo_update,
     fill_life_update,
     normalise_text,
     task_scenarios,
@@ -52,7 +54,7 @@ _CLOSERS = (
 # One persona-specific detail a user would drop into a request in this domain.
 _HOOKS: dict[Domain, tuple[tuple[str, str], ...]] = {
     Domain.TRAVEL: (("Frequent Travel Destination", "I'm thinking {v}."), ("Preferred Destination Types", "Something {v} would be ideal.")),
-    Domain.RESTAURANTS: (("Cuisine Preference", "{v} food would be ideal."), ("Ambiance Preference", "Somewhere {v} for food.")),
+    Domain.RESTAURANTS: (("Cuisine Preference", "{v} food would be ideal."),),
     Domain.MUSIC: (("Favorite Bands", "I'd love some {v} in there."), ("Preferred Genres", "Something with a {v} vibe.")),
     Domain.BOOKS: (("Favorite Books", "I'd like to tie it in with {v}."), ("Genre", "Ideally with a {v} angle.")),
     Domain.SPORTS: (("Favorite Team", "It should work around the {v} schedule."), ("Favorite Sports", "Some {v} should be part of it.")),
@@ -72,6 +74,10 @@ _HOOKS: dict[Domain, tuple[tuple[str, str], ...]] = {
     Domain.ALARM: (("Alarm Sound Preference", "I'll want {v} to wake up to."),),
     Domain.BUSES: (("Preferred Bus Company", "I could take {v}."),),
 }
+
+# Share of candidates given one on-topic reference (what a generator does when it
+# stays on topic); with all-MiniLM-L6-v2 about half of those end above gamma 0.3.
+ECHO_SHARE = 0.35
 
 _IMPACT = {
     "schedule": "when the user is actually free",
@@ -112,7 +118,7 @@ def _hook(material: PersonaMaterial, scenario: TaskScenario, rng: random.Random)
     options: list[str] = []
     for domain in scenario.domains:
         for affinity, template in _HOOKS.get(domain, ()):
-            value = material.value(domain, affinity, rng)
+            value = clean_value(material.value(domain, affinity, rng))
             if value:
                 options.append(template.format(v=value))
     return rng.choice(options) if options else ""
@@ -153,6 +159,9 @@ def _pick_updates(
     wanted_near = min(len(near), rng.randint(1, 2)) if lean else 0
     order = near[:wanted_near] + far + near[wanted_near:]
     chosen: list[LifeUpdate] = []
+    if order and rng.random() < ECHO_SHARE:
+        chosen.append(echo_update(scenario.core, order[0], rng))
+        order = order[1:]
     for domain in order:
         if len(chosen) == count:
             break

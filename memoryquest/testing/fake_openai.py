@@ -211,7 +211,18 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         cached_tokens: int = 0,
         shuffle_embeddings: bool = False,
+        report_usage: bool = True,
     ) -> None:
+        self._default_rpm = requests_per_minute
+        self._defaults: dict[str, Any] = {
+            "latency": latency,
+            "supports_json_schema": supports_json_schema,
+            "supports_json_object": supports_json_object,
+            "api_key": api_key,
+            "cached_tokens": cached_tokens,
+            "shuffle_embeddings": shuffle_embeddings,
+            "report_usage": report_usage,
+        }
         self.latency = latency
         self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
         self.embedding_dimension = embedding_dimension
@@ -220,6 +231,9 @@ class FakeOpenAIServer:
         self.api_key = api_key
         self.cached_tokens = cached_tokens
         self.shuffle_embeddings = shuffle_embeddings
+        self.report_usage = report_usage
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.requests: list[LoggedRequest] = []
         self._scripted: deque[Fault] = deque()
         self._rates: dict[FaultKind, float] = {}
@@ -303,6 +317,30 @@ class FakeOpenAIServer:
     def clear_log(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.max_in_flight = self.in_flight
+
+    def set_rate_limit(self, requests_per_minute: float | None) -> None:
+        """Enforce (or, with None, stop enforcing) a requests/min limit."""
+        self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
+
+    def reset(self) -> None:
+        """Back to the constructor's configuration: no faults, empty log (for module-scoped servers)."""
+        with self._lock:
+            self._scripted.clear()
+            self._rates = {}
+        self.set_rate_limit(self._default_rpm)
+        for name, value in self._defaults.items():
+            setattr(self, name, value)
+        self.clear_log()
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def count(self, path: str | None = None, status: int | None = None) -> int:
         """Logged requests, optionally only to ``path`` (suffix match) or with ``status``."""
@@ -360,8 +398,7 @@ class FakeOpenAIServer:
         if fault.kind is FaultKind.SERVER_ERROR:
             raise _ErrorAnswer(fault.status, "The server had an error while processing your request.", code="server_error")
         if fault.kind is FaultKind.TIMEOUT:
-            self._sleep(fault.delay)
-            raise _Disconnect()
+            raise _Stall(fault.delay)
         if fault.kind is FaultKind.DISCONNECT:
             raise _Disconnect()
         if fault.kind is FaultKind.SLOW:
@@ -446,7 +483,9 @@ class FakeOpenAIServer:
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
                     "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)},
-                },
+                }
+                if self.report_usage
+                else None,
             },
             {},
         )
@@ -498,9 +537,18 @@ class _Disconnect(Exception):
     pass
 
 
+class _Stall(Exception):
+    """Answer nothing for ``delay`` seconds, then hang up (the client has timed out by then)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__("stall")
+        self.delay = delay
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeOpenAIServer
     protocol_version = "HTTP/1.1"  # keep-alive, like the SDK expects
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -523,6 +571,18 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         entry = LoggedRequest(method=method, path=path, headers=headers, body=body)
         owner._log(entry)
+        owner._enter()
+        self._left = False
+        try:
+            self._answer(method, path, entry, headers, body)
+        finally:
+            if not self._left:
+                owner._leave()
+
+    _left = False  # set once the in-flight count has been decremented for this request
+
+    def _answer(self, method: str, path: str, entry: LoggedRequest, headers: dict[str, str], body: Any) -> None:
+        owner = self.owner
         route = owner.routes.get((method, path))
         extra: dict[str, str] = {}
         try:
@@ -543,12 +603,21 @@ class _Handler(BaseHTTPRequestHandler):
                     "code": "rate_limit_exceeded",
                 }
             }
+        except _Stall as exc:
+            entry.status = -1
+            owner._leave()  # abandoned by the client: not counted as being answered
+            self._left = True
+            owner._sleep(exc.delay)
+            self.close_connection = True
+            return
         except _Disconnect:
             entry.status = -1
             self.close_connection = True
             return
         entry.status = status
         data = json.dumps(payload).encode("utf-8")
+        owner._leave()  # before the answer leaves: the client may send its next request at once
+        self._left = True
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -1,0 +1,260 @@
+"""Stage 5: every timeline event becomes one dated user–assistant conversation.
+
+One LLM call per event, all of a timeline's calls sent together. The model sees
+the event, the user's demographics, and the domain's interaction summary and
+affinities, so the user sounds the same across the whole history. A reference
+event's conversation must convey its reference naturally: the reference text
+may not appear word for word in any turn, the model names the user turn(s)
+that convey it, and at least one sentence of those turns must come within
+``reference_turn_similarity_min`` cosine of the reference (a paraphrase does;
+an unrelated turn does not). Filler conversations convey nothing and never
+repeat a reference of the query.
+
+A conversation that breaks a rule is asked for again (``max_regenerations``).
+If one still fails, the query's sessions cannot form a complete history, so
+the stage returns no sessions and keeps every generated conversation among
+the rejected candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from memoryquest.contracts import (
+    EventKind,
+    Persona,
+    Query,
+    RejectedCandidate,
+    RejectionReason,
+    Role,
+    Session,
+    TaskKind,
+    Timeline,
+    TimelineEvent,
+    Turn,
+)
+from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.settings import GenerationSettings
+from memoryquest.stages.common import contains_verbatim, rejected, split_sentences
+
+STAGE = "dialogues"
+TEMPLATE = "dialogue_expansion"
+
+
+class TurnDraft(BaseModel):
+    role: str = Field(description="'user' or 'assistant'.")
+    content: str
+
+
+class DialogueDraft(BaseModel):
+    turns: list[TurnDraft]
+    reference_turn_indices: list[int] = Field(description="Indices of the user turns that convey the reference; empty for filler.")
+
+
+class DialogueStageResult(BaseModel):
+    sessions: list[Session]
+    rejected: list[RejectedCandidate]
+
+
+@dataclass(frozen=True)
+class _Checked:
+    session: Session | None
+    problems: list[str]
+
+
+def _variables(persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings) -> dict[str, object]:
+    reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
+    summary = next((i.summary for i in persona.interactions if i.domain == event.domain), None)
+    situations = [
+        {s.name: s.value for s in task.situations}
+        for task in persona.tasks
+        if task.kind == TaskKind.SINGLE_DOMAIN and event.domain in task.domains and task.situations
+    ]
+    return {
+        "event": {
+            "date": event.date.isoformat(),
+            "weekday": event.date.strftime("%A"),
+            "domain": event.domain.value,
+            "kind": event.kind.value,
+            "description": event.description,
+        },
+        "reference": (
+            {"text": reference.text, "date": reference.date.isoformat(), "domain": reference.domain.value}
+            if reference is not None
+            else None
+        ),
+        "demographics": persona.demographics.model_dump(mode="json"),
+        "interaction_summary": summary,
+        "affinities": [a.model_dump(mode="json") for a in persona.affinities if a.domain == event.domain],
+        "situations": situations,
+        "turns_min": settings.turns_min,
+        "turns_max": settings.turns_max,
+    }
+
+
+def _request(
+    persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings, seed: int
+) -> LLMRequest[DialogueDraft]:
+    return LLMRequest(
+        template_id=TEMPLATE,
+        variables=_variables(persona, query, event, settings),
+        response_model=DialogueDraft,
+        stage=STAGE,
+        temperature=0.9,
+        max_output_tokens=6_000,
+        seed=seed,
+    )
+
+
+def check_dialogue(
+    draft: DialogueDraft, persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings
+) -> _Checked:
+    """The session built from ``draft``, or every structural rule it breaks."""
+    problems: list[str] = []
+    turns: list[Turn] = []
+    count = len(draft.turns)
+    if not settings.turns_min <= count <= settings.turns_max:
+        problems.append(f"{count} turns; need {settings.turns_min}-{settings.turns_max}")
+    for index, turn in enumerate(draft.turns):
+        expected = Role.USER if index % 2 == 0 else Role.ASSISTANT
+        if turn.role.strip().lower() != expected.value:
+            problems.append(f"turn {index} is {turn.role!r}; turns alternate starting with the user")
+        if not turn.content.strip():
+            problems.append(f"turn {index} is empty")
+            continue
+        turns.append(Turn(role=expected, content=turn.content.strip()))
+    for ref in query.references:
+        for index, turn in enumerate(draft.turns):
+            if contains_verbatim(turn.content, ref.text):
+                problems.append(f"turn {index} repeats reference {ref.reference_id} word for word")
+    indices = sorted(set(draft.reference_turn_indices))
+    if event.kind == EventKind.REFERENCE:
+        if not indices:
+            problems.append("no turn is named as conveying the reference")
+        for index in indices:
+            if not 0 <= index < count:
+                problems.append(f"reference turn index {index} does not exist")
+            elif index % 2 != 0:
+                problems.append(f"reference turn index {index} is not a user turn")
+    elif indices:
+        problems.append("a filler conversation names reference turns")
+    if problems:
+        return _Checked(None, problems)
+    session = Session(
+        session_id=make_id("session", event.event_id),
+        persona_id=persona.persona_id,
+        query_id=query.query_id,
+        event_id=event.event_id,
+        date=event.date,
+        domain=event.domain,
+        position=0,
+        turns=turns,
+        reference_id=event.reference_id,
+        reference_turn_indices=indices,
+    )
+    return _Checked(session, [])
+
+
+async def conveyance_problems(
+    sessions: list[Session], query: Query, client: ModelClient, settings: GenerationSettings
+) -> dict[str, str]:
+    """Reference sessions whose named turns do not come close to the reference (one embedding call)."""
+    texts: list[str] = []
+    spans: list[tuple[Session, int, int, int]] = []
+    for session in sessions:
+        if session.reference_id is None:
+            continue
+        reference = next(r for r in query.references if r.reference_id == session.reference_id)
+        sentences = [s for i in session.reference_turn_indices for s in split_sentences(session.turns[i].content)]
+        ref_row = len(texts)
+        texts.append(reference.text)
+        texts.extend(sentences)
+        spans.append((session, ref_row, ref_row + 1, ref_row + 1 + len(sentences)))
+    if not texts:
+        return {}
+    vectors = await client.embed(texts, stage=STAGE)
+    problems: dict[str, str] = {}
+    for session, ref_row, start, end in spans:
+        best = float((vectors[start:end] @ vectors[ref_row]).max()) if end > start else -1.0
+        if best < settings.reference_turn_similarity_min:
+            problems[session.session_id] = (
+                f"the turns named as conveying the reference reach cosine {best:.3f} "
+                f"(< {settings.reference_turn_similarity_min})"
+            )
+    return problems
+
+
+async def expand_dialogues(
+    persona: Persona,
+    query: Query,
+    timeline: Timeline,
+    client: ModelClient,
+    settings: GenerationSettings,
+    *,
+    seed: int = 0,
+) -> DialogueStageResult:
+    """One session per timeline event, or none (plus rejected candidates) when one cannot be made valid."""
+    if timeline.query_id != query.query_id:
+        raise ValueError(f"timeline {timeline.timeline_id} belongs to query {timeline.query_id}, not {query.query_id}")
+    events = timeline.events
+    done: dict[int, Session] = {}
+    rejections: list[RejectedCandidate] = []
+    pending = list(range(len(events)))
+    last_problem: dict[int, str] = {}
+    for attempt in range(settings.max_regenerations + 1):
+        if not pending:
+            break
+        requests = [_request(persona, query, events[i], settings, seed + attempt) for i in pending]
+        answers = await client.complete_all(requests, return_exceptions=True)
+        candidates: dict[int, Session] = {}
+        drafts: dict[int, DialogueDraft] = {}
+        for position, answer in zip(pending, answers, strict=True):
+            event = events[position]
+            if isinstance(answer, LLMOutputError) or isinstance(answer, BaseException):
+                last_problem[position] = str(answer)
+                rejections.append(
+                    rejected(persona.persona_id, STAGE, RejectionReason.SCHEMA, f"event {event.event_id}: {answer}",
+                             {"event_id": event.event_id, "error": str(answer)}, event.event_id, attempt)
+                )
+                continue
+            drafts[position] = answer
+            checked = check_dialogue(answer, persona, query, event, settings)
+            if checked.session is None:
+                last_problem[position] = "; ".join(checked.problems)
+                rejections.append(
+                    rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
+                             f"event {event.event_id}, attempt {attempt + 1}: {last_problem[position]}",
+                             answer, event.event_id, attempt)
+                )
+            else:
+                candidates[position] = checked.session
+        weak = await conveyance_problems(list(candidates.values()), query, client, settings)
+        for position, session in candidates.items():
+            if session.session_id in weak:
+                last_problem[position] = weak[session.session_id]
+                rejections.append(
+                    rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
+                             f"event {events[position].event_id}, attempt {attempt + 1}: {weak[session.session_id]}",
+                             drafts[position], events[position].event_id, attempt)
+                )
+            else:
+                done[position] = session
+        pending = [i for i in pending if i not in done]
+
+    if pending:
+        failed = ", ".join(events[i].event_id for i in pending)
+        for position, session in sorted(done.items()):
+            rejections.append(
+                rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
+                         f"valid, but dropped with its query {query.query_id}: no valid conversation for {failed}",
+                         session, session.session_id, "dropped")
+            )
+        return DialogueStageResult(sessions=[], rejected=rejections)
+    return DialogueStageResult(sessions=[done[i] for i in range(len(events))], rejected=rejections)
+
+
+__all__ = ["DialogueDraft", "DialogueStageResult", "TurnDraft", "check_dialogue", "conveyance_problems", "expand_dialogues"]

@@ -1,0 +1,247 @@
+"""Stage 4: a dated timeline of events leading up to one query.
+
+The model lays out ``events_min..events_max`` events in ascending date order:
+the first shortly before the earliest reference (at most ``lead_days_max``
+days), the last before the query date. Each required reference is carried by
+exactly one event, on the reference's own date and in its domain (the model
+names the reference by index); every other event is filler drawn from the
+persona's life.
+
+Filler must neither contain nor contradict a reference. Contradiction cannot
+be checked in general, so the stage enforces two checkable guards: filler
+never shares a domain with any of the query's references (a change in one
+domain cannot be contradicted from another), and no filler text repeats a
+reference or comes closer to one than ``filler_similarity_max`` in cosine
+(all-MiniLM-L6-v2 puts paraphrases of one statement above ~0.7 and unrelated
+tasks of one persona below ~0.45, so 0.6 separates "says the same thing" from
+"same person, different matter").
+
+A broken timeline is asked for again with another seed, at most
+``max_regenerations`` times; each failed attempt is kept as a rejected
+candidate, and if none succeeds the stage returns no timeline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from memoryquest.contracts import (
+    EventKind,
+    Persona,
+    Query,
+    RejectedCandidate,
+    RejectionReason,
+    Timeline,
+    TimelineEvent,
+    TaskKind,
+)
+from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.settings import GenerationSettings
+from memoryquest.stages.common import contains_verbatim, parse_date, parse_domain, rejected, task_variables
+
+STAGE = "timelines"
+TEMPLATE = "timeline_synthesis"
+
+
+class EventDraft(BaseModel):
+    date: str = Field(description="ISO date (YYYY-MM-DD).")
+    domain: str = Field(description="The event's PersonaLens domain.")
+    description: str = Field(description="What happens in this conversation, in the third person.")
+    reference_index: int | None = Field(description="Index of the reference this event carries; null for filler.")
+
+
+class TimelineDraft(BaseModel):
+    events: list[EventDraft]
+
+
+class TimelineStageResult(BaseModel):
+    timeline: Timeline | None
+    rejected: list[RejectedCandidate]
+
+
+@dataclass(frozen=True)
+class _Built:
+    events: list[TimelineEvent]
+    problems: list[str]
+
+
+def query_variables(query: Query) -> dict[str, object]:
+    return {
+        "query_id": query.query_id,
+        "text": query.text,
+        "query_date": query.query_date.isoformat(),
+        "domain": query.domain.value,
+        "reasoning": query.reasoning,
+    }
+
+
+def reference_variables(query: Query) -> list[dict[str, object]]:
+    return [
+        {"index": index, "text": ref.text, "date": ref.date.isoformat(), "domain": ref.domain.value}
+        for index, ref in enumerate(query.references)
+    ]
+
+
+def _request(persona: Persona, query: Query, settings: GenerationSettings, seed: int) -> LLMRequest[TimelineDraft]:
+    variables = {
+        "query": query_variables(query),
+        "references": reference_variables(query),
+        "demographics": persona.demographics.model_dump(mode="json"),
+        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
+        "tasks": [task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
+        "events_min": settings.events_min,
+        "events_max": settings.events_max,
+        "lead_days_max": settings.lead_days_max,
+    }
+    return LLMRequest(
+        template_id=TEMPLATE,
+        variables=variables,
+        response_model=TimelineDraft,
+        stage=STAGE,
+        temperature=0.8,
+        max_output_tokens=4_000,
+        seed=seed,
+    )
+
+
+def build_events(draft: TimelineDraft, query: Query, settings: GenerationSettings) -> _Built:
+    """Events with ids, and every structural rule the draft breaks."""
+    problems: list[str] = []
+    events: list[TimelineEvent] = []
+    count = len(draft.events)
+    if not settings.events_min <= count <= settings.events_max:
+        problems.append(f"{count} events; need {settings.events_min}-{settings.events_max}")
+    carried: dict[int, int] = {}
+    reference_domains = {ref.domain for ref in query.references}
+    for index, item in enumerate(draft.events):
+        date = parse_date(item.date)
+        domain = parse_domain(item.domain)
+        if date is None:
+            problems.append(f"event {index}: date {item.date!r} is not an ISO date")
+        if domain is None:
+            problems.append(f"event {index}: domain {item.domain!r} is not a PersonaLens domain")
+        if not item.description.strip():
+            problems.append(f"event {index}: empty description")
+        ref_index = item.reference_index
+        reference_id = None
+        if ref_index is not None:
+            if not 0 <= ref_index < len(query.references):
+                problems.append(f"event {index}: reference_index {ref_index} does not exist")
+                ref_index = None
+            else:
+                carried[ref_index] = carried.get(ref_index, 0) + 1
+                ref = query.references[ref_index]
+                reference_id = ref.reference_id
+                if date is not None and date != ref.date:
+                    problems.append(f"event {index}: carries reference {ref_index} dated {ref.date} but is dated {date}")
+                if domain is not None and domain != ref.domain:
+                    problems.append(f"event {index}: carries a {ref.domain.value} reference but is in {domain.value}")
+        else:
+            if domain is not None and domain in reference_domains:
+                problems.append(f"event {index}: filler in {domain.value}, a domain one of the references is about")
+            for ref_position, ref in enumerate(query.references):
+                if contains_verbatim(item.description, ref.text):
+                    problems.append(f"event {index}: filler repeats reference {ref_position}")
+        if date is None or domain is None or not item.description.strip():
+            continue
+        events.append(
+            TimelineEvent(
+                event_id=make_id("event", query.query_id, index),
+                date=date,
+                domain=domain,
+                kind=EventKind.REFERENCE if reference_id else EventKind.FILLER,
+                description=item.description.strip(),
+                reference_id=reference_id,
+            )
+        )
+    for ref_index in range(len(query.references)):
+        times = carried.get(ref_index, 0)
+        if times != 1:
+            problems.append(f"reference {ref_index} is carried by {times} events; must be exactly one")
+    dates = [e.date for e in events]
+    if any(later < earlier for earlier, later in zip(dates, dates[1:], strict=False)):
+        problems.append("event dates are not in ascending order")
+    if events:
+        earliest_reference = min(ref.date for ref in query.references)
+        first = events[0].date
+        if first > earliest_reference:
+            problems.append(f"first event {first} is after the earliest reference {earliest_reference}")
+        if (earliest_reference - first).days > settings.lead_days_max:
+            problems.append(
+                f"first event {first} is more than {settings.lead_days_max} days before the earliest reference {earliest_reference}"
+            )
+        if events[-1].date >= query.query_date:
+            problems.append(f"last event {events[-1].date} is not before the query date {query.query_date}")
+    fillers = [e for e in events if e.kind == EventKind.FILLER]
+    if len(fillers) >= 2 and len({e.domain for e in fillers}) < 2:
+        problems.append("filler events all come from one domain")
+    return _Built(events=events, problems=problems)
+
+
+async def filler_similarity_problems(
+    events: list[TimelineEvent], query: Query, client: ModelClient, settings: GenerationSettings
+) -> list[str]:
+    """Filler events that come as close to a reference as a paraphrase would."""
+    fillers = [e for e in events if e.kind == EventKind.FILLER]
+    if not fillers:
+        return []
+    texts = [ref.text for ref in query.references] + [e.description for e in fillers]
+    vectors = await client.embed(texts, stage=STAGE)
+    refs = vectors[: len(query.references)]
+    problems = []
+    for position, event in enumerate(fillers):
+        cosines = refs @ vectors[len(query.references) + position]
+        worst = int(cosines.argmax())
+        if float(cosines[worst]) > settings.filler_similarity_max:
+            problems.append(
+                f"filler event {event.event_id} is {float(cosines[worst]):.3f} similar to reference {worst} "
+                f"(max {settings.filler_similarity_max})"
+            )
+    return problems
+
+
+async def synthesise_timeline(
+    persona: Persona, query: Query, client: ModelClient, settings: GenerationSettings, *, seed: int = 0
+) -> TimelineStageResult:
+    """The query's timeline, or None plus the rejected attempts when every attempt broke a rule."""
+    rejections: list[RejectedCandidate] = []
+    for attempt in range(settings.max_regenerations + 1):
+        request = _request(persona, query, settings, seed + attempt)
+        try:
+            draft = await client.complete(request)
+        except LLMOutputError as exc:
+            rejections.append(
+                rejected(persona.persona_id, STAGE, RejectionReason.SCHEMA, str(exc), {"query_id": query.query_id, "error": str(exc)},
+                         query.query_id, attempt)
+            )
+            continue
+        built = build_events(draft, query, settings)
+        problems = built.problems or await filler_similarity_problems(built.events, query, client, settings)
+        if not problems:
+            timeline = Timeline(
+                timeline_id=make_id("timeline", query.query_id),
+                query_id=query.query_id,
+                persona_id=persona.persona_id,
+                events=built.events,
+            )
+            return TimelineStageResult(timeline=timeline, rejected=rejections)
+        detail = f"query {query.query_id}, attempt {attempt + 1}: " + "; ".join(problems)
+        rejections.append(
+            rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT, detail, draft, query.query_id, attempt)
+        )
+    return TimelineStageResult(timeline=None, rejected=rejections)
+
+
+__all__ = [
+    "EventDraft",
+    "TimelineDraft",
+    "TimelineStageResult",
+    "build_events",
+    "filler_similarity_problems",
+    "synthesise_timeline",
+]

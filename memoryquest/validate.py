@@ -1,0 +1,404 @@
+"""Check a generated dataset against every invariant of SPEC §2–3.
+
+``validate_dataset`` returns one :class:`Violation` per broken rule and row;
+an empty list means the dataset is sound. Rules are named (``Rule``) so tests
+and scripts can match them exactly.
+
+Cosines are recomputed only for queries whose ``embedder`` matches the
+embedder passed in: a different embedding model gives different cosines, so
+comparing across models would be meaningless. Queries with another embedder
+are still checked for internal consistency (γ equals the mean of the stored
+cosines, γ within the threshold) and are listed by
+:func:`queries_not_recomputed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from memoryquest.contracts import EventKind, Query, Role, Session, Timeline, TimelineEvent
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.settings import Settings
+from memoryquest.stages.common import contains_verbatim
+
+
+class Rule(StrEnum):
+    DUPLICATE_ID = "duplicate_id"
+    DANGLING_ID = "dangling_id"
+    REFERENCE_COUNT = "reference_count"
+    REFERENCE_DATE = "reference_date"
+    REFERENCE_DOMAIN = "reference_domain"
+    GAMMA_MEAN = "gamma_mean"
+    GAMMA_THRESHOLD = "gamma_threshold"
+    COSINE_RECOMPUTED = "cosine_recomputed"
+    QUERIES_PER_USER = "queries_per_user"
+    QUERY_RANK = "query_rank"
+    TIMELINE_PER_QUERY = "timeline_per_query"
+    EVENT_COUNT = "event_count"
+    EVENT_ORDER = "event_order"
+    TIMELINE_START = "timeline_start"
+    TIMELINE_END = "timeline_end"
+    EVENT_KIND = "event_kind"
+    REFERENCE_IN_ONE_EVENT = "reference_in_one_event"
+    REFERENCE_EVENT_MATCH = "reference_event_match"
+    FILLER_CARRIES_REFERENCE = "filler_carries_reference"
+    SESSION_PER_EVENT = "session_per_event"
+    SESSION_MATCHES_EVENT = "session_matches_event"
+    TURN_COUNT = "turn_count"
+    TURN_ROLES = "turn_roles"
+    REFERENCE_TURN_INDICES = "reference_turn_indices"
+    REFERENCE_VERBATIM = "reference_verbatim"
+    REFERENCE_LEAK = "reference_leak"
+    HISTORY_POSITIONS = "history_positions"
+    FACT_PROVENANCE = "fact_provenance"
+    FACT_REFERENCE_CONSISTENCY = "fact_reference_consistency"
+    MERGED_FIDS = "merged_fids"
+
+
+@dataclass(frozen=True)
+class Violation:
+    table: str
+    row_id: str
+    rule: Rule
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.row_id} [{self.rule.value}] {self.message}"
+
+
+@dataclass(frozen=True)
+class EmbeddingFunction:
+    """An embedding model by name, callable synchronously (rows L2-normalised)."""
+
+    name: str
+    embed: Callable[[list[str]], np.ndarray]
+
+    @classmethod
+    def of(cls, backend: Any) -> EmbeddingFunction:
+        """From a LocalEmbedder (``embed_sync``), an embedding backend or a ModelClient (async ``embed``)."""
+        if hasattr(backend, "embed_sync"):
+            return cls(name=backend.name, embed=backend.embed_sync)
+        name = getattr(backend, "embedder_name", None) or backend.name
+
+        def run(texts: list[str]) -> np.ndarray:
+            async def call() -> np.ndarray:
+                if hasattr(backend, "embedder_name"):  # a ModelClient
+                    return await backend.embed(texts, stage="validate")
+                return await backend.embed(texts)
+
+            # A worker thread has no running loop, so this works inside async callers too.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                return pool.submit(asyncio.run, call()).result()
+
+        return cls(name=name, embed=run)
+
+
+def queries_not_recomputed(dataset: GeneratedDataset, embedder: EmbeddingFunction | None) -> list[Query]:
+    """Queries whose cosines cannot be recomputed with ``embedder`` (another model, or none given)."""
+    return [q for q in dataset.queries if embedder is None or q.embedder != embedder.name]
+
+
+class _Checker:
+    def __init__(self, dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction | None) -> None:
+        self.d = dataset
+        self.g = settings.generation
+        self.embedder = embedder
+        self.out: list[Violation] = []
+        self.personas = {p.persona_id: p for p in dataset.personas}
+        self.queries = {q.query_id: q for q in dataset.queries}
+        self.references = {r.reference_id: (q, r) for q in dataset.queries for r in q.references}
+        self.sessions = {s.session_id: s for s in dataset.sessions}
+        self.facts = {f.fid: f for f in dataset.facts}
+        self.events: dict[str, tuple[Timeline, int, TimelineEvent]] = {
+            e.event_id: (t, i, e) for t in dataset.timelines for i, e in enumerate(t.events)
+        }
+
+    def add(self, table: str, row_id: str, rule: Rule, message: str) -> None:
+        self.out.append(Violation(table, row_id, rule, message))
+
+    # ------------------------------------------------------------------ ids
+
+    def unique_ids(self) -> None:
+        tables: list[tuple[str, Iterable[str]]] = [
+            ("personas", (p.persona_id for p in self.d.personas)),
+            ("queries", (q.query_id for q in self.d.queries)),
+            ("queries", (r.reference_id for q in self.d.queries for r in q.references)),
+            ("timelines", (t.timeline_id for t in self.d.timelines)),
+            ("timelines", (e.event_id for t in self.d.timelines for e in t.events)),
+            ("sessions", (s.session_id for s in self.d.sessions)),
+            ("facts", (f.fid for f in self.d.facts)),
+            ("rejected", (r.rejected_id for r in self.d.rejected)),
+        ]
+        for table, ids in tables:
+            seen: set[str] = set()
+            for row_id in ids:
+                if row_id in seen:
+                    self.add(table, row_id, Rule.DUPLICATE_ID, "id occurs more than once")
+                seen.add(row_id)
+
+    def persona_exists(self, table: str, row_id: str, persona_id: str) -> None:
+        if persona_id not in self.personas:
+            self.add(table, row_id, Rule.DANGLING_ID, f"persona_id {persona_id} does not exist")
+
+    # ------------------------------------------------------------------ queries
+
+    def queries_(self) -> None:
+        per_persona: dict[str, list[Query]] = defaultdict(list)
+        for q in self.d.queries:
+            self.persona_exists("queries", q.query_id, q.persona_id)
+            per_persona[q.persona_id].append(q)
+            n = len(q.references)
+            if not self.g.references_min <= n <= self.g.references_max:
+                self.add("queries", q.query_id, Rule.REFERENCE_COUNT,
+                         f"{n} references; need {self.g.references_min}-{self.g.references_max}")
+            for r in q.references:
+                if r.date >= q.query_date:
+                    self.add("queries", q.query_id, Rule.REFERENCE_DATE,
+                             f"reference {r.reference_id} dated {r.date} is not before the query date {q.query_date}")
+                if r.domain == q.domain:
+                    self.add("queries", q.query_id, Rule.REFERENCE_DOMAIN,
+                             f"reference {r.reference_id} is in the query's own domain {q.domain.value}")
+            if q.references:
+                mean = float(np.mean([r.cosine for r in q.references]))
+                if abs(mean - q.gamma) > self.g.cosine_tolerance:
+                    self.add("queries", q.query_id, Rule.GAMMA_MEAN,
+                             f"gamma {q.gamma:.4f} is not the mean of its cosines ({mean:.4f})")
+            if q.gamma > self.g.gamma_max:
+                self.add("queries", q.query_id, Rule.GAMMA_THRESHOLD, f"gamma {q.gamma:.4f} > {self.g.gamma_max}")
+        for persona_id, queries in per_persona.items():
+            if len(queries) > self.g.queries_per_user:
+                self.add("queries", persona_id, Rule.QUERIES_PER_USER,
+                         f"persona {persona_id} has {len(queries)} queries; at most {self.g.queries_per_user}")
+            by_rank = sorted(queries, key=lambda q: q.rank)
+            if [q.rank for q in by_rank] != list(range(len(queries))):
+                self.add("queries", persona_id, Rule.QUERY_RANK,
+                         f"ranks of persona {persona_id} are {sorted(q.rank for q in queries)}, not 0..{len(queries) - 1}")
+            elif any(b.gamma < a.gamma - self.g.cosine_tolerance for a, b in zip(by_rank, by_rank[1:], strict=False)):
+                self.add("queries", persona_id, Rule.QUERY_RANK, f"ranks of persona {persona_id} are not in ascending gamma")
+        self.recompute()
+
+    def recompute(self) -> None:
+        if self.embedder is None:
+            return
+        targets = [q for q in self.d.queries if q.embedder == self.embedder.name]
+        texts = [t for q in targets for t in (q.text, *(r.text for r in q.references))]
+        if not texts:
+            return
+        vectors = self.embedder.embed(texts)
+        row = 0
+        for q in targets:
+            query_vector = vectors[row]
+            for offset, r in enumerate(q.references, start=1):
+                cosine = float(vectors[row + offset] @ query_vector)
+                if abs(cosine - r.cosine) > self.g.cosine_tolerance:
+                    self.add("queries", q.query_id, Rule.COSINE_RECOMPUTED,
+                             f"reference {r.reference_id}: stored cosine {r.cosine:.4f}, recomputed {cosine:.4f} with {self.embedder.name}")
+            row += 1 + len(q.references)
+
+    # ------------------------------------------------------------------ timelines
+
+    def timelines_(self) -> None:
+        per_query: dict[str, list[Timeline]] = defaultdict(list)
+        for t in self.d.timelines:
+            per_query[t.query_id].append(t)
+            self.persona_exists("timelines", t.timeline_id, t.persona_id)
+            q = self.queries.get(t.query_id)
+            if q is None:
+                self.add("timelines", t.timeline_id, Rule.DANGLING_ID, f"query_id {t.query_id} does not exist")
+                continue
+            if q.persona_id != t.persona_id:
+                self.add("timelines", t.timeline_id, Rule.DANGLING_ID,
+                         f"persona_id {t.persona_id} differs from its query's {q.persona_id}")
+            self.timeline(t, q)
+        for q in self.d.queries:
+            count = len(per_query.get(q.query_id, []))
+            if count != 1:
+                self.add("queries", q.query_id, Rule.TIMELINE_PER_QUERY, f"{count} timelines; need exactly one")
+
+    def timeline(self, t: Timeline, q: Query) -> None:
+        n = len(t.events)
+        if not self.g.events_min <= n <= self.g.events_max:
+            self.add("timelines", t.timeline_id, Rule.EVENT_COUNT, f"{n} events; need {self.g.events_min}-{self.g.events_max}")
+        for a, b in zip(t.events, t.events[1:], strict=False):
+            if b.date < a.date:
+                self.add("timelines", t.timeline_id, Rule.EVENT_ORDER, f"event {b.event_id} ({b.date}) comes after {a.event_id} ({a.date})")
+        if t.events and q.references:
+            earliest = min(r.date for r in q.references)
+            first = min(e.date for e in t.events)
+            if first > earliest or (earliest - first).days > self.g.lead_days_max:
+                self.add("timelines", t.timeline_id, Rule.TIMELINE_START,
+                         f"first event {first} is not within {self.g.lead_days_max} days before the earliest reference {earliest}")
+            last = max(e.date for e in t.events)
+            if last >= q.query_date:
+                self.add("timelines", t.timeline_id, Rule.TIMELINE_END, f"last event {last} is not before the query date {q.query_date}")
+        carried: dict[str, int] = defaultdict(int)
+        refs = {r.reference_id: r for r in q.references}
+        for e in t.events:
+            if (e.kind == EventKind.REFERENCE) != (e.reference_id is not None):
+                self.add("timelines", e.event_id, Rule.EVENT_KIND, f"kind {e.kind.value} with reference_id {e.reference_id}")
+            if e.reference_id is None:
+                for r in q.references:
+                    if contains_verbatim(e.description, r.text):
+                        self.add("timelines", e.event_id, Rule.FILLER_CARRIES_REFERENCE, f"filler repeats reference {r.reference_id}")
+                continue
+            ref = refs.get(e.reference_id)
+            if ref is None:
+                self.add("timelines", e.event_id, Rule.DANGLING_ID, f"reference_id {e.reference_id} is not a reference of query {q.query_id}")
+                continue
+            carried[e.reference_id] += 1
+            if e.date != ref.date or e.domain != ref.domain:
+                self.add("timelines", e.event_id, Rule.REFERENCE_EVENT_MATCH,
+                         f"event {e.date}/{e.domain.value} carries reference dated {ref.date} in {ref.domain.value}")
+        for r in q.references:
+            if carried.get(r.reference_id, 0) != 1:
+                self.add("timelines", t.timeline_id, Rule.REFERENCE_IN_ONE_EVENT,
+                         f"reference {r.reference_id} is carried by {carried.get(r.reference_id, 0)} events; must be exactly one")
+
+    # ------------------------------------------------------------------ sessions
+
+    def sessions_(self) -> None:
+        per_event: dict[str, list[Session]] = defaultdict(list)
+        for s in self.d.sessions:
+            self.persona_exists("sessions", s.session_id, s.persona_id)
+            if s.query_id not in self.queries:
+                self.add("sessions", s.session_id, Rule.DANGLING_ID, f"query_id {s.query_id} does not exist")
+            found = self.events.get(s.event_id)
+            if found is None:
+                self.add("sessions", s.session_id, Rule.DANGLING_ID, f"event_id {s.event_id} does not exist")
+            else:
+                per_event[s.event_id].append(s)
+                self.session(s, *found)
+            self.turns(s)
+        for t in self.d.timelines:
+            for e in t.events:
+                count = len(per_event.get(e.event_id, []))
+                if count != 1:
+                    self.add("timelines", e.event_id, Rule.SESSION_PER_EVENT, f"{count} sessions; need exactly one")
+
+    def session(self, s: Session, t: Timeline, _index: int, e: TimelineEvent) -> None:
+        mismatches = []
+        if s.query_id != t.query_id:
+            mismatches.append(f"query {s.query_id} vs {t.query_id}")
+        if s.persona_id != t.persona_id:
+            mismatches.append(f"persona {s.persona_id} vs {t.persona_id}")
+        if s.date != e.date:
+            mismatches.append(f"date {s.date} vs {e.date}")
+        if s.domain != e.domain:
+            mismatches.append(f"domain {s.domain.value} vs {e.domain.value}")
+        if s.reference_id != e.reference_id:
+            mismatches.append(f"reference {s.reference_id} vs {e.reference_id}")
+        if mismatches:
+            self.add("sessions", s.session_id, Rule.SESSION_MATCHES_EVENT, "differs from its event: " + "; ".join(mismatches))
+        q = self.queries.get(s.query_id)
+        if q is None:
+            return
+        for r in q.references:
+            for i, turn in enumerate(s.turns):
+                if contains_verbatim(turn.content, r.text):
+                    self.add("sessions", s.session_id, Rule.REFERENCE_VERBATIM, f"turn {i} repeats reference {r.reference_id} word for word")
+            if s.reference_id == r.reference_id and s.date >= q.query_date:
+                self.add("sessions", s.session_id, Rule.REFERENCE_LEAK,
+                         f"dated {s.date}, on or after the query date {q.query_date}, yet carries its reference")
+
+    def turns(self, s: Session) -> None:
+        n = len(s.turns)
+        if not self.g.turns_min <= n <= self.g.turns_max:
+            self.add("sessions", s.session_id, Rule.TURN_COUNT, f"{n} turns; need {self.g.turns_min}-{self.g.turns_max}")
+        for i, turn in enumerate(s.turns):
+            expected = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            if turn.role != expected:
+                self.add("sessions", s.session_id, Rule.TURN_ROLES, f"turn {i} is {turn.role.value}; expected {expected.value}")
+                break
+        indices = s.reference_turn_indices
+        if s.reference_id is None:
+            if indices:
+                self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, "a filler session names reference turns")
+            return
+        if not indices:
+            self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, "no turn is named as conveying the reference")
+        for i in indices:
+            if not 0 <= i < n or s.turns[i].role != Role.USER:
+                self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, f"index {i} is not a user turn of this session")
+
+    def history(self) -> None:
+        per_persona: dict[str, list[Session]] = defaultdict(list)
+        for s in self.d.sessions:
+            per_persona[s.persona_id].append(s)
+        for persona_id, sessions in per_persona.items():
+            ordered = sorted(sessions, key=lambda s: s.position)
+            if [s.position for s in ordered] != list(range(len(ordered))):
+                self.add("sessions", persona_id, Rule.HISTORY_POSITIONS,
+                         f"positions of persona {persona_id} are not 0..{len(ordered) - 1}")
+                continue
+            for a, b in zip(ordered, ordered[1:], strict=False):
+                if b.date < a.date:
+                    self.add("sessions", b.session_id, Rule.HISTORY_POSITIONS,
+                             f"position {b.position} ({b.date}) is earlier than position {a.position} ({a.date})")
+
+    # ------------------------------------------------------------------ facts
+
+    def facts_(self) -> None:
+        for f in self.d.facts:
+            self.persona_exists("facts", f.fid, f.persona_id)
+            if not f.session_ids:
+                self.add("facts", f.fid, Rule.FACT_PROVENANCE, "no session behind the fact")
+            groups = [("fact", f.session_ids, f.source_reference_ids)] + [
+                (f"revision {i}", r.session_ids, r.source_reference_ids) for i, r in enumerate(f.revisions)
+            ]
+            for label, session_ids, reference_ids in groups:
+                carried = set()
+                for sid in session_ids:
+                    session = self.sessions.get(sid)
+                    if session is None:
+                        self.add("facts", f.fid, Rule.FACT_PROVENANCE, f"{label}: session {sid} does not exist")
+                        continue
+                    if session.persona_id != f.persona_id:
+                        self.add("facts", f.fid, Rule.FACT_PROVENANCE, f"{label}: session {sid} belongs to another persona")
+                    if session.reference_id:
+                        carried.add(session.reference_id)
+                for rid in reference_ids:
+                    if rid not in self.references:
+                        self.add("facts", f.fid, Rule.FACT_REFERENCE_CONSISTENCY, f"{label}: reference {rid} does not exist")
+                    elif rid not in carried:
+                        self.add("facts", f.fid, Rule.FACT_REFERENCE_CONSISTENCY,
+                                 f"{label}: reference {rid} is not carried by any of its sessions")
+            for merged in f.merged_fids:
+                other = self.facts.get(merged)
+                if other is None:
+                    self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged fid {merged} does not exist")
+                elif other.persona_id != f.persona_id:
+                    self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged fid {merged} belongs to another persona")
+            if f.merged_into is not None and f.merged_into not in self.facts:
+                self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist")
+
+    def rejected_(self) -> None:
+        for r in self.d.rejected:
+            self.persona_exists("rejected", r.rejected_id, r.persona_id)
+
+    def run(self) -> list[Violation]:
+        self.unique_ids()
+        self.queries_()
+        self.timelines_()
+        self.sessions_()
+        self.history()
+        self.facts_()
+        self.rejected_()
+        return self.out
+
+
+def validate_dataset(
+    dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction | None = None
+) -> list[Violation]:
+    """Every broken invariant, in table order; [] when the dataset is sound."""
+    return _Checker(dataset, settings, embedder).run()
+
+
+__all__ = ["EmbeddingFunction", "Rule", "Violation", "queries_not_recomputed", "validate_dataset"]

@@ -1,0 +1,100 @@
+"""`memoryquest pgr run` on a small dataset built from user0's real PersonaLens profile."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from memoryquest.cli.main import main
+from memoryquest.cli.pgr import load_for_pgr
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.ids import make_id
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.llm.simulated import SimulatedChatBackend
+from memoryquest.pgr.sample import sample_dataset
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    client = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    dataset = asyncio.run(sample_dataset(client, background=40))
+    return dataset.save(tmp_path_factory.mktemp("pgr-cli") / "dataset")
+
+
+def run(dataset_dir: Path, tmp_path: Path, *extra: str) -> int:
+    return main(
+        [
+            "pgr",
+            "run",
+            "--dataset",
+            str(dataset_dir),
+            "--set",
+            f"cache.directory={tmp_path / 'cache'}",
+            "--set",
+            "pgr.max_iterations=2",
+            *extra,
+        ]
+    )
+
+
+def test_run_prints_the_table_and_writes_joined_results(
+    dataset_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "results" / "pgr.jsonl"
+    code = run(
+        dataset_dir,
+        tmp_path,
+        "--method", "query_only", "--method", "pgr_tot",
+        "--judge", "provenance", "--judge", "llm",
+        "--users", "user0",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "PGR over 2 queries of 1 user(s)" in printed
+    header = next(line for line in printed.splitlines() if line.startswith("method"))
+    for column in ("Recall", "RecallExact", "LLM calls/q", "embed req/q", "facts/q"):
+        assert column in header
+    rows = [line.split() for line in printed.splitlines() if line.startswith(("query_only", "pgr_tot"))]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("query_only", "provenance"), ("query_only", "llm"), ("pgr_tot", "provenance"), ("pgr_tot", "llm")
+    ]  # fmt: skip
+    assert rows[0][5] == "0.00" and rows[0][7] == "20.00"  # query-only: no LLM call, K = 20
+
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 2 * 2 * 2
+    dataset = GeneratedDataset.load(dataset_dir)
+    texts = {q.query_id: q for q in dataset.queries}
+    for line in lines:
+        query = texts[line["query_id"]]
+        assert line["query_text"] == query.text and line["gamma"] == pytest.approx(query.gamma)
+        assert line["user"] == "user0"
+        assert line["result_id"] == make_id("result", line["query_id"], line["method"], line["judge"])
+    tot = [line for line in lines if line["method"] == "pgr_tot"]
+    assert all(line["iterations"][0]["iteration"] == 0 and line["summary"] for line in tot)
+
+
+def test_unknown_user_is_a_clear_error(
+    dataset_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    assert run(dataset_dir, tmp_path, "--users", "user7", "--judge", "provenance") == 2
+    assert "no such user(s) in the dataset: user7" in capsys.readouterr().err
+
+
+def test_load_for_pgr_names_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="is not a dataset directory"):
+        load_for_pgr(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "queries-train.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match="published Parquet dataset"):
+        load_for_pgr(tmp_path)
+
+
+def test_pgr_appears_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["pgr", "run", "--help"])
+    assert "--dataset" in capsys.readouterr().out
