@@ -39,9 +39,11 @@ from memoryquest.memory.extraction import MemoryStageResult
 from memoryquest.pgr.runner import summarise, summary_markdown, validate_queries
 from memoryquest.pipeline import (
     ConversationsResult,
+    assemble_persona,
     build_manifest,
     code_fingerprint,
     conversations_for,
+    kept_queries,
     memory_for,
     queries_for,
 )
@@ -89,25 +91,20 @@ def _configured(task_obj: Any, state_dir: Path) -> Any:
 async def _persona_pipeline(
     persona: Persona, settings: Settings, client: ModelClient, fingerprint: str, state_dir: Path
 ) -> GeneratedDataset:
-    part = GeneratedDataset(personas=[persona])
+    """The same sequence as :func:`memoryquest.pipeline.generate_persona`, one cached task per stage group."""
     queries: QueryStageResult = await _configured(queries_task, state_dir)(persona, settings, fingerprint, client)
     conversations: ConversationsResult = await _configured(conversations_task, state_dir)(
         persona, queries.queries, settings, fingerprint, client
     )
-    dropped = set(conversations.dropped_query_ids)
-    part.queries = [q for q in queries.queries if q.query_id not in dropped]
-    part.timelines = conversations.timelines
-    part.sessions = conversations.sessions
     memory: MemoryStageResult = await _configured(memory_task, state_dir)(
         persona, conversations.sessions, settings, fingerprint, client
     )
-    part.facts = memory.facts
-    part.rejected = [*queries.rejected, *conversations.rejected, *memory.rejected]
+    validation: list[Any] = []
     if settings.pgr.methods:
-        part.validation = await _configured(validation_task, state_dir)(
-            part.queries, part.facts, settings, fingerprint, client
+        validation = await _configured(validation_task, state_dir)(
+            kept_queries(queries, conversations), memory.facts, settings, fingerprint, client
         )
-    return part
+    return assemble_persona(persona, queries, conversations, memory, validation)
 
 
 def _summary_rows(dataset: GeneratedDataset) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from memoryquest.contracts import (
     RunManifest,
     Session,
     Timeline,
+    ValidationResult,
 )
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
@@ -119,27 +120,47 @@ def build_manifest(
     )
 
 
+def assemble_persona(
+    persona: Persona,
+    queries: QueryStageResult,
+    conversations: ConversationsResult,
+    memory: MemoryStageResult,
+    validation: list[ValidationResult],
+) -> GeneratedDataset:
+    """One persona's rows; queries whose timeline or dialogues were rejected are left out."""
+    dropped = set(conversations.dropped_query_ids)
+    return GeneratedDataset(
+        personas=[persona],
+        queries=[q for q in queries.queries if q.query_id not in dropped],
+        timelines=conversations.timelines,
+        sessions=conversations.sessions,
+        facts=memory.facts,
+        validation=validation,
+        rejected=[*queries.rejected, *conversations.rejected, *memory.rejected],
+    )
+
+
+def kept_queries(queries: QueryStageResult, conversations: ConversationsResult) -> list[Query]:
+    dropped = set(conversations.dropped_query_ids)
+    return [q for q in queries.queries if q.query_id not in dropped]
+
+
+async def generate_persona(persona: Persona, client: ModelClient, settings: Settings) -> GeneratedDataset:
+    """Every stage for one persona, in order."""
+    queries = await queries_for(persona, client, settings)
+    conversations = await conversations_for(persona, queries.queries, client, settings)
+    memory = await memory_for(persona, conversations.sessions, client, settings)
+    validation: list[ValidationResult] = []
+    if settings.pgr.methods:
+        validation = await validate_queries(kept_queries(queries, conversations), memory.facts, client, settings.pgr)
+    return assemble_persona(persona, queries, conversations, memory, validation)
+
+
 async def generate_dataset(personas: list[Persona], client: ModelClient, settings: Settings) -> GeneratedDataset:
-    """The whole pipeline without Prefect: what the flow does, in one process."""
+    """The whole pipeline in one process without Prefect (used by ``estimate`` and Dask workers)."""
     started = time.perf_counter()
-    dataset = GeneratedDataset(personas=list(personas))
-
-    async def one(persona: Persona) -> GeneratedDataset:
-        part = GeneratedDataset()
-        queries = await queries_for(persona, client, settings)
-        part.rejected.extend(queries.rejected)
-        conversations = await conversations_for(persona, queries.queries, client, settings)
-        part.rejected.extend(conversations.rejected)
-        part.queries = [q for q in queries.queries if q.query_id not in set(conversations.dropped_query_ids)]
-        part.timelines = conversations.timelines
-        part.sessions = conversations.sessions
-        memory = await memory_for(persona, conversations.sessions, client, settings)
-        part.facts = memory.facts
-        part.rejected.extend(memory.rejected)
-        part.validation = await validate_queries(part.queries, part.facts, client, settings.pgr)
-        return part
-
-    for part in await asyncio.gather(*(one(p) for p in personas)):
+    dataset = GeneratedDataset()
+    for part in await asyncio.gather(*(generate_persona(p, client, settings) for p in personas)):
         dataset.extend(part)
     dataset.manifest = build_manifest(dataset, client, settings, started)
     return dataset

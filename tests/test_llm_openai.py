@@ -83,7 +83,7 @@ def server(module_server: FakeOpenAIServer) -> FakeOpenAIServer:
     return module_server
 
 
-def make_settings(server: FakeOpenAIServer, output: Path, **sections: dict[str, Any]) -> Settings:
+def make_settings(server: FakeOpenAIServer, output: Path, **sections: Any) -> Settings:
     endpoint = {"base_url": server.url, "chat_model": MODEL, "timeout_seconds": 0.5, "max_retries": 5}
     limits = {
         "requests_per_minute": 60_000,
@@ -105,7 +105,7 @@ async def make_client(
 ) -> AsyncIterator[Any]:
     made: list[ModelClient] = []
 
-    def make(output: Path | None = None, retry: RetryPolicy = FAST_RETRY, **sections: dict[str, Any]) -> ModelClient:
+    def make(output: Path | None = None, retry: RetryPolicy = FAST_RETRY, **sections: Any) -> ModelClient:
         settings = make_settings(server, output or tmp_path / "out", **sections)
         made.append(build_client(settings, retry=retry, prompts_dir=prompts_dir))
         return made[-1]
@@ -135,7 +135,7 @@ def chat_log(server: FakeOpenAIServer) -> list[Any]:
 
 # --- every fault: the workload still completes, every answer valid, nothing lost ------------
 
-TRANSPORT_FAULTS = {
+TRANSPORT_FAULTS: dict[str, list[Fault]] = {
     "429 retry-after": [Fault.rate_limit(0.02), Fault.rate_limit(0.02)],
     "429 retry-after-ms": [Fault.rate_limit(0.02, ms=True)],
     "500": [Fault.server_error(500), Fault.server_error(503)],
@@ -143,7 +143,7 @@ TRANSPORT_FAULTS = {
     "timeout": [Fault.timeout(10.0)],
     "disconnect": [Fault.disconnect()],
 }
-CONTENT_FAULTS = {
+CONTENT_FAULTS: dict[str, list[Fault]] = {
     "malformed json": [Fault.malformed_json()],
     "schema-invalid json": [Fault.schema_invalid()],
     "truncated": [Fault.truncated()],
@@ -152,7 +152,10 @@ CONTENT_FAULTS = {
 }
 
 
-@pytest.mark.parametrize("faults", list({**TRANSPORT_FAULTS, **CONTENT_FAULTS}.values()), ids=list({**TRANSPORT_FAULTS, **CONTENT_FAULTS}))
+ALL_FAULTS: dict[str, list[Fault]] = {**TRANSPORT_FAULTS, **CONTENT_FAULTS}
+
+
+@pytest.mark.parametrize("faults", list(ALL_FAULTS.values()), ids=list(ALL_FAULTS))
 async def test_each_fault_is_absorbed_and_every_answer_is_valid(
     server: FakeOpenAIServer, make_client: Any, faults: list[Fault]
 ) -> None:
@@ -459,7 +462,7 @@ async def test_without_reported_usage_tokens_are_counted_and_flagged(
 async def test_embeddings_are_batched_ordered_and_normalised(server: FakeOpenAIServer, make_client: Any) -> None:
     server.shuffle_embeddings = True
     client = make_client()
-    client.embedder.max_batch_texts = 4  # type: ignore[attr-defined]
+    client.embedder.max_batch_texts = 4
     texts = [f"the {w} sentence number {i}" for i, w in enumerate(WORDS[:10])] + ["the word00 sentence number 0"]
     vectors = await client.embed(texts, stage="embed")
     assert client.embedder_name == "text-embedding-3-small"

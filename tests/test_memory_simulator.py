@@ -38,6 +38,11 @@ from memoryquest.simulator.memory import (
         ("By the way, I sprained my wrist last week.", "Sprained their wrist last week", "Event"),
         ("My wife and I are going to Paris next week.", "User and their wife are going to Paris next week", "Goal"),
         ("I usually fly Air Canada when I can.", "Usually flies Air Canada when they can", "Activity"),
+        # Sentences of the dialogue stage whose first-person subject is not first.
+        ("Sunday mornings I play in a hockey league I just joined.", "Sunday mornings they play in a hockey league they just joined", "Activity"),
+        ("A friend and I have a standing Sunday-night rewatch of Inception.", "User and a friend have a standing Sunday-night rewatch of Inception", "Activity"),
+        ("Because of eye strain I only read ebooks at the moment.", "Because of eye strain they only read ebooks at the moment", "Activity"),
+        ("I keep an eye on Apple Inc. and Tesla Inc.. What do you think?", "Keeps an eye on Apple Inc. and Tesla Inc", "Activity"),
     ],
 )
 def test_first_person_statements_become_third_person_facts(said: str, fact: str, fact_type: str) -> None:
@@ -56,6 +61,10 @@ def test_first_person_statements_become_third_person_facts(said: str, fact: str,
         "I think that works.",
         "I'm not sure about that.",
         "I like that idea.",
+        "Thanks, that's exactly what I needed.",
+        "Book me a table for two, please.",
+        "Hello, I could use some help with sports today.",
+        "My interactions with you are usually short.",
     ],
 )
 def test_questions_requests_and_small_talk_are_skipped(said: str) -> None:

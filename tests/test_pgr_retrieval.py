@@ -25,11 +25,11 @@ class CountingEmbedder:
     """The real local model, recording every request the client sends it."""
 
     remote = False
+    base_url: str | None = None
 
     def __init__(self, inner: LocalEmbedder) -> None:
         self.inner = inner
         self.name = inner.name
-        self.base_url = None
         self.dimension = inner.dimension
         self.requests: list[list[str]] = []
 

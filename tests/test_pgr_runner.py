@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -10,24 +11,31 @@ import pytest
 from memoryquest.contracts import ProspectionStep, RetrievalMethod
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
+from memoryquest.llm.backends import ChatCall, ChatResult
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.local_embedder import LocalEmbedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.pgr.prospection import TreeNode, parse_tree, probe_text
 from memoryquest.pgr.retrieval import Hit, IndexCache
-from memoryquest.pgr.runner import RetrievedSet, refine_until_converged, run_query, validate_queries
+from memoryquest.pgr.runner import (
+    PGRError,
+    RetrievedSet,
+    refine_until_converged,
+    run_query,
+    validate_queries,
+)
 from memoryquest.pgr.sample import LATE_FACT, sample_dataset
 from memoryquest.settings import PGRSettings
 
 
 class CountingEmbedder:
     remote = False
+    base_url: str | None = None
 
     def __init__(self, inner: LocalEmbedder) -> None:
         self.inner = inner
         self.name = inner.name
-        self.base_url = None
         self.dimension = inner.dimension
         self.requests: list[list[str]] = []
 
@@ -40,6 +48,12 @@ class CountingEmbedder:
 def sample() -> GeneratedDataset:
     client = ModelClient(SimulatedChatBackend(), shared_local_embedder())
     return asyncio.run(sample_dataset(client, background=40))
+
+
+@pytest.fixture(scope="module")
+def cache() -> IndexCache:
+    """Snapshots shared by the tests of this module (the memory does not depend on the method)."""
+    return IndexCache()
 
 
 @pytest.fixture
@@ -124,11 +138,14 @@ def test_retrieved_set_ranks_by_first_round_then_score() -> None:
 
 @pytest.mark.parametrize("method", [RetrievalMethod.PGR_COT, RetrievalMethod.PGR_TOT])
 async def test_pgr_trace_counts_and_one_embedding_request_per_phase(
-    sample: GeneratedDataset, client: ModelClient, embedder: CountingEmbedder, method: RetrievalMethod
+    sample: GeneratedDataset,
+    client: ModelClient,
+    embedder: CountingEmbedder,
+    method: RetrievalMethod,
+    cache: IndexCache,
 ) -> None:
     settings = PGRSettings()
     query = sample.queries[0]
-    cache = IndexCache()
     index = await cache.get(query.persona_id, query.query_date, sample.facts, client)
     embedder.requests.clear()
     outcome = await run_query(query, sample.facts, method, client, settings, index_cache=cache)
@@ -175,38 +192,38 @@ async def test_pgr_trace_counts_and_one_embedding_request_per_phase(
         assert 2 <= len(iterations[0].steps[0].children) <= 3
 
 
-async def test_query_only_is_top_20_by_cosine(sample: GeneratedDataset, client: ModelClient) -> None:
+async def test_query_only_is_top_20_by_cosine(sample: GeneratedDataset, client: ModelClient, cache: IndexCache) -> None:
     query = sample.queries[1]
-    outcome = await run_query(query, sample.facts, RetrievalMethod.QUERY_ONLY, client, PGRSettings())
+    outcome = await run_query(query, sample.facts, RetrievalMethod.QUERY_ONLY, client, PGRSettings(), index_cache=cache)
     assert len(outcome.ranked) == 20
     scores = [r.score for r in outcome.ranked]
     assert scores == sorted(scores, reverse=True)
     assert outcome.llm_calls == 0 and outcome.embedding_calls == 1 and outcome.iterations == []
 
 
-async def test_answers_cost_one_call_each(sample: GeneratedDataset, client: ModelClient) -> None:
-    settings = PGRSettings(generate_answers=True, max_iterations=1)
+async def test_answers_cost_one_call_each(sample: GeneratedDataset, client: ModelClient, cache: IndexCache) -> None:
+    settings = PGRSettings(generate_answers=True, max_iterations=0)
     query = sample.queries[0]
-    pgr = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, client, settings)
-    baseline = await run_query(query, sample.facts, RetrievalMethod.QUERY_ONLY, client, settings)
-    assert pgr.llm_calls == 3 + (len(pgr.iterations) - 1) + 1
+    pgr = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, client, settings, index_cache=cache)
+    baseline = await run_query(query, sample.facts, RetrievalMethod.QUERY_ONLY, client, settings, index_cache=cache)
+    assert pgr.llm_calls == 3 + 1
     assert baseline.llm_calls == 1
     assert pgr.answer and baseline.answer and pgr.answer != baseline.answer
 
 
-async def test_no_phase_two_when_i_max_is_zero(sample: GeneratedDataset, client: ModelClient) -> None:
+async def test_no_phase_two_when_i_max_is_zero(sample: GeneratedDataset, client: ModelClient, cache: IndexCache) -> None:
     outcome = await run_query(
-        sample.queries[0], sample.facts, RetrievalMethod.PGR_COT, client, PGRSettings(max_iterations=0)
+        sample.queries[0], sample.facts, RetrievalMethod.PGR_COT, client, PGRSettings(max_iterations=0), index_cache=cache
     )
     assert len(outcome.iterations) == 1 and outcome.llm_calls == 3 and outcome.embedding_calls == 2
 
 
 async def test_validate_queries_one_result_per_query_method_judge_and_deterministic(
-    sample: GeneratedDataset, client: ModelClient
+    sample: GeneratedDataset, client: ModelClient, cache: IndexCache
 ) -> None:
-    settings = PGRSettings(max_iterations=2)
+    settings = PGRSettings(max_iterations=1)
     judges = ["provenance", "embedding"]
-    first = await validate_queries(sample.queries, sample.facts, client, settings, judges=judges)
+    first = await validate_queries(sample.queries, sample.facts, client, settings, judges=judges, index_cache=cache)
     assert len(first) == len(sample.queries) * 3 * 2
     expected = [
         make_id("result", q.query_id, m, j) for q in sample.queries for m in ("query_only", "pgr_cot", "pgr_tot") for j in judges
@@ -218,11 +235,54 @@ async def test_validate_queries_one_result_per_query_method_judge_and_determinis
         assert result.memory_as_of == query.query_date
         assert late.fid not in result.retrieved_fids
         assert result.memory_size == sum(1 for f in sample.facts if f.created_on <= query.query_date)
+    # A fresh client and a fresh index give the same rows.
     fresh = ModelClient(SimulatedChatBackend(), shared_local_embedder())
-    second = await validate_queries(sample.queries, sample.facts, fresh, settings, judges=judges)
-    assert [r.model_dump() for r in second] == [r.model_dump() for r in first]
+    second = await validate_queries(sample.queries[:1], sample.facts, fresh, settings, judges=judges)
+    assert [r.model_dump() for r in second] == [r.model_dump() for r in first[: len(second)]]
 
 
 async def test_unknown_method_is_a_clear_error(sample: GeneratedDataset, client: ModelClient) -> None:
     with pytest.raises(ValueError, match="unknown retrieval method 'pgr_graph'"):
-        await validate_queries(sample.queries, sample.facts, client, PGRSettings(), methods=["pgr_graph"])
+        await validate_queries(sample.queries, sample.facts, client, PGRSettings(), methods=["pgr_graph"], index_cache=IndexCache())
+
+
+class BrokenTrees:
+    """The simulator, except that its first ``bad`` answers to the initial tree prompt contain a cycle."""
+
+    name = "broken-trees"
+    model = "broken-trees"
+    base_url: str | None = None
+    simulated = True
+    seed = 0
+
+    def __init__(self, bad: int) -> None:
+        self.inner = SimulatedChatBackend()
+        self.bad = bad
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        if call.request.template_id == "pgr_tot_initial" and call.request.seed < self.bad:
+            nodes = [
+                {"id": "A1", "action": "Go", "constraints": "", "parent": None, "children": ["A2"]},
+                {"id": "A2", "action": "Pay", "constraints": "", "parent": "A3", "children": ["A3"]},
+                {"id": "A3", "action": "Ride", "constraints": "", "parent": "A2", "children": ["A2"]},
+            ]
+            return ChatResult(text=json.dumps({"nodes": nodes}))
+        return await self.inner.chat(call)
+
+
+async def test_an_unusable_tree_is_asked_for_once_more(sample: GeneratedDataset, cache: IndexCache) -> None:
+    settings = PGRSettings(max_iterations=0)
+    query = sample.queries[0]
+    healthy = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    once_broken = ModelClient(BrokenTrees(bad=1), shared_local_embedder())
+    expected = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, healthy, settings, index_cache=cache)
+    recovered = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, once_broken, settings, index_cache=cache)
+    assert recovered.llm_calls == expected.llm_calls + 1
+    assert recovered.iterations[0].steps  # the second answer was used
+
+
+async def test_a_tree_that_stays_unusable_is_a_clear_error(sample: GeneratedDataset, cache: IndexCache) -> None:
+    broken = ModelClient(BrokenTrees(bad=2), shared_local_embedder())
+    query = sample.queries[0]
+    with pytest.raises(PGRError, match=rf"query {query.query_id}, pgr_tot, iteration 0: 2 trees were unusable; .*cycle"):
+        await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, broken, PGRSettings(), index_cache=cache)

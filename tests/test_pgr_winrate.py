@@ -60,7 +60,7 @@ class PositionBiased:
 
     name = "position-biased"
     model = "position-biased"
-    base_url = None
+    base_url: str | None = None
     simulated = True
     seed = 0
 

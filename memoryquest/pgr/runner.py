@@ -92,6 +92,7 @@ PLAN_TEMPLATES: dict[RetrievalMethod, tuple[str, str, PlanShape]] = {
 }
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+TREE_ATTEMPTS = 2  # a tree with duplicate ids or a cycle is asked for once more, with another seed
 
 
 class PGRError(RuntimeError):
@@ -196,7 +197,9 @@ class _Calls:
         self.client = client
         self.count = 0
 
-    async def ask(self, template_id: str, variables: dict[str, Any], model: type[ModelT], temperature: float) -> ModelT:
+    async def ask(
+        self, template_id: str, variables: dict[str, Any], model: type[ModelT], temperature: float, seed: int = 0
+    ) -> ModelT:
         self.count += 1
         request = LLMRequest(
             template_id=template_id,
@@ -204,6 +207,7 @@ class _Calls:
             response_model=model,
             stage=STAGE,
             temperature=temperature,
+            seed=seed,
         )
         return await self.client.complete(request)
 
@@ -273,17 +277,27 @@ async def _run_pgr(
     plan_model: type[ChainPlan] | type[TreePlan] = ChainPlan if shape == "chain" else TreePlan
     repairs: list[str] = []
 
-    def to_steps(plan: ChainPlan | TreePlan, iteration: int) -> list[ProspectionStep]:
-        if isinstance(plan, ChainPlan):
-            return chain_steps(plan)
-        try:
-            parsed = parse_tree(plan.nodes, repair=True)
-        except ProspectionTreeError as exc:
-            raise PGRError(f"query {query.query_id}, {method.value}, iteration {iteration}: {exc}") from exc
-        repairs.extend(f"iteration {iteration}: {note}" for note in parsed.repairs)
-        for note in parsed.repairs:
-            log.info("query %s %s iteration %d: repaired tree: %s", query.query_id, method.value, iteration, note)
-        return parsed.steps
+    async def plan(template_id: str, variables: dict[str, Any], iteration: int) -> list[ProspectionStep]:
+        """Ask for a chain or tree; a tree that cannot be repaired is asked for once more."""
+        for attempt in range(TREE_ATTEMPTS):
+            answer = await calls.ask(template_id, variables, plan_model, temperature=0.7, seed=attempt)
+            if isinstance(answer, ChainPlan):
+                return chain_steps(answer)
+            try:
+                parsed = parse_tree(answer.nodes, repair=True)
+            except ProspectionTreeError as exc:
+                log.warning("query %s %s iteration %d: unusable tree (%s)", query.query_id, method.value, iteration, exc)
+                if attempt + 1 < TREE_ATTEMPTS:
+                    continue
+                raise PGRError(
+                    f"query {query.query_id}, {method.value}, iteration {iteration}: "
+                    f"{TREE_ATTEMPTS} trees were unusable; last: {exc}"
+                ) from exc
+            repairs.extend(f"iteration {iteration}: {note}" for note in parsed.repairs)
+            for note in parsed.repairs:
+                log.info("query %s %s iteration %d: repaired tree: %s", query.query_id, method.value, iteration, note)
+            return parsed.steps
+        raise AssertionError("unreachable")
 
     # Augmentation: one embedding of q serves both φ(q; K_o, τ_o) and φ(q; K, τ).
     query_vector = await retriever.embed([query.text])
@@ -302,8 +316,7 @@ async def _run_pgr(
         return await retriever.retrieve([probe_text(s) for s in steps], settings.step_k, settings.step_tau)
 
     # Phase 1.
-    plan = await calls.ask(initial_template, common, plan_model, temperature=0.7)
-    steps = to_steps(plan, 0)
+    steps = await plan(initial_template, common, 0)
     hits = await retrieve(steps)
     found = RetrievedSet()
     new = found.add(0, [*query_hits, *(hit for step_hits in hits for hit in step_hits)])
@@ -316,7 +329,7 @@ async def _run_pgr(
             "previous_steps": steps_view(previous, shape),
             "facts": facts_view(_chronological(index, (f.fid for f in found.ranked()))),
         }
-        return to_steps(await calls.ask(refine_template, variables, plan_model, temperature=0.7), iteration)
+        return await plan(refine_template, variables, iteration)
 
     iterations += await refine_until_converged(
         steps, found, propose, retrieve, delta=settings.delta, max_iterations=settings.max_iterations

@@ -152,16 +152,17 @@ def _setting_sentence(setting: dict[str, str], weekday: str, rng: random.Random)
     return sentence("I'm " + " ".join(bits)) if bits else ""
 
 
-def _option(material: PersonaMaterial, domain: Domain, rng: random.Random) -> str:
+def _option(material: PersonaMaterial, domain: Domain, rng: random.Random, avoid: list[str]) -> str:
+    """A concrete suggestion from the affinities, never restating a value the reference changed."""
     templates = list(_OPTIONS.get(domain, ()))
     rng.shuffle(templates)
     for template in templates:
         values: dict[str, str] = {}
         for name in re.findall(r"\{([^}]+)\}", template):
-            value = material.value(domain, name, rng)
-            if not value:
+            choices = [v for v in material.values(domain, name) if not _mentions_any(v, avoid)]
+            if not choices:
                 break
-            values[name] = clean_value(value)
+            values[name] = clean_value(rng.choice(choices))
         else:
             text = template
             for name, value in values.items():
@@ -257,7 +258,7 @@ def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, 
             if recalls and rng.random() < 0.6:
                 recall = recalls.pop()
                 reply.append(sentence(rng.choice(_RECALL_FRAMES).format(s=recall, l=lower_first(recall))))
-            reply.append(rng.choice(_PROPOSALS).format(o=_option(material, domain, rng)))
+            reply.append(rng.choice(_PROPOSALS).format(o=_option(material, domain, rng, avoid)))
             if rng.random() < 0.4:
                 reply.append(rng.choice(_ASSISTANT_QUESTIONS))
         turns.append({"role": "assistant", "content": " ".join(reply)})

@@ -7,7 +7,10 @@ given and the existing facts:
   way,", "Also,", "Oh, and ...") are dropped; a sentence is a statement when it
   then starts with a first-person subject (I, I'm, I've, I'd, I'll, My), or with a
   short non-first-person lead-in phrase followed by a comma and such a subject
-  ("Last spring, I moved to Toronto" -> the lead-in moves to the end). A trailing
+  ("Last spring, I moved to Toronto" -> the lead-in moves to the end), or when it
+  has a first-person word anywhere ("Sunday mornings I play in a hockey league"
+  is kept whole and only its pronouns change) unless it is an imperative
+  ("Please set my alarm", "Book me a table"). A trailing
   request or aside is cut off ("..., so can you find ...?", "..., as you know").
   Compound sentences split before a new first-person clause (", and I ...",
   ", so I ...", " but I'm ..."). Questions, requests aimed at
@@ -17,8 +20,9 @@ given and the existing facts:
 * Third person. The subject is dropped and the verb conjugated ("I moved ..." ->
   "Moved ...", "I love ..." -> "Loves ...", "I'm ..." -> "Is ...", "I've been
   ..." -> "Has been ...", "I'd like to ..." -> "Would like to ..."); a leading
-  "My X" becomes "User's X", "My X and I" becomes "User and their X"; later
-  first-person words become they/their/them.
+  "My X" becomes "User's X", "My X and I" becomes "User and their X", "A friend
+  and I" becomes "User and a friend"; other first-person words become
+  they/their/them.
 * Type, by the first matching cue family, in this order: Event (injury, surgery,
   moved, lost my, got married, promotion, new job, laid off, allergy, ...),
   Preference (I love/like/prefer/enjoy/hate..., favourite, rather), Interest
@@ -32,7 +36,7 @@ given and the existing facts:
 * Upsert. Facts are compared by token Jaccard over content-word stems; a
   statement at Jaccard >= ``UPDATE_JACCARD`` (0.6) to an existing fact updates
   that fid (frequency + 1, info replaced by the newer wording when it adds
-  words, entities united, evidence of every matching turn); one at >= 0.6 to a
+  words, entities united up to six, evidence of every matching turn); one at >= 0.6 to a
   statement already taken from this batch joins it as more evidence; anything
   else is a new fact ``NEW_<n>``.
 
@@ -55,9 +59,13 @@ from memoryquest.simulator import simulates
 UPDATE_JACCARD = 0.6
 MIN_WORDS = 3
 MAX_ENTITIES = 5
+MAX_UPDATED_ENTITIES = 6
 MAX_MERGED_ENTITIES = 8
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_END = re.compile(r"[.!?]+\s+|\n+")
+_ABBREVIATIONS = frozenset(
+    ["inc", "corp", "co", "ltd", "dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "u.s", "u.k", "approx", "dept", "mt", "ft", "ave"]
+)
 _MARKER = re.compile(
     r"^(?:oh|well|also|actually|by the way|btw|anyway|honestly|just so you know|fyi|for context|"
     r"for what it's worth|and|but|so|plus|incidentally|as i mentioned|as i said|as you know|yeah|yes|"
@@ -67,6 +75,13 @@ _MARKER = re.compile(
 )
 _SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|I'll|My)\b")
 _LEAD_IN = re.compile(r"^(?P<lead>[^,]{2,48}),\s+(?P<clause>(?:I|I'm|I've|I'd|I'll|My)\b.*)$")
+_I_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll)\b")
+_IMPERATIVE = re.compile(
+    r"^(?:please|set|book|find|show|tell|give|help|remind|add|check|send|make|get|play|search|look|"
+    r"suggest|recommend|schedule|cancel|change|update|let|list|compare|reserve|order|buy|plan|text|"
+    r"call|message|email|draft|write|put|move|turn|keep|note|remember|save|track|sort|pick|choose)\b",
+    re.IGNORECASE,
+)
 _FIRST_PERSON_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
 _TRAILING_REQUEST = re.compile(
     r"(?:,|;|\s+-+|\s+—)\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will)\s+you\b.*$"
@@ -80,7 +95,9 @@ _SKIP = re.compile(
     r"I understand|I'm not sure|I am not sure|I don't know|I do not know|I hope (?:that|this|it)|"
     r"I'll (?:take|go with|check|think|look|try|keep|do that)|I'm (?:glad|happy|excited) (?:to hear|that|about that|with that)|"
     r"I (?:love|like) (?:that|this|it|those|these|the sound)\b|I'm (?:all )?set\b|I'm good\b|I'm done\b|"
-    r"That's it|I have a question|I have another question|I'm curious (?:if|whether|what|how))",
+    r"That's it|I have a question|I have another question|I'm curious (?:if|whether|what|how)|"
+    r"I could use (?:some |a little )?(?:help|assistance)|I need (?:some |a little )?(?:help|assistance)\b|"
+    r"(?:that|this|it)(?:'s| is| was| works| sounds)\b|sounds\b|works for\b|perfect\b|great\b)",
     re.IGNORECASE,
 )
 _ADDRESSES_ASSISTANT = re.compile(r"\b(?:you|your|yours)\b", re.IGNORECASE)
@@ -149,7 +166,7 @@ _EVENT = re.compile(
     re.IGNORECASE,
 )
 _PREFERENCE = re.compile(
-    r"^I (?:\w+ly |really |always |never |also |still |just )*(?:love|like|prefer|enjoy|hate|dislike|adore|"
+    r"\bI (?:\w+ly |really |always |never |also |still |just )*(?:love|like|prefer|enjoy|hate|dislike|adore|"
     r"can't stand|cannot stand|avoid|tend to)\b|\b(?:favou?rite|prefer\w*|rather|go-to)\b",
     re.IGNORECASE,
 )
@@ -236,6 +253,11 @@ def third_person(clause: str) -> str:
         return _capitalise(f"User and their {couple.group(1)}{_later_first_person(couple.group(2))}")
     if clause.startswith("My "):
         return "User's " + _later_first_person(clause[3:])
+    companion = re.match(r"^([A-Z][\w' -]{0,30}?) and I\b(.*)$", clause)
+    if companion and not _FIRST_PERSON_WORD.search(companion.group(1)):
+        who = companion.group(1)
+        who = who if who.split()[0].lower() in _KEEP_CASE or who[1:2].isupper() else who[:1].lower() + who[1:]
+        return f"User and {who}{_later_first_person(companion.group(2))}"
     for pattern, replacement in _STARTS:
         if pattern.match(clause):
             return replacement + _later_first_person(pattern.sub("", clause, count=1))
@@ -252,38 +274,73 @@ def third_person(clause: str) -> str:
     return _capitalise(_later_first_person(" ".join([*adverbs, verb, *rest[1:]])))
 
 
+_KEEP_CASE = frozenset(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
+)
+
+
+def _lead_as_tail(lead: str) -> str:
+    """'Last spring' -> ' last spring'; names of days and months keep their capital."""
+    first = lead.split()[0]
+    keep = first.lower() in _KEEP_CASE or (len(first) > 1 and (first.isupper() or first[1:] != first[1:].lower()))
+    return " " + (lead if keep else lead[:1].lower() + lead[1:])
+
+
+def _sentences(text: str) -> list[str]:
+    """Split after . ! ? and line breaks, but not after abbreviations like 'Inc.' or 'e.g.'."""
+    pieces: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        before = text[start : match.start()].split()
+        last = before[-1].lower().rstrip(".") if before else ""
+        if match.group(0).rstrip() == "." and last in _ABBREVIATIONS:
+            continue
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    pieces.append(text[start:])
+    return [p for p in pieces if p.strip()]
+
+
 def statements(text: str) -> list[str]:
-    """First-person declarative clauses of one user turn, lead-in phrases moved to the end."""
+    """First-person declarative clauses of one user turn.
+
+    A comma lead-in ("Last spring, I ...") moves to the end of its clause; a
+    sentence with a first-person word elsewhere ("On Sundays I play ...",
+    "Because of eye strain I only read ...") is kept whole.
+    """
     found: list[str] = []
-    for raw in _SENTENCE_BREAK.split(text.replace("’", "'").strip()):
+    for raw in _sentences(text.replace("’", "'").strip()):
         sentence = " ".join(raw.split())
         previous = None
         while sentence and sentence != previous:
             previous = sentence
             sentence = _MARKER.sub("", sentence, count=1)
-        if not sentence:
-            continue
         sentence = _TRAILING_REQUEST.sub("", sentence)
-        if sentence.endswith("?"):
+        if not sentence or sentence.endswith("?"):
             continue
         sentence = sentence.rstrip(" .!;:,")
         tail = ""
+        whole = False
         if not _SUBJECT.match(sentence):
             lead_in = _LEAD_IN.match(sentence)
-            if lead_in is None or _FIRST_PERSON_WORD.search(lead_in.group("lead")):
+            if lead_in is not None and not _FIRST_PERSON_WORD.search(lead_in.group("lead")):
+                tail = _lead_as_tail(lead_in.group("lead"))
+                sentence = lead_in.group("clause")
+            elif _FIRST_PERSON_WORD.search(sentence) and not _IMPERATIVE.match(sentence):
+                whole = True
+            else:
                 continue
-            lead = lead_in.group("lead")
-            first = lead.split()[0]
-            tail = " " + (lead if first.isupper() and len(first) > 1 else lead[:1].lower() + lead[1:])
-            sentence = lead_in.group("clause")
-        for part in _CLAUSE_BREAK.split(sentence):
+        parts = _CLAUSE_BREAK.split(sentence)
+        for k, part in enumerate(parts):
             part = part.strip(" ,;")
             part = "My" + part[2:] if part.startswith("my ") else part
-            if not _SUBJECT.match(part) or _SKIP.match(part) or _ADDRESSES_ASSISTANT.search(part):
+            if not _FIRST_PERSON_WORD.search(part) or _SKIP.match(part) or _ADDRESSES_ASSISTANT.search(part):
                 continue
+            if whole and k == 0 and len(parts) > 1 and not _I_WORD.search(part):
+                continue  # a fragment split off before a new clause: "In addition to my love for ..."
             if len(part.split()) < MIN_WORDS:
                 continue
-            found.append(part + tail)
+            found.append(part + (tail if k == 0 else ""))
     return found
 
 
@@ -350,7 +407,7 @@ class _Draft:
             self.tokens = self.tokens | tokens
         known = {r.lower() for r in self.related}
         self.related += [r for r in related if r.lower() not in known]
-        self.related = self.related[: MAX_ENTITIES + 1]
+        self.related = self.related[:MAX_UPDATED_ENTITIES]
         self.cite(session_id, turn)
 
     def cite(self, session_id: str, turn: int) -> None:

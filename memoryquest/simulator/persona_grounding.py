@@ -21,6 +21,7 @@ Everything is a pure function of its inputs plus a caller-provided
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -385,6 +386,11 @@ def interaction_sentences(summary: str | None, person: str = "first") -> list[st
     """Sentences of an interaction summary that can be said by (first) or to (second) the user."""
     if not summary:
         return []
+    return list(_interaction_sentences(summary, person))
+
+
+@functools.lru_cache(maxsize=4096)
+def _interaction_sentences(summary: str, person: str) -> tuple[str, ...]:
     out: list[str] = []
     for raw in split_sentences(summary):
         if _BOILERPLATE.search(raw) or not 40 <= len(raw) <= 260:
@@ -395,7 +401,7 @@ def interaction_sentences(summary: str | None, person: str = "first") -> list[st
         if moved is None or re.search(r"\buser\b", moved, re.IGNORECASE):
             continue
         out.append(moved)
-    return out
+    return tuple(out)
 
 
 def identity_statements(demographics: Demographics) -> list[str]:
@@ -541,17 +547,23 @@ class LifeUpdateTemplate:
         return re.findall(r"\{(\w+)\}", self.text)
 
     def pattern(self) -> re.Pattern[str]:
-        regex = ""
-        position = 0
-        for match in re.finditer(r"\{(\w+)\}", self.text):
-            literal = re.escape(self.text[position : match.start()])
-            # fix_articles may have turned "a {slot}" into "an ...".
-            regex += re.sub(r"(^|(?<=\\ ))a\\ $", r"\g<1>an?\\ ", literal)
-            name = match.group(1)
-            regex += f"(?P<{name}>.+?)" if f"(?P<{name}>" not in regex else f"(?P={name})"
-            position = match.end()
-        regex += re.escape(self.text[position:])
-        return re.compile(regex + r"\.?$", re.IGNORECASE)
+        return _template_pattern(self.text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _template_pattern(text: str) -> re.Pattern[str]:
+    """A regex matching ``text`` with its slots filled, capturing each slot."""
+    regex = ""
+    position = 0
+    for match in re.finditer(r"\{(\w+)\}", text):
+        literal = re.escape(text[position : match.start()])
+        # fix_articles may have turned "a {slot}" into "an ...".
+        regex += re.sub(r"(^|(?<=\\ ))a\\ $", r"\g<1>an?\\ ", literal)
+        name = match.group(1)
+        regex += f"(?P<{name}>.+?)" if f"(?P<{name}>" not in regex else f"(?P={name})"
+        position = match.end()
+    regex += re.escape(text[position:])
+    return re.compile(regex + r"\.?$", re.IGNORECASE)
 
 
 def _t(domain: Domain, impact: str, text: str, *paraphrases: str, needs: tuple[str, ...] = ()) -> LifeUpdateTemplate:
@@ -647,7 +659,7 @@ LIFE_UPDATES: tuple[LifeUpdateTemplate, ...] = (
        "I only play on weekends now because late sessions were ruining my sleep.",
        "To sleep better I've kept my gaming to Saturdays and Sundays."),
     _t(D.GAMES, "budget", "Pre-ordered a new {platform} game arriving around the {day_ordinal}",
-       "There's a {platform} pre-order of mine that should land around the {day_ordinal}.",
+       "I have a {platform} pre-order that should land around the {day_ordinal}.",
        "I put in a pre-order for a {platform} title; it arrives about the {day_ordinal}.", needs=("Gaming Platforms",)),
     # Hotels
     _t(D.HOTELS, "budget", "Reached elite status with {chain_brand} that includes free late checkout",

@@ -34,9 +34,11 @@ query's required references.
   ``ANSWER_FACTS`` facts verbatim with their dates, the facts most related to
   the query and summary first.
 * Reference judge (``judge_references``): a reference is "found" when one
-  retrieved fact contains at least ``JUDGE_OVERLAP`` (half) of the reference's
-  content-word stems and at least ``JUDGE_MIN_SHARED`` (two) of them; the
-  reason names the best-matching fact and the share.
+  retrieved fact contains at least ``JUDGE_OVERLAP`` (40%) of the reference's
+  content-word stems and at least ``JUDGE_MIN_SHARED`` (two) of them (all of
+  them when the reference has fewer); stems come from a light suffix-stripping
+  stemmer, so "reacted badly" matches "bad reaction". The reason names the
+  best-matching fact and the share.
 * Pairwise judge (``judge_pairwise``): counts, per response, the user facts
   and references it cites (a fact is cited when ``CITE_SHARE`` of its content
   stems, and at least two, appear in the response); more citations wins,
@@ -60,7 +62,7 @@ MAX_TREE_NODES = 12
 FOLDED_PER_STEP = 2
 SUMMARY_FACTS = 6
 ANSWER_FACTS = 8
-JUDGE_OVERLAP = 0.5
+JUDGE_OVERLAP = 0.4
 JUDGE_MIN_SHARED = 2
 CITE_SHARE = 0.6
 AUGMENT_ENTITIES = 6
@@ -87,18 +89,29 @@ _STOPWORDS = _wordset(
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9'\-]*")
 
 
+_SUFFIXES = ("ations", "ation", "ions", "ion", "ments", "ment", "ness", "ingly", "edly", "ings", "ing", "ly", "ed", "es", "s")
+_VOWELS = frozenset("aeiouy")
+
+
 def _stem(word: str) -> str:
+    """A light suffix-stripping stemmer: 'reacted', 'reaction' -> 'react'; 'driving', 'drive' -> 'driv'."""
     word = word.strip("'-")
     if word.endswith("'s"):
         word = word[:-2]
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 5 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
+    stripped = False
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                break
+            word = word[: -len(suffix)]
+            stripped = True
+            break
+    if stripped and len(word) > 3 and word[-1] == word[-2] and word[-1] not in _VOWELS | {"l", "s"}:
+        word = word[:-1]  # running -> runn -> run
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
     return word
 
 

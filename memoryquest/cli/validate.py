@@ -1,0 +1,68 @@
+"""``memoryquest validate DATASET_DIR``: check a generated dataset against SPEC §2–3."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from memoryquest.cli.main import settings_from_args
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.validate import EmbeddingFunction, queries_not_recomputed, validate_dataset
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        parents=[common],
+        help="check a generated dataset against every invariant (exit 1 on any violation)",
+        description=(
+            "Check a generated dataset directory (as written by 'generate') against every rule of the "
+            "specification: reference counts, gamma and per-reference cosines (recomputed with the local "
+            "embedder when the dataset used it), timelines, sessions, history order and fact provenance."
+        ),
+    )
+    parser.add_argument("dataset_dir", type=Path, help="directory holding queries.jsonl, timelines.jsonl, ...")
+    parser.add_argument(
+        "--no-recompute", action="store_true", help="skip recomputing cosines (no embedding model is loaded)"
+    )
+    parser.set_defaults(func=_validate)
+
+
+def _embedder(dataset: GeneratedDataset, skip: bool) -> EmbeddingFunction | None:
+    """The bundled local embedder, when some query was scored with it; other models are not loaded."""
+    if skip:
+        return None
+    from memoryquest.llm.local_embedder import MODEL_NAME
+
+    if not any(q.embedder == MODEL_NAME for q in dataset.queries):
+        return None
+    from memoryquest.llm.factory import shared_local_embedder
+
+    return EmbeddingFunction.of(shared_local_embedder())
+
+
+def _validate(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    dataset = GeneratedDataset.load(args.dataset_dir)
+    embedder = _embedder(dataset, args.no_recompute)
+    violations = validate_dataset(dataset, settings, embedder)
+    for violation in violations:
+        print(violation)
+    skipped = queries_not_recomputed(dataset, embedder)
+    if skipped:
+        names = ", ".join(sorted({q.embedder for q in skipped}))
+        reason = "--no-recompute" if args.no_recompute else f"embedder not available offline: {names}"
+        print(f"note: cosines of {len(skipped)} queries were not recomputed ({reason})")
+    counts = Counter(v.rule.value for v in violations)
+    rows = (
+        f"{len(dataset.personas)} personas, {len(dataset.queries)} queries, {len(dataset.timelines)} timelines, "
+        f"{len(dataset.sessions)} sessions, {len(dataset.facts)} facts"
+    )
+    if violations:
+        by_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()))
+        print(f"{len(violations)} violations in {args.dataset_dir} ({rows}): {by_rule}")
+        return 1
+    print(f"ok: no violations in {args.dataset_dir} ({rows})")
+    return 0

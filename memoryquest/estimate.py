@@ -1,0 +1,155 @@
+"""Predict calls, tokens and cost of a planned run before any money is spent.
+
+The estimate replays the real pipeline on a small sample of personas with the
+offline simulator (no network, no key): every prompt is rendered from the real
+templates and counted with the target model's tokenizer, so the number of calls
+per stage and the input tokens are what the real run would send. Output tokens
+come from the simulator's answers, which is the main approximation, and is
+flagged as such. Per-persona figures are then scaled to the planned number of
+personas and priced with the price table (batch mode at its discount).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from memoryquest.contracts import Persona, StageUsage
+from memoryquest.llm.factory import build_client
+from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.tokens import token_counter
+from memoryquest.pipeline import generate_dataset
+from memoryquest.settings import Backend, Settings
+
+
+class StageEstimate(BaseModel):
+    stage: str
+    requests: float
+    input_tokens: float
+    output_tokens: float
+    embedding_requests: float
+    embedding_tokens: float
+    cost_usd: float
+
+
+class RunEstimate(BaseModel):
+    planned_personas: int
+    sample_personas: list[str]
+    chat_model: str
+    embedding_model: str
+    batch: bool
+    stages: list[StageEstimate]
+    total_requests: float
+    total_input_tokens: float
+    total_output_tokens: float
+    total_cost_usd: float
+    per_persona_cost_usd: float
+    approximations: list[str] = Field(default_factory=list)
+    sample_seconds: float
+
+
+async def estimate_run(settings: Settings, sample: list[Persona], planned_personas: int) -> RunEstimate:
+    """Dry-run ``sample`` offline, then scale to ``planned_personas``."""
+    if not sample:
+        raise ValueError("the estimate needs at least one sample persona")
+    if planned_personas < 1:
+        raise ValueError("planned personas must be at least 1")
+    dry = settings.model_copy(deep=True)
+    dry.endpoint.backend = Backend.SIMULATED
+    dry.endpoint.api_key = None
+    started = time.perf_counter()
+    client = build_client(dry)
+    await generate_dataset(sample, client, dry)
+    usage = client.usage()
+
+    prices = PriceTable.load(settings.prices_file)
+    chat_model = settings.endpoint.chat_model
+    remote_embeddings = settings.endpoint.resolved_backend() is not Backend.SIMULATED
+    embedding_model = settings.endpoint.embedding_model if remote_embeddings else client.embedder_name
+    batch = settings.endpoint.batch
+    scale = planned_personas / len(sample)
+    stages = [_scale_stage(row, scale, prices, chat_model, embedding_model, remote_embeddings, batch) for row in usage]
+
+    approximations = [
+        "output tokens are the offline simulator's answer lengths; a real model's answers differ in length",
+        f"scaled linearly from {len(sample)} sample persona(s) to {planned_personas}",
+    ]
+    if token_counter(chat_model).approximate or any(row.approximate_tokens for row in usage):
+        approximations.append(f"token counts for {chat_model} use an approximate tokenizer offline")
+    if prices.price(chat_model) is None:
+        approximations.append(f"no price known for {chat_model}: its cost is counted as 0")
+    if not remote_embeddings:
+        approximations.append("embeddings run locally and cost nothing")
+    total_cost = sum(s.cost_usd for s in stages)
+    return RunEstimate(
+        planned_personas=planned_personas,
+        sample_personas=[p.source_user_id for p in sample],
+        chat_model=chat_model,
+        embedding_model=embedding_model,
+        batch=batch,
+        stages=stages,
+        total_requests=sum(s.requests for s in stages),
+        total_input_tokens=sum(s.input_tokens for s in stages),
+        total_output_tokens=sum(s.output_tokens for s in stages),
+        total_cost_usd=total_cost,
+        per_persona_cost_usd=total_cost / planned_personas,
+        approximations=approximations,
+        sample_seconds=round(time.perf_counter() - started, 2),
+    )
+
+
+def _scale_stage(
+    row: StageUsage,
+    scale: float,
+    prices: PriceTable,
+    chat_model: str,
+    embedding_model: str,
+    remote_embeddings: bool,
+    batch: bool,
+) -> StageEstimate:
+    # Every request a real run would send, cache hits included: the dry run may hit its own cache.
+    requests = (row.requests + row.cache_hits) * scale
+    input_tokens = row.input_tokens * scale
+    output_tokens = row.output_tokens * scale
+    embedding_tokens = row.embedding_tokens * scale
+    cost = prices.cost(chat_model, round(input_tokens), round(output_tokens), batch=batch)
+    if remote_embeddings:
+        cost += prices.cost(embedding_model, round(embedding_tokens), batch=False)
+    return StageEstimate(
+        stage=row.stage,
+        requests=requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        embedding_requests=row.embedding_requests * scale,
+        embedding_tokens=embedding_tokens,
+        cost_usd=cost,
+    )
+
+
+def estimate_table(estimate: RunEstimate) -> str:
+    lines = [
+        f"Estimate for {estimate.planned_personas} personas with {estimate.chat_model}"
+        f"{' (Batch API, discounted)' if estimate.batch else ''}; embeddings: {estimate.embedding_model}",
+        f"{'stage':<14}{'requests':>12}{'input tok':>16}{'output tok':>16}{'embed req':>12}{'cost USD':>12}",
+    ]
+    for s in estimate.stages:
+        lines.append(
+            f"{s.stage:<14}{s.requests:>12,.0f}{s.input_tokens:>16,.0f}{s.output_tokens:>16,.0f}"
+            f"{s.embedding_requests:>12,.0f}{s.cost_usd:>12,.2f}"
+        )
+    lines.append(
+        f"{'total':<14}{estimate.total_requests:>12,.0f}{estimate.total_input_tokens:>16,.0f}"
+        f"{estimate.total_output_tokens:>16,.0f}{'':>12}{estimate.total_cost_usd:>12,.2f}"
+    )
+    lines.append(f"per persona: ${estimate.per_persona_cost_usd:,.4f}; sampled {', '.join(estimate.sample_personas)} "
+                 f"in {estimate.sample_seconds:.1f} s (offline, no request sent)")
+    lines.extend(f"approximation: {note}" for note in estimate.approximations)
+    return "\n".join(lines)
+
+
+def default_sample_dir() -> Path:
+    from memoryquest.resources import data_dir
+
+    return data_dir("personas") / "personalens"

@@ -1,0 +1,124 @@
+"""Real generated output (simulator + local embedder) shared by the stage and validate tests.
+
+Runs the query, timeline and dialogue stages for a couple of bundled PersonaLens
+users once per test process (cached), merges each user's history, and returns
+everything as a GeneratedDataset plus the raw stage results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memoryquest.contracts import Persona, Query
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.intake import PersonaSelection, load_personas
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.llm.simulated import SimulatedChatBackend
+from memoryquest.settings import GenerationSettings, Settings
+from memoryquest.stages import (
+    DialogueStageResult,
+    QueryStageResult,
+    TimelineStageResult,
+    expand_dialogues,
+    generate_queries,
+    merge_history,
+    synthesise_timeline,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+USERS = ("user0", "user3")
+SEED = 0
+
+
+def simulated_client(seed: int = 0) -> ModelClient:
+    """The offline client: simulator chat, real all-MiniLM-L6-v2 embeddings, no cache."""
+    return ModelClient(SimulatedChatBackend(seed=seed), shared_local_embedder())
+
+
+def load_users(*users: str) -> list[Persona]:
+    result = load_personas(REPO_ROOT / "personas" / "personalens", PersonaSelection(user_ids=list(users)))
+    assert not result.errors, result.errors
+    return result.personas
+
+
+@dataclass
+class GeneratedRun:
+    settings: Settings
+    personas: list[Persona]
+    queries: dict[str, QueryStageResult] = field(default_factory=dict)
+    timelines: dict[str, TimelineStageResult] = field(default_factory=dict)  # by query id
+    dialogues: dict[str, DialogueStageResult] = field(default_factory=dict)  # by query id
+    dataset: GeneratedDataset = field(default_factory=GeneratedDataset)
+    seconds: dict[str, float] = field(default_factory=dict)  # stage wall time for the first persona
+
+    def persona(self, user: str) -> Persona:
+        return next(p for p in self.personas if p.source_user_id == user)
+
+    def kept(self) -> list[Query]:
+        return [q for result in self.queries.values() for q in result.queries]
+
+
+async def run_stages(persona: Persona, client: ModelClient, settings: GenerationSettings, seed: int = SEED) -> tuple[
+    QueryStageResult, dict[str, TimelineStageResult], dict[str, DialogueStageResult], dict[str, float]
+]:
+    started = time.perf_counter()
+    queries = await generate_queries(persona, client, settings, seed=seed)
+    after_queries = time.perf_counter()
+    timeline_results = await asyncio.gather(*(synthesise_timeline(persona, q, client, settings, seed=seed) for q in queries.queries))
+    after_timelines = time.perf_counter()
+    dialogue_results = await asyncio.gather(
+        *(
+            expand_dialogues(persona, q, t.timeline, client, settings, seed=seed)
+            for q, t in zip(queries.queries, timeline_results, strict=True)
+            if t.timeline is not None
+        )
+    )
+    finished = time.perf_counter()
+    timelines = {q.query_id: t for q, t in zip(queries.queries, timeline_results, strict=True)}
+    with_timeline = [q for q in queries.queries if timelines[q.query_id].timeline is not None]
+    dialogues = {q.query_id: d for q, d in zip(with_timeline, dialogue_results, strict=True)}
+    seconds = {
+        "queries": after_queries - started,
+        "timelines": after_timelines - after_queries,
+        "dialogues": finished - after_timelines,
+    }
+    return queries, timelines, dialogues, seconds
+
+
+@functools.cache
+def generated(users: tuple[str, ...] = USERS, seed: int = SEED) -> GeneratedRun:
+    settings = Settings()
+    personas = load_users(*users)
+    client = simulated_client()
+    run = GeneratedRun(settings=settings, personas=personas)
+
+    async def go() -> None:
+        for index, persona in enumerate(personas):
+            queries, timelines, dialogues, seconds = await run_stages(persona, client, settings.generation, seed)
+            run.queries[persona.persona_id] = queries
+            run.timelines.update(timelines)
+            run.dialogues.update(dialogues)
+            if index == 0:
+                run.seconds = seconds
+
+    asyncio.run(go())
+    dataset = GeneratedDataset(personas=personas)
+    for result in run.queries.values():
+        dataset.queries.extend(result.queries)
+        dataset.rejected.extend(result.rejected)
+    for timeline_result in run.timelines.values():
+        dataset.rejected.extend(timeline_result.rejected)
+        if timeline_result.timeline is not None:
+            dataset.timelines.append(timeline_result.timeline)
+    sessions = []
+    for dialogue_result in run.dialogues.values():
+        dataset.rejected.extend(dialogue_result.rejected)
+        sessions.extend(dialogue_result.sessions)
+    dataset.sessions = merge_history(sessions)
+    run.dataset = dataset
+    return run
