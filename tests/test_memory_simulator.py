@@ -145,3 +145,22 @@ def test_consolidation_combines_details_sums_frequency_and_keeps_a_member_type()
     assert json.loads(simulate("memory_consolidation", {"facts": facts}))["frequency"] == 4
     with pytest.raises(ValueError, match="at least one fact"):
         merge_facts({"facts": []}, random.Random(0))
+
+
+def test_merging_an_earlier_merge_reads_it_clause_by_clause_and_stays_short() -> None:
+    def fact(n: int, info: str) -> dict:
+        return {"fid": f"f_{n:016x}", "info": info, "type": "Activity", "frequency": 1,
+                "related_entities": [], "updated_on": "2024-04-01"}
+
+    facts = [
+        fact(1, "Is on their laptop in Toronto this Thursday evening; is on their laptop in Toronto this morning"),
+        fact(2, "Is on their laptop in Toronto this morning"),
+        fact(3, "Is on their smartphone in Vancouver this Monday evening"),
+        fact(4, "Is on their tablet in Ottawa on Sunday"),
+        fact(5, "Is on their phone in Calgary at lunch"),
+    ]
+    info = merge_facts({"facts": facts}, random.Random(0))["info"]
+    parts = info.split("; ")
+    assert len(parts) == 4 and len(set(parts)) == 4
+    assert parts[0] == "Is on their laptop in Toronto this Thursday evening"
+    assert "is on their smartphone in Vancouver this Monday evening" in parts

@@ -57,8 +57,9 @@ def chat_key(
     template_version: int,
     messages: list[dict[str, str]],
     parameters: dict[str, Any],
-    schema: dict[str, Any],
+    schema: dict[str, Any] | str,
 ) -> str:
+    """``schema`` is the response JSON schema, or a fingerprint of it (cheaper to hash per call)."""
     return _digest(
         {
             "format": CACHE_FORMAT,
@@ -83,15 +84,18 @@ class ResponseCache:
 
     def __init__(self, directory: Path, enabled: bool = True) -> None:
         self.directory = Path(directory)
+        self._root = str(self.directory)
         self.enabled = enabled
         self.stats = CacheStats()
 
-    def _path(self, kind: str, key: str, suffix: str) -> Path:
-        return self.directory / kind / key[:2] / f"{key}{suffix}"
+    def _path(self, kind: str, key: str, suffix: str) -> str:
+        # Plain strings: pathlib costs more than the read itself on the hot (cache-hit) path.
+        return os.path.join(self._root, kind, key[:2], key + suffix)
 
-    def _read(self, path: Path) -> bytes | None:
+    def _read(self, path: str) -> bytes | None:
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as handle:
+                data = handle.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError:
@@ -99,9 +103,10 @@ class ResponseCache:
             return None
         return data
 
-    def _write(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    def _write(self, path: str, data: bytes) -> None:
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)

@@ -55,6 +55,7 @@ from memoryquest.llm.schema import (
     extract_json,
     repair_instruction,
     response_schema,
+    schema_fingerprint,
     schema_name,
     strict_json_schema,
 )
@@ -210,7 +211,7 @@ class ModelClient:
                 "seed": seed,
                 "extra": request.extra,
             },
-            schema=response_schema(request.response_model),
+            schema=schema_fingerprint(request.response_model),
         )
 
     async def _complete(self, request: LLMRequest[ResponseT]) -> ResponseT:

@@ -68,6 +68,8 @@ class PromptTemplate:
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return json.dumps(value)  # no indent: the fast encoder
     if isinstance(value, BaseModel):
         return value.model_dump_json(indent=2)
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)

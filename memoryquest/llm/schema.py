@@ -12,6 +12,7 @@ falls back to JSON mode. Keywords strict mode ignores are dropped from the
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from typing import Any
@@ -58,6 +59,18 @@ def response_schema(model: type[BaseModel]) -> dict[str, Any]:
     if schema is None:
         schema = _SCHEMAS[model] = model.model_json_schema()
     return schema
+
+
+_FINGERPRINTS: dict[type[BaseModel], str] = {}
+
+
+def schema_fingerprint(model: type[BaseModel]) -> str:
+    """sha256 of the model's canonical JSON schema: stands for the schema in cache keys."""
+    fingerprint = _FINGERPRINTS.get(model)
+    if fingerprint is None:
+        text = json.dumps(response_schema(model), sort_keys=True, separators=(",", ":"))
+        fingerprint = _FINGERPRINTS[model] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return fingerprint
 
 
 def strict_json_schema(model: type[BaseModel]) -> dict[str, Any] | None:

@@ -11,7 +11,11 @@ PGR, as in the paper (§3.3):
 
 Every retrieval runs over the memory as it stood on the query date. The
 trace (steps, what each retrieved, what each round added) and the number of
-LLM calls and embedding requests are kept per query.
+LLM calls and embedding requests are kept per query. Counts are method cost:
+the query's own requests (augmentation, plans, summary, answer; one embedding
+request for the query and one per retrieval phase). Embedding the memory
+snapshot is shared by every query on that date and judge calls are
+evaluation cost, so neither is counted.
 """
 
 from __future__ import annotations

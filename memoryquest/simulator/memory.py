@@ -41,8 +41,8 @@ given and the existing facts:
   else is a new fact ``NEW_<n>``.
 
 Consolidation (``memory_consolidation``): the info is the most informative member
-(most content words) followed by every other member that adds words, joined by
-"; "; the type is the most common one (ties: the most informative member's);
+(most content words) followed by every other member clause (earlier merges are
+split at "; ") that adds words, at most four clauses joined by "; "; the type is the most common one (ties: the most informative member's);
 entities are the ordered, case-insensitive union (at most eight); frequency is
 the sum.
 """
@@ -61,6 +61,7 @@ MIN_WORDS = 3
 MAX_ENTITIES = 5
 MAX_UPDATED_ENTITIES = 6
 MAX_MERGED_ENTITIES = 8
+MAX_MERGED_PARTS = 4
 
 _SENTENCE_END = re.compile(r"[.!?]+\s+|\n+")
 _ABBREVIATIONS = frozenset(
@@ -483,15 +484,17 @@ def merge_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]
         raise ValueError("memory_consolidation needs at least one fact to merge")
     tokens = [content_tokens(f["info"]) for f in facts]
     main = max(range(len(facts)), key=lambda i: (len(tokens[i]), -i))
-    parts = [str(facts[main]["info"]).rstrip(" .")]
-    covered = set(tokens[main])
-    for i, fact in enumerate(facts):
-        if i == main or tokens[i] <= covered:
-            continue
-        text = str(fact["info"]).rstrip(" .")
-        keep_case = text.startswith("User") or (len(text) > 1 and text[1].isupper())
-        parts.append(text if keep_case else text[:1].lower() + text[1:])
-        covered |= tokens[i]
+    parts: list[str] = []
+    covered: set[str] = set()
+    for i in [main, *(i for i in range(len(facts)) if i != main)]:
+        for piece in str(facts[i]["info"]).split("; "):  # earlier merges are read clause by clause
+            text = piece.strip().rstrip(" .")
+            piece_tokens = content_tokens(text)
+            if not text or piece_tokens <= covered or len(parts) >= MAX_MERGED_PARTS:
+                continue
+            keep_case = not parts or text.startswith("User") or (len(text) > 1 and text[1].isupper())
+            parts.append(text if keep_case else text[:1].lower() + text[1:])
+            covered |= piece_tokens
     counts = Counter(str(f["type"]) for f in facts)
     top = max(counts.values())
     fact_type = str(facts[main]["type"]) if counts[str(facts[main]["type"])] == top else next(

@@ -51,6 +51,7 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memoryquest.contracts import Domain
@@ -93,6 +94,7 @@ _SUFFIXES = ("ations", "ation", "ions", "ion", "ments", "ment", "ness", "ingly",
 _VOWELS = frozenset("aeiouy")
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     """A light suffix-stripping stemmer: 'reacted', 'reaction' -> 'react'; 'driving', 'drive' -> 'driv'."""
     word = word.strip("'-")
@@ -128,8 +130,14 @@ def content_words(text: str) -> list[str]:
     return words
 
 
+@lru_cache(maxsize=16384)
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(_stem(w) for w in content_words(text))
+
+
 def stems(text: str) -> set[str]:
-    return {_stem(w) for w in content_words(text)}
+    """Stems of the content words; memoised because fact texts are compared again and again."""
+    return set(_stems(text))
 
 
 def _dedupe(values: Iterable[str]) -> list[str]:

@@ -1,0 +1,199 @@
+"""expand_dialogues and merge_history on real personas: one session per event, turns, conveyance."""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+import pytest
+
+from memoryquest.contracts import RejectionReason, Role, Session
+from memoryquest.ids import make_id
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.settings import GenerationSettings
+from memoryquest.stages.common import contains_verbatim, split_sentences
+from memoryquest.stages.dialogues import DialogueDraft, TurnDraft, check_dialogue, expand_dialogues
+from memoryquest.stages.history import merge_history
+
+try:
+    from tests.generation_fixture import GeneratedRun, generated, simulated_client
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import GeneratedRun, generated, simulated_client
+
+
+@pytest.fixture(scope="module")
+def run() -> GeneratedRun:
+    return generated()
+
+
+def sessions_of(run: GeneratedRun, query_id: str) -> list[Session]:
+    return run.dialogues[query_id].sessions
+
+
+def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
+    for q in run.kept():
+        timeline = run.timelines[q.query_id].timeline
+        assert timeline is not None
+        sessions = sessions_of(run, q.query_id)
+        assert len(sessions) == len(timeline.events)
+        assert run.dialogues[q.query_id].rejected == []
+        for event, session in zip(timeline.events, sessions, strict=True):
+            assert session.session_id == make_id("session", event.event_id)
+            assert (session.event_id, session.date, session.domain, session.reference_id) == (
+                event.event_id, event.date, event.domain, event.reference_id,
+            )
+            assert (session.persona_id, session.query_id) == (q.persona_id, q.query_id)
+
+
+def test_turns_alternate_within_bounds_about_six_exchanges(run: GeneratedRun) -> None:
+    g = run.settings.generation
+    lengths = []
+    for session in run.dataset.sessions:
+        lengths.append(len(session.turns))
+        assert g.turns_min <= len(session.turns) <= g.turns_max
+        assert [t.role for t in session.turns] == [Role.USER if i % 2 == 0 else Role.ASSISTANT for i in range(len(session.turns))]
+    assert 10 <= statistics.mean(lengths) <= 15
+    assert len(set(lengths)) >= 5
+
+
+def test_references_are_conveyed_in_the_named_user_turn_never_verbatim(run: GeneratedRun) -> None:
+    g = run.settings.generation
+    pairs = []
+    for q in run.kept():
+        references = {r.reference_id: r for r in q.references}
+        for session in sessions_of(run, q.query_id):
+            for turn in session.turns:
+                assert not any(contains_verbatim(turn.content, r.text) for r in q.references)
+            if session.reference_id is None:
+                assert session.reference_turn_indices == []
+                continue
+            assert session.reference_turn_indices
+            for index in session.reference_turn_indices:
+                assert session.turns[index].role == Role.USER
+                sentences = split_sentences(session.turns[index].content)
+                pairs.append((references[session.reference_id].text, sentences))
+    texts = sorted({t for ref, sentences in pairs for t in (ref, *sentences)})
+    vectors = dict(zip(texts, shared_local_embedder().embed_sync(texts), strict=True))
+    for ref, sentences in pairs:
+        assert max(float(vectors[ref] @ vectors[s]) for s in sentences) >= g.reference_turn_similarity_min
+
+
+def test_sessions_are_recognisably_this_persona(run: GeneratedRun) -> None:
+    for persona in run.personas:
+        values_by_domain = {}
+        for a in persona.affinities:
+            values_by_domain.setdefault(a.domain, []).extend(v for v in a.values if len(v) > 2)
+        sessions = [s for s in run.dataset.sessions if s.persona_id == persona.persona_id]
+        grounded = 0
+        for session in sessions:
+            text = " ".join(t.content for t in session.turns)
+            grounded += any(v in text for v in values_by_domain.get(session.domain, []))
+            users = [t.content for t in session.turns if t.role == Role.USER]
+            assert any(re.search(r"\bI(?:'m| am| have| prefer| like| love| usually| need| want)?\b", u) for u in users)
+        assert grounded / len(sessions) > 0.9
+    user0 = run.persona("user0")
+    text = " ".join(t.content for s in run.dataset.sessions if s.persona_id == user0.persona_id for t in s.turns)
+    assert "Toronto" in text
+
+
+def test_history_is_chronological_per_persona(run: GeneratedRun) -> None:
+    for persona in run.personas:
+        history = [s for s in run.dataset.sessions if s.persona_id == persona.persona_id]
+        assert [s.position for s in history] == list(range(len(history)))
+        assert [s.date for s in history] == sorted(s.date for s in history)
+        assert 75 <= len(history) <= 150
+
+
+def test_merge_history_orders_by_date_then_query_and_keeps_event_order(run: GeneratedRun) -> None:
+    q = run.kept()[0]
+    sessions = sessions_of(run, q.query_id)
+    same_day = [s.model_copy(update={"date": sessions[0].date}) for s in sessions]
+    merged = merge_history(same_day)
+    assert [s.session_id for s in merged] == [s.session_id for s in sessions]  # event order kept within a day
+    assert [s.position for s in merged] == list(range(len(sessions)))
+    with pytest.raises(ValueError, match="appears twice"):
+        merge_history(sessions + sessions[:1])
+    # gathered in any order, the history is the same
+    everyone = run.dataset.sessions
+    by_query: dict[str, list[Session]] = {}
+    for s in everyone:
+        by_query.setdefault(s.query_id, []).append(s)
+    reordered = [s for qid in sorted(by_query, reverse=True) for s in by_query[qid]]
+    assert [s.session_id for s in merge_history(reordered)] == [s.session_id for s in everyone]
+
+
+# --------------------------------------------------------------------------- broken conversations
+
+
+@pytest.fixture(scope="module")
+def reference_case(run: GeneratedRun) -> tuple:
+    q = run.kept()[0]
+    timeline = run.timelines[q.query_id].timeline
+    session = next(s for s in sessions_of(run, q.query_id) if s.reference_id)
+    event = next(e for e in timeline.events if e.event_id == session.event_id)
+    draft = DialogueDraft(
+        turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
+        reference_turn_indices=session.reference_turn_indices,
+    )
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    return persona, q, event, draft, session
+
+
+def test_the_real_draft_rebuilds_the_same_session(reference_case: tuple) -> None:
+    persona, q, event, draft, session = reference_case
+    checked = check_dialogue(draft, persona, q, event, GenerationSettings())
+    assert checked.problems == [] and checked.session == session
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "words"),
+    [
+        (lambda d, ref: d.turns.__setitem__(0, TurnDraft(role="user", content=f"Hi. {ref}.")), "word for word"),
+        (lambda d, ref: d.turns.__delitem__(slice(4, None)), "4 turns; need 5-30"),
+        (lambda d, ref: setattr(d.turns[1], "role", "user"), "turns alternate"),
+        (lambda d, ref: setattr(d, "reference_turn_indices", []), "no turn is named"),
+        (lambda d, ref: setattr(d, "reference_turn_indices", [1]), "not a user turn"),
+        (lambda d, ref: setattr(d, "reference_turn_indices", [99]), "does not exist"),
+        (lambda d, ref: setattr(d.turns[2], "content", "  "), "is empty"),
+    ],
+)
+def test_broken_conversations_are_caught(reference_case: tuple, corrupt, words: str) -> None:
+    persona, q, event, draft, _ = reference_case
+    reference = next(r for r in q.references if r.reference_id == event.reference_id)
+    broken = draft.model_copy(deep=True)
+    corrupt(broken, reference.text)
+    checked = check_dialogue(broken, persona, q, event, GenerationSettings())
+    assert checked.session is None
+    assert any(words in p for p in checked.problems), checked.problems
+
+
+async def test_unconveyed_reference_drops_the_whole_query(run: GeneratedRun) -> None:
+    q = run.kept()[3]
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    timeline = run.timelines[q.query_id].timeline
+    settings = GenerationSettings(reference_turn_similarity_min=0.999, max_regenerations=1)
+    result = await expand_dialogues(persona, q, timeline, simulated_client(), settings)
+    assert result.sessions == []
+    weak = [r for r in result.rejected if "reach cosine" in r.detail]
+    assert len(weak) == 2 * len(q.references)  # every reference session, on both attempts
+    dropped = [r for r in result.rejected if "dropped with its query" in r.detail]
+    assert len(dropped) == len(timeline.events) - len(q.references)
+    assert {r.reason for r in result.rejected} == {RejectionReason.INVARIANT}
+    assert all(Session.model_validate_json(r.payload_json) for r in dropped)
+
+
+async def test_same_seed_same_sessions(run: GeneratedRun) -> None:
+    q = run.kept()[1]
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    timeline = run.timelines[q.query_id].timeline
+    again = await expand_dialogues(persona, q, timeline, simulated_client(), run.settings.generation)
+    assert again.sessions == sessions_of(run, q.query_id)
+    other = await expand_dialogues(persona, q, timeline, simulated_client(), run.settings.generation, seed=4)
+    assert [s.turns for s in other.sessions] != [s.turns for s in again.sessions]
+
+
+async def test_a_timeline_of_another_query_is_refused(run: GeneratedRun) -> None:
+    first, second = run.kept()[:2]
+    persona = next(p for p in run.personas if p.persona_id == first.persona_id)
+    with pytest.raises(ValueError, match="belongs to query"):
+        await expand_dialogues(persona, first, run.timelines[second.query_id].timeline, simulated_client(), GenerationSettings())

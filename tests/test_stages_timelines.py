@@ -1,0 +1,203 @@
+"""synthesise_timeline on real personas: event rules, reference placement, filler guards."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from memoryquest.contracts import EventKind, RejectionReason, Timeline
+from memoryquest.ids import make_id
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.settings import GenerationSettings
+from memoryquest.simulator.persona_grounding import split_sentences
+from memoryquest.stages.common import contains_verbatim
+from memoryquest.stages.timelines import EventDraft, TimelineDraft, build_events, synthesise_timeline
+
+try:
+    from tests.generation_fixture import GeneratedRun, generated, simulated_client
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import GeneratedRun, generated, simulated_client
+
+
+@pytest.fixture(scope="module")
+def run() -> GeneratedRun:
+    return generated()
+
+
+def timelines(run: GeneratedRun) -> list[tuple]:
+    out = []
+    for q in run.kept():
+        result = run.timelines[q.query_id]
+        assert result.timeline is not None, result.rejected
+        out.append((q, result.timeline))
+    return out
+
+
+def test_every_kept_query_gets_a_timeline_within_the_event_rules(run: GeneratedRun) -> None:
+    g = run.settings.generation
+    counts = []
+    for q, t in timelines(run):
+        assert isinstance(t, Timeline)
+        assert t.timeline_id == make_id("timeline", q.query_id) and t.persona_id == q.persona_id
+        counts.append(len(t.events))
+        assert g.events_min <= len(t.events) <= g.events_max
+        dates = [e.date for e in t.events]
+        assert dates == sorted(dates)
+        earliest = min(r.date for r in q.references)
+        assert 0 <= (earliest - dates[0]).days <= g.lead_days_max
+        assert dates[-1] < q.query_date
+        assert [e.event_id for e in t.events] == [make_id("event", q.query_id, i) for i in range(len(t.events))]
+    assert len(set(counts)) >= 3  # lengths vary across queries
+    # dates spread over weeks before the query
+    spans = [(q.query_date - t.events[0].date).days for q, t in timelines(run)]
+    assert sum(spans) / len(spans) > 21
+
+
+def test_each_reference_is_carried_by_exactly_one_matching_event(run: GeneratedRun) -> None:
+    for q, t in timelines(run):
+        for r in q.references:
+            carriers = [e for e in t.events if e.reference_id == r.reference_id]
+            assert len(carriers) == 1
+            (event,) = carriers
+            assert event.kind == EventKind.REFERENCE
+            assert (event.date, event.domain) == (r.date, r.domain)
+            assert r.text in event.description
+        assert sum(e.kind == EventKind.REFERENCE for e in t.events) == len(q.references)
+
+
+def test_filler_is_persona_grounded_and_never_carries_a_reference(run: GeneratedRun) -> None:
+    g = run.settings.generation
+    pairs: list[tuple[str, str]] = []
+    for q, t in timelines(run):
+        persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+        task_openings = {split_sentences(task.description)[0] for task in persona.tasks}
+        fillers = [e for e in t.events if e.kind == EventKind.FILLER]
+        ref_domains = {r.domain for r in q.references}
+        if len(fillers) >= 2:
+            assert len({e.domain for e in fillers}) >= 2
+        for e in fillers:
+            assert e.reference_id is None and e.domain not in ref_domains
+            assert e.description.split(" Chatting ")[0] in task_openings
+            assert not any(contains_verbatim(e.description, r.text) for r in q.references)
+        pairs.extend((e.description, r.text) for e in fillers for r in q.references)
+    texts = sorted({text for pair in pairs for text in pair})
+    vectors = dict(zip(texts, shared_local_embedder().embed_sync(texts), strict=True))
+    worst = max(float(vectors[a] @ vectors[b]) for a, b in pairs)
+    assert worst <= g.filler_similarity_max
+
+
+# --------------------------------------------------------------------------- broken drafts
+
+
+@pytest.fixture(scope="module")
+def real_pair(run: GeneratedRun) -> tuple:
+    q, t = timelines(run)[0]
+    draft = TimelineDraft(
+        events=[
+            EventDraft(
+                date=e.date.isoformat(),
+                domain=e.domain.value,
+                description=e.description,
+                reference_index=next((i for i, r in enumerate(q.references) if r.reference_id == e.reference_id), None),
+            )
+            for e in t.events
+        ]
+    )
+    return q, t, draft
+
+
+def test_the_real_draft_rebuilds_the_same_events(real_pair: tuple) -> None:
+    q, t, draft = real_pair
+    built = build_events(draft, q, GenerationSettings())
+    assert built.problems == []
+    assert built.events == t.events
+
+
+def _drop_reference(draft: TimelineDraft) -> None:
+    draft.events = [e for e in draft.events if e.reference_index != 0]
+
+
+def _swap_first_two(draft: TimelineDraft) -> None:
+    draft.events[0], draft.events[1] = draft.events[1], draft.events[0]
+
+
+def _late_last(q):
+    def change(draft: TimelineDraft) -> None:
+        draft.events[-1].date = q.query_date.isoformat()
+    return change
+
+
+def _early_first(draft: TimelineDraft) -> None:
+    first = dt.date.fromisoformat(draft.events[0].date)
+    draft.events[0].date = (first - dt.timedelta(days=60)).isoformat()
+
+
+def _twice(draft: TimelineDraft) -> None:
+    filler = next(e for e in draft.events if e.reference_index is None)
+    filler.reference_index = 0
+
+
+def _filler_in_reference_domain(q):
+    def change(draft: TimelineDraft) -> None:
+        filler = next(e for e in draft.events if e.reference_index is None)
+        filler.domain = q.references[0].domain.value
+    return change
+
+
+def _filler_repeats(q):
+    def change(draft: TimelineDraft) -> None:
+        filler = next(e for e in draft.events if e.reference_index is None)
+        filler.description += " " + q.references[1].text
+    return change
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "words"),
+    [
+        (lambda q: _drop_reference, "reference 0 is carried by 0 events"),
+        (lambda q: _swap_first_two, "not in ascending order"),
+        (_late_last, "is not before the query date"),
+        (lambda q: _early_first, "more than 14 days before the earliest reference"),
+        (lambda q: _twice, "reference 0 is carried by 2 events"),
+        (_filler_in_reference_domain, "a domain one of the references is about"),
+        (_filler_repeats, "filler repeats reference 1"),
+    ],
+)
+def test_broken_timelines_are_caught(real_pair: tuple, corrupt, words: str) -> None:
+    q, _, draft = real_pair
+    broken = draft.model_copy(deep=True)
+    corrupt(q)(broken)
+    problems = build_events(broken, q, GenerationSettings()).problems
+    assert any(words in p for p in problems), problems
+
+
+async def test_an_impossible_timeline_is_regenerated_then_rejected(run: GeneratedRun) -> None:
+    q = run.kept()[0]
+    persona = run.persona("user0")
+    settings = GenerationSettings(events_min=2, events_max=2, max_regenerations=2)  # fewer events than references
+    result = await synthesise_timeline(persona, q, simulated_client(), settings)
+    assert result.timeline is None
+    assert len(result.rejected) == 3
+    assert all(r.reason == RejectionReason.INVARIANT and r.stage == "timelines" for r in result.rejected)
+    assert all("events; need 2-2" in r.detail for r in result.rejected)
+    assert len({r.rejected_id for r in result.rejected}) == 3
+    assert all(TimelineDraft.model_validate_json(r.payload_json).events for r in result.rejected)
+
+
+async def test_filler_too_close_to_a_reference_is_rejected(run: GeneratedRun) -> None:
+    q = run.kept()[1]
+    settings = GenerationSettings(filler_similarity_max=-1.0, max_regenerations=0)
+    result = await synthesise_timeline(run.persona("user0"), q, simulated_client(), settings)
+    assert result.timeline is None
+    assert "similar to reference" in result.rejected[0].detail
+
+
+async def test_same_seed_same_timeline(run: GeneratedRun) -> None:
+    q = run.kept()[2]
+    persona = run.persona("user0")
+    settings = run.settings.generation
+    again = await synthesise_timeline(persona, q, simulated_client(), settings)
+    assert again.timeline == run.timelines[q.query_id].timeline
+    other = await synthesise_timeline(persona, q, simulated_client(), settings, seed=9)
+    assert other.timeline is not None and other.timeline != again.timeline
