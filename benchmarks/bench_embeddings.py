@@ -4,7 +4,7 @@ Sentences come from the bundled PersonaLens sample (interaction summaries
 split into sentences). Prints sentences/s for the bare embedder at each
 batch size, then through ``ModelClient.embed`` with a cold and a warm cache.
 
-    .venv/bin/python benchmarks/bench_embeddings.py                # ~1 minute
+    .venv/bin/python benchmarks/bench_embeddings.py                # under a minute on 2 idle cores
     .venv/bin/python benchmarks/bench_embeddings.py --sentences 5000 --batch-sizes 16,32,64,128
 """
 
@@ -65,8 +65,8 @@ async def through_client(texts: list[str], work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sentences", type=int, default=2000)
-    parser.add_argument("--batch-sizes", default="32,64", help="comma-separated batch sizes for the bare embedder")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--batch-sizes", default="64", help="comma-separated batch sizes for the bare embedder")
     parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
     args = parser.parse_args()
     texts = persona_sentences(args.sentences)

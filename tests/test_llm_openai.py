@@ -430,19 +430,29 @@ async def test_usage_and_cost_of_a_known_request(server: FakeOpenAIServer, make_
     assert client.total_usage().cost_usd == pytest.approx(expected, rel=1e-6)
 
 
-async def test_a_price_file_overrides_and_batch_halves(
+async def test_a_price_file_overrides_the_built_in_prices(
     server: FakeOpenAIServer, make_client: Any, tmp_path: Path
 ) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"models": {MODEL: {"input": 1000.0, "output": 0.0}}}), encoding="utf-8")
     client = make_client(prices_file=prices)
-    batch = make_client(tmp_path / "batch", prices_file=prices, endpoint={"batch": True})
     await client.complete(requests_for(["alpha"])[0])
-    await batch.complete(requests_for(["alpha"])[0])
     (row,) = client.usage()
-    (half,) = batch.usage()
     assert row.cost_usd == pytest.approx(row.input_tokens * 1000.0 / 1e6)
-    assert half.cost_usd == pytest.approx(row.cost_usd / 2)
+
+
+async def test_the_cache_entry_records_what_the_answer_cost(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    client = make_client(tmp_path / "run")
+    server.script(Fault.malformed_json())
+    await client.complete(requests_for(["alpha"])[0])
+    (entry_file,) = (tmp_path / "run" / ".cache" / "chat").rglob("*.json")
+    entry = json.loads(entry_file.read_text(encoding="utf-8"))
+    (row,) = client.usage()
+    assert entry["calls"] == 2 == row.requests  # the malformed answer was paid for too
+    assert entry["input_tokens"] == row.input_tokens and entry["cost_usd"] == pytest.approx(row.cost_usd)
+    assert entry["template"] == [TEMPLATE_ID, 3] and entry["model"] == MODEL
 
 
 async def test_without_reported_usage_tokens_are_counted_and_flagged(

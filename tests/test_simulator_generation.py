@@ -285,7 +285,7 @@ def test_simulated_dialogues_sound_like_the_persona(user0: Persona) -> None:
         assert re.search(r"\bI (?:mostly|love|really|read|like|usually|pick|have|prefer|am|'m)\b|\bMy\b", user_text), user_text
         all_text = " ".join(t["content"] for t in turns)
         mentions += any(v in all_text for v in ("Carl Sagan", "Stephen Hawking", "Yuval Noah Harari", "science-fiction"))
-    assert 5 <= min(lengths) and max(lengths) <= 30
+    assert min(lengths) >= 5 and max(lengths) <= 30
     assert 10 <= sum(lengths) / len(lengths) <= 15  # about six exchanges, as in the paper
     assert len(set(lengths)) >= 4
     assert mentions >= 35

@@ -220,7 +220,7 @@ class ModelClient:
         seed = int(getattr(self.chat_backend, "seed", 0)) + request.seed
         cacheable = self._cache_on() and bool(getattr(self.chat_backend, "cacheable", not self.simulated))
         if not cacheable:
-            value, _ = await self._ask(request, template, messages, seed)
+            value, _, _ = await self._ask(request, template, messages, seed)
             return value
         assert self.cache is not None
         key = self._key(request, template, messages, seed)
@@ -249,7 +249,7 @@ class ModelClient:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         inflight[key] = future
         try:
-            value, result = await self._ask(request, template, messages, seed)
+            value, result, spent = await self._ask(request, template, messages, seed)
             text = value.model_dump_json()
             self.cache.put_chat(
                 key,
@@ -257,9 +257,7 @@ class ModelClient:
                 {
                     "template": [template.template_id, template.version],
                     "model": result.model or self.chat_backend.model,
-                    "input_tokens": result.input_tokens,
-                    "output_tokens": result.output_tokens,
-                    "cached_tokens": result.cached_tokens,
+                    **spent,  # what the answer cost, repairs and retried refusals included
                     "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 },
             )
@@ -284,7 +282,7 @@ class ModelClient:
 
     async def _ask(
         self, request: LLMRequest[ResponseT], template: PromptTemplate, messages: list[dict[str, str]], seed: int
-    ) -> tuple[ResponseT, ChatResult]:
+    ) -> tuple[ResponseT, ChatResult, dict[str, Any]]:
         """Send, check and validate; repair or retry bad answers a bounded number of times."""
         model = request.response_model
         name = schema_name(model)
@@ -293,6 +291,7 @@ class ModelClient:
         conversation = list(messages)
         max_tokens = request.max_output_tokens
         repairs = refusals = filtered = truncated = 0
+        spent: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0}
         while True:
             mode = self._mode(name, strict)
             call = ChatCall(
@@ -307,7 +306,9 @@ class ModelClient:
                 template_version=template.version,
             )
             try:
-                result = await self._send_chat(call, where)
+                result, cost = await self._send_chat(call, where)
+                for name, value in cost.items():
+                    spent[name] += value
             except ResponseFormatRejectedError as exc:
                 weaker = mode.weaker()
                 if weaker is None:
@@ -340,7 +341,7 @@ class ModelClient:
                 continue
             text = result.text or ""
             try:
-                return model.model_validate_json(extract_json(text)), result
+                return model.model_validate_json(extract_json(text)), result, spent
             except ValidationError as exc:
                 problem = _summarise(exc) if text.strip() else "the answer was empty"
                 repairs += 1
@@ -353,12 +354,12 @@ class ModelClient:
                     {"role": "user", "content": repair_instruction(problem)},
                 ]
 
-    async def _send_chat(self, call: ChatCall, where: str) -> ChatResult:
+    async def _send_chat(self, call: ChatCall, where: str) -> tuple[ChatResult, dict[str, Any]]:
+        """The answer, and what it cost (tokens and USD)."""
         counter = self._chat_tokens
         if self.simulated:  # counts its own tokens; nothing to limit or retry
             result = await self.chat_backend.chat(call)
-            self._account_chat(call.request.stage, result, result.input_tokens, counter)
-            return result
+            return result, self._account_chat(call.request.stage, result, result.input_tokens, counter)
         prompt_tokens = counter.count_messages(call.messages)
         if call.mode is OutputMode.JSON_SCHEMA:  # the schema is billed as prompt tokens
             prompt_tokens += self._schema_tokens(call)
@@ -371,8 +372,7 @@ class ModelClient:
                 used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
                 where=where,
             )
-        self._account_chat(call.request.stage, result, prompt_tokens, counter)
-        return result
+        return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
 
     def _schema_tokens(self, call: ChatCall) -> int:
         if call.schema_name not in self._schema_token_counts:
@@ -380,7 +380,9 @@ class ModelClient:
             self._schema_token_counts[call.schema_name] = self._chat_tokens.count(text)
         return self._schema_token_counts[call.schema_name]
 
-    def _account_chat(self, stage: str, result: ChatResult, prompt_tokens: int, counter: TokenCounter) -> None:
+    def _account_chat(
+        self, stage: str, result: ChatResult, prompt_tokens: int, counter: TokenCounter
+    ) -> dict[str, Any]:
         if result.usage_reported or self.simulated:
             input_tokens, output_tokens, approximate = result.input_tokens, result.output_tokens, False
         else:
@@ -400,6 +402,13 @@ class ModelClient:
             cost_usd=cost,
             approximate=approximate,
         )
+        return {
+            "calls": 1,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cached_tokens": result.cached_tokens,
+            "cost_usd": cost,
+        }
 
     async def _call_endpoint(
         self, send: Callable[[], Awaitable[T]], *, reserve: int, used: Callable[[T], int], where: str

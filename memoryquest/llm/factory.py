@@ -35,8 +35,11 @@ def build_chat_backend(settings: Settings) -> ChatBackend:
     backend = endpoint.resolved_backend()
     if backend is Backend.SIMULATED:
         return SimulatedChatBackend(seed=settings.seed)
-    if backend is Backend.AZURE and not endpoint.azure_endpoint:
-        raise LLMConfigurationError("backend 'azure' needs endpoint.azure_endpoint (or AZURE_OPENAI_ENDPOINT)")
+    if backend is Backend.AZURE and not (endpoint.azure_endpoint and endpoint.api_key):
+        raise LLMConfigurationError(
+            "backend 'azure' needs endpoint.azure_endpoint and endpoint.api_key "
+            "(or AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY)"
+        )
     if endpoint.api_key is None and not endpoint.base_url and backend is Backend.OPENAI:
         raise LLMConfigurationError(
             "backend 'openai' needs endpoint.api_key (or OPENAI_API_KEY), or endpoint.base_url for a server without keys"
@@ -109,5 +112,6 @@ def build_client(
         breaker_failures=limits.circuit_breaker_failures,
         strict_schema=settings.endpoint.strict_schema,
         prompts_dir=prompts_dir,
-        batch_pricing=settings.endpoint.batch,
+        # Requests here are synchronous and billed in full; a Batch API backend will pass True.
+        batch_pricing=False,
     )

@@ -17,6 +17,9 @@ class LLMRequest(Generic[ResponseT]):
     ``variables`` must be JSON-serialisable: they are rendered into the prompt
     for a real model and handed as-is to the offline simulator, which answers
     from them (the persona's real content) instead of from the prompt text.
+    ``max_output_tokens`` is reserved against tokens/min before sending, so
+    keep it near the answer's real size. ``extra`` holds further API
+    parameters (e.g. ``{"top_p": 0.9}``), sent as-is and part of the cache key.
     """
 
     template_id: str

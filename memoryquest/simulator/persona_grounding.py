@@ -498,6 +498,8 @@ def intent_core(intent: str) -> str:
             cut = position
     text = text[:cut].strip().rstrip(",")
     text = re.sub(r"\[[^\]]*\]", "an upcoming occasion", text)
+    # The request supplies its own date; drop the intent's relative one.
+    text = re.sub(r"\s+(?:for tomorrow|for the next day|this weekend|for this weekend)$", "", text)
     return lower_first(_second_to_first(text))
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 from typing import Any
 
 from memoryquest.contracts import Domain, TaskKind
 from memoryquest.simulator import simulates
+from memoryquest.simulator.persona_grounding import LIFE_UPDATES as _LIFE_UPDATES
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
     WEEKDAYS,
@@ -30,7 +32,6 @@ from memoryquest.simulator.persona_grounding import (
     normalise_text,
     task_scenarios,
 )
-from memoryquest.simulator.persona_grounding import LIFE_UPDATES as _LIFE_UPDATES
 
 _PLANNING_VERBS = ("plan", "book", "organize", "organise", "arrange", "schedule", "set up", "purchase", "block off", "find and book", "reschedule")
 
@@ -87,6 +88,24 @@ _IMPACT = {
     "social": "who is involved and what was promised",
     "taste": "what the user will enjoy",
 }
+
+
+_TRIPS = {"logistics", "budget", "schedule", "health", "social"}
+_OUTINGS = {"schedule", "budget", "health", "social", "taste"}
+_ROUTINES = {"schedule", "health", "social", "taste"}
+# What kind of life update a request in each domain actually depends on.
+_RELEVANT_IMPACTS: dict[Domain, set[str]] = {
+    **{d: _TRIPS for d in (Domain.TRAVEL, Domain.FLIGHTS, Domain.HOTELS, Domain.RENTAL_CARS, Domain.TRAIN, Domain.BUSES)},
+    **{d: _OUTINGS for d in (Domain.EVENTS, Domain.MOVIES, Domain.MUSIC, Domain.MEDIA, Domain.SPORTS, Domain.GAMES, Domain.RESTAURANTS)},
+    **{d: {"budget", "schedule"} for d in (Domain.FINANCE, Domain.SHOPPING)},
+    **{d: _ROUTINES for d in (Domain.CALENDAR, Domain.ALARM, Domain.MESSAGING, Domain.SERVICES, Domain.BOOKS)},
+}
+
+
+def _third_person(text: str) -> str:
+    for pattern, repl in ((r"\bmy\b", "their"), (r"\bmyself\b", "themselves"), (r"\bI'm\b", "they're"), (r"\bI\b", "they"), (r"\bme\b", "them")):
+        text = re.sub(pattern, repl, text)
+    return text
 
 
 def planning_scenarios(scenarios: list[TaskScenario], rng: random.Random) -> list[TaskScenario]:
@@ -154,6 +173,9 @@ def _pick_updates(
     far = [d for d in available if d not in scenario.domains]
     rng.shuffle(near)
     rng.shuffle(far)
+    wanted = _RELEVANT_IMPACTS.get(query_domain, set(_IMPACT))
+    # Domains that can say something this kind of request depends on come first.
+    far.sort(key=lambda d: not any(t.domain == d and t.impact in wanted for t in _LIFE_UPDATES))
     # Like a real model, sometimes reach for the request's own neighbourhood.
     lean = rng.random() < 0.35 and near
     wanted_near = min(len(near), rng.randint(1, 2)) if lean else 0
@@ -167,6 +189,7 @@ def _pick_updates(
             break
         templates = [t for t in _LIFE_UPDATES if t.domain == domain]
         rng.shuffle(templates)
+        templates.sort(key=lambda t: t.impact not in wanted)  # stable: relevant first, shuffled within
         for template in templates:
             filled = fill_life_update(template, material, query_date, rng)
             if filled is not None and normalise_text(filled.text) not in used:
@@ -178,7 +201,7 @@ def _pick_updates(
 def _reasoning(scenario: TaskScenario, query_date: dt.date, updates: list[LifeUpdate]) -> str:
     reasons = "; ".join(f"{u.domain.value}: {_IMPACT.get(u.template.impact, 'the situation')}" for u in updates)
     return (
-        f"On {query_date.isoformat()} the user asks to {scenario.core}. The request itself names none of it, "
+        f"On {query_date.isoformat()} the user asks to {_third_person(scenario.core)}. The request itself names none of it, "
         f"but a helpful plan has to respect things said earlier in other conversations — {reasons}. "
         "Each reference comes from a different domain, so a search on the request's wording alone would miss it."
     )

@@ -98,7 +98,7 @@ def rejected(
     return RejectedCandidate(
         rejected_id=make_id("rejected", persona_id, stage, *key),
         persona_id=persona_id,
-        stage=stage,  # type: ignore[arg-type]
+        stage=stage,
         reason=reason,
         detail=detail,
         payload_json=payload_json,

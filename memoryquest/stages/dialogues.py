@@ -36,7 +36,7 @@ from memoryquest.contracts import (
     Turn,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import contains_verbatim, rejected, split_sentences
@@ -204,7 +204,6 @@ async def expand_dialogues(
     done: dict[int, Session] = {}
     rejections: list[RejectedCandidate] = []
     pending = list(range(len(events)))
-    last_problem: dict[int, str] = {}
     for attempt in range(settings.max_regenerations + 1):
         if not pending:
             break
@@ -214,8 +213,7 @@ async def expand_dialogues(
         drafts: dict[int, DialogueDraft] = {}
         for position, answer in zip(pending, answers, strict=True):
             event = events[position]
-            if isinstance(answer, LLMOutputError) or isinstance(answer, BaseException):
-                last_problem[position] = str(answer)
+            if isinstance(answer, BaseException):  # an LLMError in place of the answer
                 rejections.append(
                     rejected(persona.persona_id, STAGE, RejectionReason.SCHEMA, f"event {event.event_id}: {answer}",
                              {"event_id": event.event_id, "error": str(answer)}, event.event_id, attempt)
@@ -224,10 +222,9 @@ async def expand_dialogues(
             drafts[position] = answer
             checked = check_dialogue(answer, persona, query, event, settings)
             if checked.session is None:
-                last_problem[position] = "; ".join(checked.problems)
                 rejections.append(
                     rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
-                             f"event {event.event_id}, attempt {attempt + 1}: {last_problem[position]}",
+                             f"event {event.event_id}, attempt {attempt + 1}: {'; '.join(checked.problems)}",
                              answer, event.event_id, attempt)
                 )
             else:
@@ -235,7 +232,6 @@ async def expand_dialogues(
         weak = await conveyance_problems(list(candidates.values()), query, client, settings)
         for position, session in candidates.items():
             if session.session_id in weak:
-                last_problem[position] = weak[session.session_id]
                 rejections.append(
                     rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
                              f"event {events[position].event_id}, attempt {attempt + 1}: {weak[session.session_id]}",
@@ -247,7 +243,7 @@ async def expand_dialogues(
 
     if pending:
         failed = ", ".join(events[i].event_id for i in pending)
-        for position, session in sorted(done.items()):
+        for _, session in sorted(done.items()):
             rejections.append(
                 rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
                          f"valid, but dropped with its query {query.query_id}: no valid conversation for {failed}",

@@ -19,12 +19,25 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import Domain, Persona, Query, Reference, RejectedCandidate, RejectionReason
+from memoryquest.contracts import (
+    Domain,
+    Persona,
+    Query,
+    Reference,
+    RejectedCandidate,
+    RejectionReason,
+)
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import normalise_text, parse_date, parse_domain, persona_variables, rejected
+from memoryquest.stages.common import (
+    normalise_text,
+    parse_date,
+    parse_domain,
+    persona_variables,
+    rejected,
+)
 
 STAGE = "queries"
 TEMPLATE = "query_generation"

@@ -23,7 +23,6 @@ candidate, and if none succeeds the stage returns no timeline.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -34,15 +33,21 @@ from memoryquest.contracts import (
     Query,
     RejectedCandidate,
     RejectionReason,
+    TaskKind,
     Timeline,
     TimelineEvent,
-    TaskKind,
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import contains_verbatim, parse_date, parse_domain, rejected, task_variables
+from memoryquest.stages.common import (
+    contains_verbatim,
+    parse_date,
+    parse_domain,
+    rejected,
+    task_variables,
+)
 
 STAGE = "timelines"
 TEMPLATE = "timeline_synthesis"
