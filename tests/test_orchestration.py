@@ -78,7 +78,12 @@ def test_killed_run_resumes_without_recomputing_finished_stages(tmp_path: Path) 
         "asyncio.run(generate_benchmark(output=sys.argv[1], users=['user0','user1','user2'],"
         " overrides=json.loads(sys.argv[2]), publish=False))\n"
     )
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    }
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen([sys.executable, "-c", script, str(output), overrides], env=env, start_new_session=True)
     deadline = time.monotonic() + 240

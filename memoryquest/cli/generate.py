@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    # Without PREFECT_API_URL, Prefect starts a temporary local API; on a busy laptop it can
+    # take longer than Prefect's 20 s default to come up.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     from memoryquest.orchestration import run_generation
 
     settings = settings_from_args(

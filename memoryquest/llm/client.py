@@ -16,6 +16,7 @@ import json
 import random
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from memoryquest.contracts import StageUsage
 from memoryquest.llm.accounting import UsageLedger
+from memoryquest.llm.batch import BatchOptions, BatchRunner
 from memoryquest.llm.backends import (
     ChatBackend,
     ChatCall,
@@ -81,6 +83,36 @@ TRUNCATION_BUDGET_CAP = 16_384
 EMBEDDING_BATCH_TOKENS = 200_000
 
 
+def _nothing_spent() -> dict[str, Any]:
+    return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0}
+
+
+@dataclass
+class Attempt:
+    """Where one request stands between tries: what to send next and what went wrong so far.
+
+    The online loop and the Batch API runner both keep one per request, so a
+    bad answer costs the same retries whichever way it travelled.
+    """
+
+    request: LLMRequest[Any]
+    template: PromptTemplate
+    messages: list[dict[str, str]]  # the rendered prompt
+    seed: int
+    where: str  # names the request in error messages
+    conversation: list[dict[str, str]]  # what the next try sends (a repair adds two turns)
+    max_tokens: int
+    repairs: int = 0
+    refusals: int = 0
+    filtered: int = 0
+    truncated: int = 0
+    spent: dict[str, Any] = field(default_factory=_nothing_spent)
+
+    def add(self, cost: dict[str, Any]) -> None:
+        for name, value in cost.items():
+            self.spent[name] += value
+
+
 class ModelClient:
     """Structured chat completions and embeddings with caching, limits, retries and accounting.
 
@@ -104,6 +136,7 @@ class ModelClient:
         output_retries: int = 2,
         prompts_dir: Path | None = None,
         batch_pricing: bool = False,
+        batch: BatchOptions | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.chat_backend = chat
@@ -123,6 +156,8 @@ class ModelClient:
         self.output_retries = output_retries
         self.prompts_dir = prompts_dir
         self.batch_pricing = batch_pricing
+        # Batch API mode for complete_all (None: online); see memoryquest.llm.batch.
+        self.batch = BatchRunner(self, batch) if batch is not None else None
         self.ledger = UsageLedger()
         self._rng = rng or random.Random()
         self._modes: dict[str, OutputMode] = {}
@@ -177,7 +212,13 @@ class ModelClient:
         By default the first error cancels the remaining requests and is
         raised; with ``return_exceptions=True`` each failed request's
         ``LLMError`` takes its place in the list instead.
+
+        In Batch API mode (``endpoint.batch``) the uncached requests travel
+        as one batch instead (see ``memoryquest.llm.batch``); an error is
+        then raised only once every other answer has been cached.
         """
+        if self.batch is not None and requests:
+            return await self.batch.complete_all(requests, return_exceptions=return_exceptions)
         tasks = [asyncio.ensure_future(self.complete(r)) for r in requests]
         if return_exceptions:
             results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -251,16 +292,7 @@ class ModelClient:
         try:
             value, result, spent = await self._ask(request, template, messages, seed)
             text = value.model_dump_json()
-            self.cache.put_chat(
-                key,
-                text,
-                {
-                    "template": [template.template_id, template.version],
-                    "model": result.model or self.chat_backend.model,
-                    **spent,  # what the answer cost, repairs and retried refusals included
-                    "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                },
-            )
+            self._remember(key, template, text, result.model, spent)
             future.set_result(text)
             return value
         except BaseException as exc:
@@ -284,75 +316,124 @@ class ModelClient:
         self, request: LLMRequest[ResponseT], template: PromptTemplate, messages: list[dict[str, str]], seed: int
     ) -> tuple[ResponseT, ChatResult, dict[str, Any]]:
         """Send, check and validate; repair or retry bad answers a bounded number of times."""
-        model = request.response_model
+        return await self._ask_from(self._attempt(request, template, messages, seed))
+
+    def _attempt(
+        self, request: LLMRequest[Any], template: PromptTemplate, messages: list[dict[str, str]], seed: int
+    ) -> Attempt:
+        return Attempt(
+            request=request,
+            template=template,
+            messages=messages,
+            seed=seed,
+            where=f"{request.template_id} v{template.version} (stage {request.stage})",
+            conversation=list(messages),
+            max_tokens=request.max_output_tokens,
+        )
+
+    async def _ask_from(self, attempt: Attempt) -> tuple[Any, ChatResult, dict[str, Any]]:
+        """The online loop, from wherever ``attempt`` stands (the Batch API runner hands over here)."""
+        while True:
+            call = self._chat_call(attempt)
+            try:
+                result, cost = await self._send_chat(call, attempt.where)
+            except ResponseFormatRejectedError as exc:
+                self._format_rejected(call, attempt.where, exc)
+                continue
+            attempt.add(cost)
+            value = self._judge(attempt, result)
+            if value is not None:
+                return value, result, attempt.spent
+
+    def _chat_call(self, attempt: Attempt) -> ChatCall:
+        """The next call for ``attempt``, in the strongest output mode the server has not rejected."""
+        model = attempt.request.response_model
         name = schema_name(model)
         strict = strict_json_schema(model) if self.strict_schema else None
-        where = f"{request.template_id} v{template.version} (stage {request.stage})"
-        conversation = list(messages)
-        max_tokens = request.max_output_tokens
-        repairs = refusals = filtered = truncated = 0
-        spent: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0}
-        while True:
-            mode = self._mode(name, strict)
-            call = ChatCall(
-                messages=conversation,
-                request=request,
-                schema=response_schema(model),
-                schema_name=name,
-                strict_schema=strict,
-                mode=mode,
-                seed=seed,
-                max_output_tokens=max_tokens,
-                template_version=template.version,
+        return ChatCall(
+            messages=attempt.conversation,
+            request=attempt.request,
+            schema=response_schema(model),
+            schema_name=name,
+            strict_schema=strict,
+            mode=self._mode(name, strict),
+            seed=attempt.seed,
+            max_output_tokens=attempt.max_tokens,
+            template_version=attempt.template.version,
+        )
+
+    def _format_rejected(self, call: ChatCall, where: str, exc: Exception) -> None:
+        """Remember that the server refuses ``call.mode`` for this schema, or give up."""
+        weaker = call.mode.weaker()
+        if weaker is None:
+            raise LLMConfigurationError(f"{where}: the server rejects every output format: {exc}") from exc
+        self._modes[call.schema_name] = weaker
+
+    def _judge(self, attempt: Attempt, result: ChatResult) -> Any | None:
+        """The validated answer, or None after preparing ``attempt`` for another try.
+
+        Raises the matching ``LLMOutputError`` once a kind of bad answer has
+        used up its retries. Online answers and Batch API output lines both
+        pass through here, so both are held to the same rules.
+        """
+        request = attempt.request
+        where = attempt.where
+        if result.refusal:
+            attempt.refusals += 1
+            if attempt.refusals > self.output_retries:
+                raise LLMRefusalError(
+                    f"{where}: the model refused {attempt.refusals} times; reason: {result.refusal}", result.refusal
+                )
+            return None
+        if result.finish_reason == "content_filter":
+            attempt.filtered += 1
+            if attempt.filtered > self.output_retries:
+                raise LLMContentFilterError(
+                    f"{where}: the provider's content filter withheld the answer {attempt.filtered} times "
+                    "(finish_reason content_filter)"
+                )
+            return None
+        if result.finish_reason == "length":
+            attempt.truncated += 1
+            if attempt.truncated > self.output_retries:
+                raise LLMTruncatedError(
+                    f"{where}: the answer was cut off at the output limit ({attempt.max_tokens} tokens) "
+                    f"{attempt.truncated} times (finish_reason length); raise max_output_tokens"
+                )
+            attempt.max_tokens = min(
+                attempt.max_tokens * 2, max(request.max_output_tokens, TRUNCATION_BUDGET_CAP)
             )
-            try:
-                result, cost = await self._send_chat(call, where)
-                for name, value in cost.items():
-                    spent[name] += value
-            except ResponseFormatRejectedError as exc:
-                weaker = mode.weaker()
-                if weaker is None:
-                    raise LLMConfigurationError(f"{where}: the server rejects every output format: {exc}") from exc
-                self._modes[name] = weaker
-                continue
-            if result.refusal:
-                refusals += 1
-                if refusals > self.output_retries:
-                    raise LLMRefusalError(
-                        f"{where}: the model refused {refusals} times; reason: {result.refusal}", result.refusal
-                    )
-                continue
-            if result.finish_reason == "content_filter":
-                filtered += 1
-                if filtered > self.output_retries:
-                    raise LLMContentFilterError(
-                        f"{where}: the provider's content filter withheld the answer {filtered} times "
-                        "(finish_reason content_filter)"
-                    )
-                continue
-            if result.finish_reason == "length":
-                truncated += 1
-                if truncated > self.output_retries:
-                    raise LLMTruncatedError(
-                        f"{where}: the answer was cut off at the output limit ({max_tokens} tokens) "
-                        f"{truncated} times (finish_reason length); raise max_output_tokens"
-                    )
-                max_tokens = min(max_tokens * 2, max(request.max_output_tokens, TRUNCATION_BUDGET_CAP))
-                continue
-            text = result.text or ""
-            try:
-                return model.model_validate_json(extract_json(text)), result, spent
-            except ValidationError as exc:
-                problem = _summarise(exc) if text.strip() else "the answer was empty"
-                repairs += 1
-                if self.simulated or repairs > self.repair_attempts:
-                    tries = "" if self.simulated else f" after {self.repair_attempts} repair attempts"
-                    raise LLMOutputError(f"{where}: answer does not fit {model.__name__}{tries}: {problem}") from exc
-                conversation = [
-                    *messages,
-                    {"role": "assistant", "content": text},
-                    {"role": "user", "content": repair_instruction(problem)},
-                ]
+            return None
+        text = result.text or ""
+        model = request.response_model
+        try:
+            return model.model_validate_json(extract_json(text))
+        except ValidationError as exc:
+            problem = _summarise(exc) if text.strip() else "the answer was empty"
+            attempt.repairs += 1
+            if self.simulated or attempt.repairs > self.repair_attempts:
+                tries = "" if self.simulated else f" after {self.repair_attempts} repair attempts"
+                raise LLMOutputError(f"{where}: answer does not fit {model.__name__}{tries}: {problem}") from exc
+            attempt.conversation = [
+                *attempt.messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": repair_instruction(problem)},
+            ]
+            return None
+
+    def _remember(self, key: str, template: PromptTemplate, text: str, model: str | None, spent: dict[str, Any]) -> None:
+        """Store an answer under its cache key with what it cost."""
+        assert self.cache is not None
+        self.cache.put_chat(
+            key,
+            text,
+            {
+                "template": [template.template_id, template.version],
+                "model": model or self.chat_backend.model,
+                **spent,  # what the answer cost, repairs and retried refusals included
+                "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            },
+        )
 
     async def _send_chat(self, call: ChatCall, where: str) -> tuple[ChatResult, dict[str, Any]]:
         """The answer, and what it cost (tokens and USD)."""
@@ -381,8 +462,9 @@ class ModelClient:
         return self._schema_token_counts[call.schema_name]
 
     def _account_chat(
-        self, stage: str, result: ChatResult, prompt_tokens: int, counter: TokenCounter
+        self, stage: str, result: ChatResult, prompt_tokens: int, counter: TokenCounter, *, batch: bool | None = None
     ) -> dict[str, Any]:
+        """``batch``: priced as a Batch API answer (default: ``self.batch_pricing``)."""
         if result.usage_reported or self.simulated:
             input_tokens, output_tokens, approximate = result.input_tokens, result.output_tokens, False
         else:
@@ -393,7 +475,8 @@ class ModelClient:
             cost = 0.0
         else:
             model = result.model if result.model and self.prices.price(result.model) else self.chat_backend.model
-            cost = self.prices.cost(model, input_tokens, output_tokens, result.cached_tokens, batch=self.batch_pricing)
+            discounted = self.batch_pricing if batch is None else batch
+            cost = self.prices.cost(model, input_tokens, output_tokens, result.cached_tokens, batch=discounted)
         self.ledger.chat(
             stage,
             input_tokens=input_tokens,

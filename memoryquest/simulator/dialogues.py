@@ -252,9 +252,10 @@ def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, 
         if k == exchanges - 1 and k > 0:
             reply.append(rng.choice(_ASSISTANT_CLOSINGS).format(weekday=weekday))
         else:
-            reply.append(rng.choice(_ASSISTANT_OPENERS) if k == 0 else rng.choice(_NOTED))
             if k == ref_exchange:
                 reply.append(rng.choice(_REFERENCE_ACKS))
+            else:
+                reply.append(rng.choice(_ASSISTANT_OPENERS) if k == 0 else rng.choice(_NOTED))
             if recalls and rng.random() < 0.6:
                 recall = recalls.pop()
                 reply.append(sentence(rng.choice(_RECALL_FRAMES).format(s=recall, l=lower_first(recall))))

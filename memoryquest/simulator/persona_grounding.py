@@ -232,12 +232,12 @@ _ADVERBS = {
     "further", "actively", "greatly", "highly", "strongly", "clearly", "specifically", "first",
     "initially", "subsequently", "therefore", "never", "rarely", "seldom", "already", "just",
 }
-_IRREGULAR = {"has": "have", "does": "do", "goes": "go"}
+_IRREGULAR = {"has": "have", "does": "do", "goes": "go", "focuses": "focus"}
 _NOT_VERBS = {"this", "is", "was", "as", "us", "his", "its", "always", "perhaps", "various", "previous"}
 _OBJECT_FOLLOWERS = {
     "to", "with", "for", "of", "on", "in", "about", "and", "or", "that", "the", "a", "an", "up",
     "back", "when", "while", "if", "as", "at", "by", "from", "into", "through", "so", "but",
-    "whenever", "based", "know", "updated", "informed", "more", "time",
+    "whenever", "based", "know", "updated", "informed",
 }
 
 
@@ -249,7 +249,7 @@ def _base_form(word: str) -> str:
         return word
     if re.search(r"[^aeiou]ies$", lower):
         return word[:-3] + "y"
-    if lower.endswith(("ches", "shes", "sses", "xes", "zes", "oes")):
+    if lower.endswith(("ches", "shes", "sses", "xes", "zzes", "oes")):
         return word[:-2]
     return word[:-1]
 
@@ -274,8 +274,10 @@ def _agree(text: str, subject: str, be: str, was: str) -> str:
 
 
 _COORDINATED = re.compile(
-    r"\b(I|you)\b([^.;:]*?\band\s+)(has|is|needs|wants|requires|prefers|likes|seeks|enjoys|values|"
-    r"appreciates|loves|uses|asks|expects|tends|hopes|plans|relies|finds|looks|shows|would like)\b"
+    r"\b(I|you)\b([^.;:]*?\b(?:and|but|or)\s+)(has|is|needs|wants|requires|prefers|likes|seeks|enjoys|values|"
+    r"appreciates|loves|uses|asks|expects|tends|hopes|plans|relies|finds|looks|shows|sends|provides|offers|"
+    r"suggests|helps|makes|gives|keeps|takes|allows|ensures|adjusts|remembers|learns|tailors|notes|delivers|"
+    r"recommends|responds|handles|understands|supports|tracks|reminds|would like)\b"
 )
 
 
@@ -723,7 +725,7 @@ LIFE_UPDATES: tuple[LifeUpdateTemplate, ...] = (
        needs=("Cuisine Preference",)),
     _t(D.RESTAURANTS, "health", "Started a month-long plant-based challenge",
        "I'm eating only plant-based food for a month as a challenge.",
-       "For this month I'm doing a no-meat, no-dairy challenge."),
+       "This month I'm on a plant-based challenge, so no meat or dairy for me."),
     _t(D.RESTAURANTS, "budget", "Limits eating out to one {price} dinner a week",
        "I've cut dining out down to a single {price} meal each week.",
        "Only one {price} restaurant meal a week for me now.", needs=("Price Range",)),
@@ -881,7 +883,7 @@ def _earlier(alarm_time: str, minutes: int) -> str | None:
     return f"{(hour24 % 12) or 12}:{minute:02d} {half}"
 
 
-_PROPER_SLOTS = {"company", "chain_brand"}
+_PROPER_SLOTS = {"company", "chain_brand", "bus_company", "airline", "rental_company", "team"}
 _LOWER_SLOTS = {"event_type", "category", "contact", "seat_type"}
 _GENERIC_WORDS = re.compile(r"\b(startups?|brands?|compan(?:y|ies)|corporations?|firms?|businesses)\b", re.IGNORECASE)
 

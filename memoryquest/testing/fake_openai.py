@@ -1,7 +1,9 @@
 """A loopback OpenAI-compatible server for tests and benchmarks.
 
 It speaks enough of the OpenAI HTTP API for the official SDK
-(``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``)
+(``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``,
+and the Batch API: ``POST /v1/files``, ``GET /v1/files/{id}[/content]``,
+``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``)
 and answers valid chat requests from the offline simulator: the client sends
 the template id, version, seed and variables in ``X-MemoryQuest-*`` headers
 (see ``memoryquest.llm.hints``), and the server replies with
@@ -21,6 +23,20 @@ limit answers 429 with ``retry-after-ms`` and ``retry-after`` like the real
 service, which enforces per-minute limits over one-second windows. Every
 request is logged (``server.requests``) for assertions.
 
+Batches: an uploaded JSONL file (purpose ``batch``) is checked when the
+batch is created (a bad line fails the batch with ``errors``, as the real
+service does); the batch then reports ``in_progress`` for ``batch_polls``
+retrieves and at least ``batch_delay`` seconds, after which every line runs
+through the same chat handler as an online request (scripted and random
+faults included, one draw per line; the requests/min limit does not apply)
+and the batch is ``completed`` with an output file (status 200 lines) and an
+error file (everything else), in the service's JSONL format. The lines run
+are logged in ``server.batch_lines``, not in ``server.requests``. Since a
+batch line has no HTTP headers, the hints travel in the line's
+``x_memoryquest_headers`` field (``memoryquest.llm.batch``).
+``batch_expire_after = n`` lets only the first n lines run and expires the
+rest (``batch_expired`` in the error file).
+
 The server is the stdlib ``ThreadingHTTPServer`` (one thread per connection,
 HTTP/1.1 keep-alive) on 127.0.0.1, port 0, run in a background thread::
 
@@ -31,6 +47,8 @@ HTTP/1.1 keep-alive) on 127.0.0.1, port 0, run in a background thread::
 from __future__ import annotations
 
 import base64
+import email.parser
+import email.policy
 import hashlib
 import json
 import math
@@ -47,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from memoryquest.llm.batch import HINTS_FIELD
 from memoryquest.llm.hints import decode_hints
 from memoryquest.llm.tokens import token_counter
 from memoryquest.simulator import simulate
@@ -149,6 +168,8 @@ class LoggedRequest:
     status: int = 0
     fault: FaultKind | None = None
     at: float = field(default_factory=time.monotonic)
+    params: dict[str, str] = field(default_factory=dict)  # path parameters (``/v1/batches/{batch_id}``)
+    upload: tuple[str, bytes] | None = None  # multipart file: (filename, content)
 
     @property
     def template_id(self) -> str | None:
@@ -175,6 +196,82 @@ class _RateLimit:
                 self.level -= 1.0
                 return None
             return (1.0 - self.level) / self.rate
+
+
+@dataclass
+class _StoredFile:
+    id: str
+    filename: str
+    content: bytes
+    purpose: str
+    created_at: int
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": len(self.content),
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+        }
+
+
+@dataclass
+class _BatchState:
+    lines: list[dict[str, Any]]
+    created: float  # monotonic
+    headers: dict[str, str]  # of the create request (authorization travels to every line)
+    polls: int = 0
+
+
+def _jsonl(records: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(record) + "\n" for record in records).encode("utf-8")
+
+
+def _error_body(message: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
+
+
+def _read_batch_input(content: bytes, endpoint: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The lines of a batch input file, and what is wrong with it (the batch fails if anything is)."""
+    lines: list[dict[str, Any]] = []
+    problems: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(content.decode("utf-8", "replace").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            problems.append({"code": "invalid_json_line", "line": number, "message": "This line is not valid JSON."})
+            continue
+        if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
+            problems.append({"code": "missing_required_parameter", "line": number, "message": "custom_id is required."})
+            continue
+        if line["custom_id"] in seen:
+            problems.append(
+                {"code": "duplicate_custom_id", "line": number, "message": f"custom_id {line['custom_id']!r} repeats."}
+            )
+            continue
+        if line.get("method") != "POST" or line.get("url") != endpoint or not isinstance(line.get("body"), dict):
+            problems.append(
+                {
+                    "code": "invalid_request",
+                    "line": number,
+                    "message": f"each line needs method POST, url {endpoint} and a JSON body.",
+                }
+            )
+            continue
+        seen.add(line["custom_id"])
+        lines.append(line)
+    if not lines and not problems:
+        problems.append({"code": "empty_file", "line": None, "message": "The input file has no requests."})
+    return lines, problems
+
+
+Route = Callable[[LoggedRequest, dict[str, str]], tuple[int, Any, dict[str, str]]]
 
 
 class _ErrorAnswer(Exception):
@@ -212,6 +309,9 @@ class FakeOpenAIServer:
         cached_tokens: int = 0,
         shuffle_embeddings: bool = False,
         report_usage: bool = True,
+        batch_polls: int = 1,
+        batch_delay: float = 0.0,
+        batch_expire_after: int | None = None,
     ) -> None:
         self._default_rpm = requests_per_minute
         self._defaults: dict[str, Any] = {
@@ -222,6 +322,9 @@ class FakeOpenAIServer:
             "cached_tokens": cached_tokens,
             "shuffle_embeddings": shuffle_embeddings,
             "report_usage": report_usage,
+            "batch_polls": batch_polls,
+            "batch_delay": batch_delay,
+            "batch_expire_after": batch_expire_after,
         }
         self.latency = latency
         self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
@@ -232,6 +335,14 @@ class FakeOpenAIServer:
         self.cached_tokens = cached_tokens
         self.shuffle_embeddings = shuffle_embeddings
         self.report_usage = report_usage
+        self.batch_polls = batch_polls  # retrieves that see a batch in progress before it completes
+        self.batch_delay = batch_delay  # and the seconds it stays in progress at least
+        self.batch_expire_after = batch_expire_after  # lines run before a batch expires (None: all)
+        self.files: dict[str, _StoredFile] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_lines: list[LoggedRequest] = []
+        self._batch_lock = threading.Lock()
+        self._batch_state: dict[str, _BatchState] = {}
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests: list[LoggedRequest] = []
@@ -243,12 +354,31 @@ class FakeOpenAIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._counter = 0
-        # One handler per path. /v1/files and /v1/batches (Batch API) go here when needed.
-        self.routes: dict[tuple[str, str], Callable[[LoggedRequest, dict[str, str]], tuple[int, Any, dict[str, str]]]] = {
+        # One handler per path; paths with an id match a pattern and put it in ``entry.params``.
+        self.routes: dict[tuple[str, str], Route] = {
             ("POST", "/v1/chat/completions"): self._chat,
             ("POST", "/v1/embeddings"): self._embeddings,
             ("GET", "/v1/models"): self._models,
+            ("POST", "/v1/files"): self._upload_file,
+            ("POST", "/v1/batches"): self._create_batch,
         }
+        self.pattern_routes: list[tuple[str, re.Pattern[str], Route]] = [
+            ("GET", re.compile(r"/v1/files/(?P<file_id>[^/]+)"), self._file_info),
+            ("GET", re.compile(r"/v1/files/(?P<file_id>[^/]+)/content"), self._file_content),
+            ("GET", re.compile(r"/v1/batches/(?P<batch_id>[^/]+)"), self._retrieve_batch),
+            ("POST", re.compile(r"/v1/batches/(?P<batch_id>[^/]+)/cancel"), self._cancel_batch),
+        ]
+
+    def route(self, method: str, path: str) -> tuple[Route | None, dict[str, str]]:
+        """The handler for a request and the path parameters it needs."""
+        handler = self.routes.get((method, path))
+        if handler is not None:
+            return handler, {}
+        for verb, pattern, candidate in self.pattern_routes:
+            match = pattern.fullmatch(path)
+            if verb == method and match:
+                return candidate, match.groupdict()
+        return None, {}
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -331,6 +461,11 @@ class FakeOpenAIServer:
         self.set_rate_limit(self._default_rpm)
         for name, value in self._defaults.items():
             setattr(self, name, value)
+        with self._batch_lock:
+            self.files.clear()
+            self.batches.clear()
+            self._batch_state.clear()
+            self.batch_lines.clear()
         self.clear_log()
 
     def _enter(self) -> None:
@@ -380,11 +515,13 @@ class FakeOpenAIServer:
         if seconds > 0:
             self._stopping.wait(seconds)
 
-    def _admit(self, entry: LoggedRequest, headers: dict[str, str], endpoint: str) -> Fault | None:
+    def _admit(
+        self, entry: LoggedRequest, headers: dict[str, str], endpoint: str, *, limited: bool = True
+    ) -> Fault | None:
         """Auth, rate limit and transport faults; returns the content fault, if any."""
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             raise _ErrorAnswer(401, "Incorrect API key provided.", code="invalid_api_key")
-        if self.rate_limit is not None:
+        if limited and self.rate_limit is not None:
             wait = self.rate_limit.take()
             if wait is not None:
                 entry.fault = FaultKind.RATE_LIMIT
@@ -406,14 +543,16 @@ class FakeOpenAIServer:
             return None
         return fault
 
-    def _chat(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _chat(
+        self, entry: LoggedRequest, headers: dict[str, str], *, in_batch: bool = False
+    ) -> tuple[int, Any, dict[str, str]]:
         body = entry.body
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise _ErrorAnswer(400, "you must provide a model parameter", param="model")
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise _ErrorAnswer(400, "messages must be a non-empty array", param="messages")
-        fault = self._admit(entry, headers, "chat")
+        fault = self._admit(entry, headers, "chat", limited=not in_batch)
         self._sleep(self.latency)
         response_format = body.get("response_format") or {}
         kind = response_format.get("type") if isinstance(response_format, dict) else None
@@ -522,6 +661,177 @@ class FakeOpenAIServer:
     def _models(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
         return 200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "memoryquest"}]}, {}
 
+    # --- Batch API ------------------------------------------------------------------------
+
+    def _new_id(self, prefix: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{prefix}-fake{self._counter}"
+
+    def _store_file(self, filename: str, content: bytes, purpose: str) -> _StoredFile:
+        stored = _StoredFile(self._new_id("file"), filename, content, purpose, int(time.time()))
+        with self._batch_lock:
+            self.files[stored.id] = stored
+        return stored
+
+    def file_lines(self, file_id: str) -> list[dict[str, Any]]:
+        """The JSON lines of a stored file (for assertions on what was uploaded or answered)."""
+        with self._batch_lock:
+            stored = self.files[file_id]
+        return [json.loads(line) for line in stored.content.decode("utf-8").splitlines() if line.strip()]
+
+    def _upload_file(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "files")
+        body = entry.body if isinstance(entry.body, dict) else {}
+        purpose = body.get("purpose")
+        if purpose not in ("batch", "fine-tune", "assistants", "user_data", "vision", "evals"):
+            raise _ErrorAnswer(400, f"invalid purpose {purpose!r}", param="purpose")
+        if entry.upload is None:
+            raise _ErrorAnswer(400, "a multipart 'file' part is required", param="file")
+        filename, content = entry.upload
+        if purpose == "batch" and not filename.endswith(".jsonl"):
+            raise _ErrorAnswer(400, "batch input files must be .jsonl", param="file")
+        return 200, self._store_file(filename, content, purpose).describe(), {}
+
+    def _stored(self, file_id: str) -> _StoredFile:
+        with self._batch_lock:
+            stored = self.files.get(file_id)
+        if stored is None:
+            raise _ErrorAnswer(404, f"No such File object: {file_id}", param="id")
+        return stored
+
+    def _file_info(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "files")
+        return 200, self._stored(entry.params["file_id"]).describe(), {}
+
+    def _file_content(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "files")
+        return 200, self._stored(entry.params["file_id"]).content, {}
+
+    def _create_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "batches")
+        body = entry.body
+        endpoint = body.get("endpoint")
+        if endpoint not in ("/v1/chat/completions", "/v1/embeddings", "/v1/responses", "/v1/completions"):
+            raise _ErrorAnswer(400, f"invalid endpoint {endpoint!r}", param="endpoint")
+        if body.get("completion_window") != "24h":
+            raise _ErrorAnswer(400, "completion_window must be '24h'", param="completion_window")
+        stored = self._stored(str(body.get("input_file_id")))
+        if stored.purpose != "batch":
+            raise _ErrorAnswer(400, f"file {stored.id} has purpose {stored.purpose!r}, not 'batch'", param="input_file_id")
+        lines, problems = _read_batch_input(stored.content, endpoint)
+        now = int(time.time())
+        batch: dict[str, Any] = {
+            "id": self._new_id("batch"),
+            "object": "batch",
+            "endpoint": endpoint,
+            "errors": None,
+            "input_file_id": stored.id,
+            "completion_window": "24h",
+            "status": "in_progress",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": now,
+            "in_progress_at": now,
+            "expires_at": now + 24 * 3600,
+            "finalizing_at": None,
+            "completed_at": None,
+            "failed_at": None,
+            "expired_at": None,
+            "cancelling_at": None,
+            "cancelled_at": None,
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+        }
+        if problems:
+            batch.update(status="failed", failed_at=now, errors={"object": "list", "data": problems})
+        with self._batch_lock:
+            self.batches[batch["id"]] = batch
+            self._batch_state[batch["id"]] = _BatchState(lines, time.monotonic(), dict(headers))
+            return 200, dict(batch), {}
+
+    def _batch(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            raise _ErrorAnswer(404, f"No batch found with id '{batch_id}'.", param="batch_id")
+        return batch
+
+    def _retrieve_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "batches")
+        with self._batch_lock:  # held while the lines run: a concurrent poll must not run them twice
+            batch = self._batch(entry.params["batch_id"])
+            state = self._batch_state[batch["id"]]
+            state.polls += 1
+            due = state.polls > self.batch_polls and time.monotonic() - state.created >= self.batch_delay
+            if batch["status"] == "in_progress" and due:
+                self._run_batch(batch, state)
+            return 200, dict(batch), {}
+
+    def _cancel_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "batches")
+        with self._batch_lock:
+            batch = self._batch(entry.params["batch_id"])
+            if batch["status"] not in ("validating", "in_progress"):
+                raise _ErrorAnswer(400, f"Cannot cancel a batch with status '{batch['status']}'.")
+            now = int(time.time())
+            batch.update(status="cancelled", cancelling_at=now, cancelled_at=now)
+            return 200, dict(batch), {}
+
+    def _run_batch(self, batch: dict[str, Any], state: _BatchState) -> None:
+        """Every line through the chat handler; results into an output and an error file."""
+        outputs: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        limit = self.batch_expire_after
+        for index, line in enumerate(state.lines):
+            number = self._new_id("batch_req")
+            custom_id = line["custom_id"]
+            if limit is not None and index >= limit:
+                errors.append(
+                    {
+                        "id": number,
+                        "custom_id": custom_id,
+                        "response": None,
+                        "error": {
+                            "code": "batch_expired",
+                            "message": "This request could not be executed before the completion window expired.",
+                        },
+                    }
+                )
+                continue
+            hints = line.get(HINTS_FIELD) or {}
+            headers = {**state.headers, **{str(k).lower(): str(v) for k, v in hints.items()}}
+            entry = LoggedRequest(method="POST", path=line["url"], headers=headers, body=line["body"])
+            try:
+                status, payload, _ = self._chat(entry, headers, in_batch=True)
+            except _ErrorAnswer as exc:
+                status, payload = exc.status, exc.body
+            except _RateLimited:
+                status, payload = 429, _error_body("Rate limit reached for requests (fake server).", "rate_limit_exceeded")
+            except (_Stall, _Disconnect):
+                status, payload = 500, _error_body("The server had an error processing your request.", "server_error")
+            entry.status = status
+            with self._lock:
+                self.batch_lines.append(entry)
+            record = {
+                "id": number,
+                "custom_id": custom_id,
+                "response": {"status_code": status, "request_id": f"req_{number}", "body": payload},
+                "error": None,
+            }
+            (outputs if status == 200 else errors).append(record)
+        now = int(time.time())
+        expired = limit is not None and limit < len(state.lines)
+        batch["request_counts"] = {"total": len(state.lines), "completed": len(outputs), "failed": len(errors)}
+        if outputs:
+            batch["output_file_id"] = self._store_file(f"{batch['id']}_output.jsonl", _jsonl(outputs), "batch_output").id
+        if errors:
+            batch["error_file_id"] = self._store_file(f"{batch['id']}_error.jsonl", _jsonl(errors), "batch_output").id
+        batch["finalizing_at"] = now
+        if expired:
+            batch.update(status="expired", expired_at=now)
+        else:
+            batch.update(status="completed", completed_at=now)
+
 
 class _RateLimited(Exception):
     def __init__(self, retry_after: float | None, *, ms: bool) -> None:
@@ -565,11 +875,16 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         path = self.path.split("?", 1)[0]
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        entry = LoggedRequest(method=method, path=path, headers=headers, body=body)
+        upload: tuple[str, bytes] | None = None
+        body: Any
+        if headers.get("content-type", "").startswith("multipart/form-data"):
+            body, upload = _parse_multipart(headers["content-type"], raw)
+        else:
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        entry = LoggedRequest(method=method, path=path, headers=headers, body=body, upload=upload)
         owner._log(entry)
         owner._enter()
         self._left = False
@@ -583,12 +898,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, method: str, path: str, entry: LoggedRequest, headers: dict[str, str], body: Any) -> None:
         owner = self.owner
-        route = owner.routes.get((method, path))
+        route, entry.params = owner.route(method, path)
         extra: dict[str, str] = {}
         try:
             if route is None:
                 raise _ErrorAnswer(404, f"no route {method} {path} on the fake server")
-            if method == "POST" and not isinstance(body, dict):
+            if method == "POST" and not isinstance(body, dict) and (body is not None or not entry.params):
                 raise _ErrorAnswer(400, "the request body must be a JSON object")
             status, payload, extra = route(entry, headers)
         except _ErrorAnswer as exc:
@@ -615,12 +930,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         entry.status = status
-        data = json.dumps(payload).encode("utf-8")
+        binary = isinstance(payload, bytes)  # file content
+        data = payload if binary else json.dumps(payload).encode("utf-8")
         owner._leave()  # before the answer leaves: the client may send its next request at once
         self._left = True
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "application/octet-stream" if binary else "application/json")
             self.send_header("Content-Length", str(len(data)))
             for name, value in extra.items():
                 self.send_header(name, value)
@@ -628,3 +944,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+
+def _parse_multipart(content_type: str, raw: bytes) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
+    """Form fields as a dict, and the uploaded file (the SDK's ``files.create``) if any."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + raw
+    )
+    fields: dict[str, Any] = {}
+    upload: tuple[str, bytes] | None = None
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        content = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        if filename is not None:
+            upload = (filename, content)
+            fields[str(name)] = {"filename": filename, "bytes": len(content)}
+        else:
+            fields[str(name)] = content.decode("utf-8")
+    return fields, upload
