@@ -102,6 +102,11 @@ class EndpointSettings(Section):
     max_retries: int = Field(6, ge=0)
     strict_schema: bool = Field(True, description="Ask for strict JSON-schema output where the server supports it.")
     batch: bool = Field(False, description="Send LLM stages through the OpenAI Batch API (half price).")
+    batch_poll_seconds: float = Field(30.0, gt=0, description="First wait between two polls of a running batch.")
+    batch_max_poll_seconds: float = Field(600.0, gt=0, description="The poll wait grows 1.5x per poll up to this.")
+    batch_rounds: int = Field(
+        3, ge=1, description="Batches per request set (the first plus resends of failed rows); the rest goes online."
+    )
 
     def resolved_backend(self) -> Backend:
         if self.backend is not Backend.AUTO:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 import numpy as np
 import pytest
@@ -187,3 +188,28 @@ async def test_bad_date_window_is_refused(user7: Persona) -> None:
 def test_stage_wall_time_is_recorded(run: GeneratedRun) -> None:
     assert set(run.seconds) == {"queries", "timelines", "dialogues"}
     print("stage seconds for", run.personas[0].source_user_id, json.dumps({k: round(v, 2) for k, v in run.seconds.items()}))
+
+
+def test_every_prompt_renders_with_the_variables_its_stage_sends(run: GeneratedRun) -> None:
+    """The real-model path: each template's $variables are all supplied by the stage."""
+    from memoryquest.llm.prompts import load_template
+    from memoryquest.stages import dialogues, queries, timelines
+
+    persona = run.persona("user0")
+    settings = run.settings.generation
+    query = run.queries[persona.persona_id].queries[0]
+    timeline = run.timelines[query.query_id].timeline
+    assert timeline is not None
+    event = next(e for e in timeline.events if e.reference_id)
+    requests = [
+        queries._request(persona, settings, 0, ["an earlier request"]),
+        timelines._request(persona, query, settings, 0),
+        dialogues._request(persona, query, event, settings, 0),
+    ]
+    for request in requests:
+        messages = load_template(request.template_id).render(request.variables)
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert not re.search(r"\$\{?[a-z_]+", messages[0]["content"] + messages[1]["content"])
+    user_prompt = load_template("dialogue_expansion").render(requests[2].variables)[1]["content"]
+    reference = next(r for r in query.references if r.reference_id == event.reference_id)
+    assert reference.text in user_prompt and "Toronto" in user_prompt

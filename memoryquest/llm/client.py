@@ -25,7 +25,6 @@ from pydantic import ValidationError
 
 from memoryquest.contracts import StageUsage
 from memoryquest.llm.accounting import UsageLedger
-from memoryquest.llm.batch import BatchOptions, BatchRunner
 from memoryquest.llm.backends import (
     ChatBackend,
     ChatCall,
@@ -34,6 +33,7 @@ from memoryquest.llm.backends import (
     EmbeddingResult,
     OutputMode,
 )
+from memoryquest.llm.batch import BatchOptions, BatchRunner
 from memoryquest.llm.cache import CacheStats, ResponseCache, chat_key, embedding_key
 from memoryquest.llm.errors import (
     CircuitOpenError,

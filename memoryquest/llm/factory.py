@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from memoryquest.llm.backends import ChatBackend, EmbeddingBackend
+from memoryquest.llm.batch import BatchOptions
 from memoryquest.llm.cache import ResponseCache
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.errors import LLMConfigurationError
@@ -97,8 +98,17 @@ def build_client(
     ``retry`` overrides the backoff timing (tests use tiny delays).
     """
     limits = settings.limits
+    endpoint = settings.endpoint
+    chat = build_chat_backend(settings)
+    batch = None
+    if endpoint.batch and not chat.simulated:  # the simulator has nothing to batch
+        batch = BatchOptions(
+            poll_seconds=endpoint.batch_poll_seconds,
+            max_poll_seconds=max(endpoint.batch_max_poll_seconds, endpoint.batch_poll_seconds),
+            rounds=endpoint.batch_rounds,
+        )
     return ModelClient(
-        build_chat_backend(settings),
+        chat,
         embedder or build_embedding_backend(settings),
         cache=ResponseCache(settings.cache_dir, enabled=settings.cache.enabled),
         limiter=RateLimiter(limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrency),
@@ -112,6 +122,7 @@ def build_client(
         breaker_failures=limits.circuit_breaker_failures,
         strict_schema=settings.endpoint.strict_schema,
         prompts_dir=prompts_dir,
-        # Requests here are synchronous and billed in full; a Batch API backend will pass True.
+        # Online requests are billed in full; Batch API answers are priced per line (memoryquest.llm.batch).
         batch_pricing=False,
+        batch=batch,
     )

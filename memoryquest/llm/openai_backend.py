@@ -218,6 +218,10 @@ class OpenAIChatBackend:
         )
         return body
 
+    def sdk_client(self) -> Any:
+        """The SDK client of the running event loop (the Batch API runner's Files and Batches calls)."""
+        return self._clients.get()
+
     async def chat(self, call: ChatCall) -> ChatResult:
         import openai
 

@@ -58,7 +58,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -103,6 +103,7 @@ class Fault:
     status: int = 500  # SERVER_ERROR status
     endpoint: str = "chat"  # "chat", "embeddings" or "any"
     message: str = ""  # REFUSAL text
+    match: str = ""  # scripted faults: only for requests whose JSON body contains this text
 
     @classmethod
     def rate_limit(cls, retry_after: float | None = 0.05, *, ms: bool = False, endpoint: str = "chat") -> Fault:
@@ -155,8 +156,14 @@ class Fault:
             FaultKind.DISCONNECT: cls.disconnect(),
         }.get(kind, cls(kind))
 
-    def applies_to(self, endpoint: str) -> bool:
-        return self.endpoint in ("any", endpoint)
+    def matching(self, text: str) -> Fault:
+        """This fault, for the next request whose body contains ``text`` (e.g. one batch line)."""
+        return replace(self, match=text)
+
+    def applies_to(self, endpoint: str, body: Any = None) -> bool:
+        if self.endpoint not in ("any", endpoint):
+            return False
+        return not self.match or self.match in json.dumps(body, ensure_ascii=False)
 
 
 @dataclass
@@ -341,7 +348,7 @@ class FakeOpenAIServer:
         self.files: dict[str, _StoredFile] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines: list[LoggedRequest] = []
-        self._batch_lock = threading.Lock()
+        self._batch_lock = threading.RLock()  # held while a batch runs, which stores files
         self._batch_state: dict[str, _BatchState] = {}
         self.in_flight = 0
         self.max_in_flight = 0
@@ -361,6 +368,7 @@ class FakeOpenAIServer:
             ("GET", "/v1/models"): self._models,
             ("POST", "/v1/files"): self._upload_file,
             ("POST", "/v1/batches"): self._create_batch,
+            ("GET", "/v1/batches"): self._list_batches,
         }
         self.pattern_routes: list[tuple[str, re.Pattern[str], Route]] = [
             ("GET", re.compile(r"/v1/files/(?P<file_id>[^/]+)"), self._file_info),
@@ -497,10 +505,10 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests.append(entry)
 
-    def _next_fault(self, endpoint: str) -> Fault | None:
+    def _next_fault(self, endpoint: str, body: Any = None) -> Fault | None:
         with self._lock:
             for index, fault in enumerate(self._scripted):
-                if fault.applies_to(endpoint):
+                if fault.applies_to(endpoint, body):
                     del self._scripted[index]
                     return fault
             if self._rates:
@@ -526,7 +534,7 @@ class FakeOpenAIServer:
             if wait is not None:
                 entry.fault = FaultKind.RATE_LIMIT
                 raise _RateLimited(wait, ms=True)
-        fault = self._next_fault(endpoint)
+        fault = self._next_fault(endpoint, entry.body)
         if fault is None:
             return None
         entry.fault = fault.kind
@@ -749,6 +757,12 @@ class FakeOpenAIServer:
             self.batches[batch["id"]] = batch
             self._batch_state[batch["id"]] = _BatchState(lines, time.monotonic(), dict(headers))
             return 200, dict(batch), {}
+
+    def _list_batches(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        self._admit(entry, headers, "batches")
+        with self._batch_lock:
+            data = [dict(batch) for batch in reversed(self.batches.values())]  # newest first
+        return 200, {"object": "list", "data": data, "first_id": None, "last_id": None, "has_more": False}, {}
 
     def _batch(self, batch_id: str) -> dict[str, Any]:
         batch = self.batches.get(batch_id)

@@ -1,0 +1,383 @@
+"""Batch API mode through the real openai SDK against the loopback server's /v1/files and /v1/batches."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import random
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from pydantic import BaseModel
+
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.errors import LLMConfigurationError, LLMRefusalError
+from memoryquest.llm.factory import build_client
+from memoryquest.llm.limiter import RetryPolicy
+from memoryquest.llm.request import LLMRequest
+from memoryquest.settings import Settings
+from memoryquest.simulator import simulates
+from memoryquest.testing import FakeOpenAIServer, Fault, LoggedRequest
+
+TEMPLATE_ID = "test_llm_batch_describe"
+TEMPLATE = f"""---
+id: {TEMPLATE_ID}
+version: 1
+purpose: describe a word (test-only template)
+---
+## system
+You describe single words precisely.
+## user
+Describe the word $word and list a few tags for it.
+"""
+MODEL = "gpt-4o-mini"
+WORDS = [f"word{i:02d}" for i in range(10)]
+
+
+class WordAnswer(BaseModel):
+    word: str
+    length: int
+    tags: list[str]
+
+
+@simulates(TEMPLATE_ID)
+def _describe(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    word = variables["word"]
+    return {"word": word, "length": len(word), "tags": sorted(rng.sample(["short", "noun", "verb", "rare", "common"], 2))}
+
+
+@pytest.fixture(scope="module")
+def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("prompts")
+    (directory / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(module_server: FakeOpenAIServer) -> FakeOpenAIServer:
+    module_server.reset()
+    return module_server
+
+
+@pytest.fixture
+async def make_client(
+    server: FakeOpenAIServer, prompts_dir: Path, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> AsyncIterator[Any]:
+    made: list[ModelClient] = []
+
+    def make(output: Path | None = None, batch: bool = True, **endpoint: Any) -> ModelClient:
+        settings = Settings(
+            output_dir=output or tmp_path / "out",
+            endpoint={
+                "base_url": server.url,
+                "chat_model": MODEL,
+                "timeout_seconds": 2.0,
+                "batch": batch,
+                "batch_poll_seconds": 0.005,
+                "batch_max_poll_seconds": 0.02,
+                **endpoint,
+            },
+            limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
+        )
+        retry = RetryPolicy(max_retries=3, base_delay=0.005, max_delay=0.02)
+        made.append(build_client(settings, retry=retry, prompts_dir=prompts_dir))
+        return made[-1]
+
+    yield make
+    for client in made:
+        await client.aclose()
+
+
+def requests_for(words: list[str], **options: Any) -> list[LLMRequest[Any]]:
+    return [LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="describe", **options) for w in words]
+
+
+def assert_complete(answers: list[Any], words: list[str] = WORDS) -> None:
+    assert len(answers) == len(words)
+    for word, answer in zip(words, answers, strict=True):
+        assert isinstance(answer, WordAnswer)
+        assert answer.word == word and answer.length == len(word) and len(answer.tags) == 2
+
+
+def calls(server: FakeOpenAIServer, method: str, path: str) -> list[LoggedRequest]:
+    return [r for r in server.requests if r.method == method and r.path == path]
+
+
+def batch_inputs(server: FakeOpenAIServer) -> list[list[dict[str, Any]]]:
+    """The uploaded JSONL of every batch created, in creation order."""
+    return [server.file_lines(r.body["input_file_id"]) for r in calls(server, "POST", "/v1/batches")]
+
+
+def state_files(output: Path) -> list[Path]:
+    return sorted((output / ".cache" / "batches").glob("*.json"))
+
+
+async def crash_once_recorded(run: asyncio.Future[Any], output: Path) -> dict[str, Any]:
+    """Wait until the batch of ``run`` is recorded, then kill ``run``; the recorded state."""
+    for _ in range(500):
+        states = state_files(output)
+        batches = json.loads(states[0].read_text())["batches"] if states else []
+        if batches and batches[0]["batch_id"]:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        pytest.fail("the batch was never recorded")
+    run.cancel()  # the process dies while the batch is in flight
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    state: dict[str, Any] = json.loads(state_files(output)[0].read_text())
+    return state
+
+
+async def test_a_batch_of_structured_requests_completes_as_one_batch(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    client = make_client()
+    answers = await client.complete_all(requests_for(WORDS))
+    assert_complete(answers)
+    assert len(calls(server, "POST", "/v1/files")) == 1
+    assert len(calls(server, "POST", "/v1/batches")) == 1
+    assert calls(server, "POST", "/v1/chat/completions") == []  # nothing went online
+    assert len(server.batch_lines) == len(WORDS)
+    (created,) = calls(server, "POST", "/v1/batches")
+    assert created.body["endpoint"] == "/v1/chat/completions" and created.body["completion_window"] == "24h"
+    (upload,) = calls(server, "POST", "/v1/files")
+    assert upload.body["purpose"] == "batch" and upload.body["file"]["filename"].endswith(".jsonl")
+
+    (lines,) = batch_inputs(server)
+    cached = {p.stem for p in (tmp_path / "out" / ".cache" / "chat").rglob("*.json")}
+    assert {line["custom_id"] for line in lines} == cached  # custom_id is the cache key
+    for line in lines:
+        assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+        response_format = line["body"]["response_format"]
+        assert response_format["type"] == "json_schema" and response_format["json_schema"]["strict"] is True
+        schema = response_format["json_schema"]["schema"]
+        assert schema["additionalProperties"] is False and schema["required"] == ["word", "length", "tags"]
+        assert line["body"]["model"] == MODEL and [m["role"] for m in line["body"]["messages"]] == ["system", "user"]
+    assert state_files(tmp_path / "out") == []  # done: nothing left to resume
+    (row,) = client.usage()
+    assert row.stage == "describe" and row.requests == len(WORDS) and row.cost_usd > 0
+
+
+async def test_a_second_run_makes_zero_requests(server: FakeOpenAIServer, make_client: Any, tmp_path: Path) -> None:
+    answers = await make_client(tmp_path / "run").complete_all(requests_for(WORDS))
+    server.clear_log()
+    again = make_client(tmp_path / "run")
+    assert await again.complete_all(requests_for(WORDS)) == answers
+    assert server.count() == 0
+    (row,) = again.usage()
+    assert row.cache_hits == len(WORDS) and row.requests == 0 and row.cost_usd == 0
+
+
+async def test_a_restart_polls_the_batch_in_flight_instead_of_sending_it_again(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.batch_polls = 10**6  # the batch stays in progress until we let it finish
+    output = tmp_path / "run"
+    state = await crash_once_recorded(asyncio.ensure_future(make_client(output).complete_all(requests_for(WORDS))), output)
+    (created,) = calls(server, "POST", "/v1/batches")
+    (recorded,) = state["batches"]
+    batch_id = recorded["batch_id"]
+    assert len(recorded["custom_ids"]) == len(WORDS) and recorded["input_file_id"] == created.body["input_file_id"]
+    assert server.batches[batch_id]["input_file_id"] == created.body["input_file_id"]
+
+    server.clear_log()
+    server.batch_polls = 0
+    restarted = make_client(output)
+    assert_complete(await restarted.complete_all(requests_for(WORDS)))
+    assert calls(server, "POST", "/v1/files") == [] and calls(server, "POST", "/v1/batches") == []
+    assert {r.path for r in calls(server, "GET", f"/v1/batches/{batch_id}")} == {f"/v1/batches/{batch_id}"}
+    assert len(server.batch_lines) == len(WORDS)  # each request ran once, in the first batch
+    assert state_files(output) == []
+
+
+async def test_a_crash_between_creating_and_recording_the_batch_finds_it(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.batch_polls = 10**6
+    output = tmp_path / "run"
+    run = asyncio.ensure_future(make_client(output).complete_all(requests_for(WORDS[:3])))
+    state = await crash_once_recorded(run, output)
+    batch_id = state["batches"][0]["batch_id"]
+    (path,) = state_files(output)
+    state["batches"][0]["batch_id"] = None  # as if the process died before writing the id down
+    path.write_text(json.dumps(state))
+
+    server.clear_log()
+    server.batch_polls = 0
+    assert_complete(await make_client(output).complete_all(requests_for(WORDS[:3])), WORDS[:3])
+    assert calls(server, "POST", "/v1/batches") == [] and calls(server, "POST", "/v1/files") == []
+    assert calls(server, "GET", "/v1/batches") and calls(server, "GET", f"/v1/batches/{batch_id}")
+
+
+async def test_only_the_failed_rows_go_out_again_in_a_smaller_batch(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client()
+    server.script(Fault.schema_invalid(), Fault.truncated(), Fault.server_error(500))  # lines 1, 2 and 3
+    answers = await client.complete_all(requests_for(WORDS, max_output_tokens=300))
+    assert_complete(answers)
+    first, second = batch_inputs(server)
+    assert len(first) == len(WORDS) and len(second) == 3
+    invalid, truncated, errored = (line for line in first[:3])
+    assert [line["custom_id"] for line in second] == [invalid["custom_id"], truncated["custom_id"], errored["custom_id"]]
+    repair, longer, again = second
+    assert [m["role"] for m in repair["body"]["messages"]] == ["system", "user", "assistant", "user"]
+    assert repair["body"]["messages"][2]["content"] == json.dumps({"unexpected": True})
+    assert "could not be used" in repair["body"]["messages"][3]["content"]
+    assert truncated["body"]["max_tokens"] == 300 and longer["body"]["max_tokens"] == 600
+    assert again["body"] == errored["body"]
+
+    first_batch = next(iter(server.batches.values()))
+    errors = server.file_lines(first_batch["error_file_id"])
+    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [(errored["custom_id"], 500)]
+    assert len(server.file_lines(first_batch["output_file_id"])) == len(WORDS) - 1
+    assert calls(server, "POST", "/v1/chat/completions") == []
+    (row,) = client.usage()
+    assert row.requests == len(WORDS) + 2  # the schema-invalid and truncated answers were billed too
+
+
+async def test_batch_answers_cost_half_the_online_price_for_the_same_tokens(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.cached_tokens = 8
+    online = make_client(tmp_path / "online", batch=False)
+    await online.complete_all(requests_for(WORDS))
+    assert len(calls(server, "POST", "/v1/chat/completions")) == len(WORDS)
+    batched = make_client(tmp_path / "batched")
+    await batched.complete_all(requests_for(WORDS))
+    (online_row,) = online.usage()
+    (batch_row,) = batched.usage()
+    tokens = ("requests", "input_tokens", "output_tokens", "cached_tokens")
+    assert [getattr(batch_row, t) for t in tokens] == [getattr(online_row, t) for t in tokens]
+    assert online_row.cost_usd > 0
+    assert batch_row.cost_usd == pytest.approx(online_row.cost_usd / 2, rel=1e-9)
+    entry = json.loads(next((tmp_path / "batched" / ".cache" / "chat").rglob("*.json")).read_text())
+    assert entry["calls"] == 1 and entry["cost_usd"] == pytest.approx(batch_row.cost_usd / len(WORDS), rel=0.2)
+
+
+async def test_rows_failing_every_round_are_finished_online_at_full_price(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(batch_rounds=2)
+    server.script(Fault.server_error(500).matching("word00"), Fault.server_error(503).matching("word00"))
+    answers = await client.complete_all(requests_for(WORDS[:4]))
+    assert_complete(answers, WORDS[:4])
+    first, second = batch_inputs(server)
+    assert len(first) == 4 and [line["custom_id"] for line in second] == [first[0]["custom_id"]]
+    (online,) = calls(server, "POST", "/v1/chat/completions")
+    assert online.body["messages"] == first[0]["body"]["messages"]
+    assert client.usage()[0].requests == 4
+
+
+async def test_a_persistent_refusal_fails_that_request_only(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    refusals = [Fault.refusal("I cannot describe that word.").matching("word00")] * 3  # once per batch
+    server.script(*refusals)
+    answers = await make_client(tmp_path / "a").complete_all(requests_for(WORDS[:4]), return_exceptions=True)
+    assert isinstance(answers[0], LLMRefusalError) and "refused 3 times" in str(answers[0])
+    assert_complete(answers[1:], WORDS[1:4])
+    assert [len(lines) for lines in batch_inputs(server)] == [4, 1, 1]
+    assert calls(server, "POST", "/v1/chat/completions") == []
+
+    server.reset()
+    server.script(*refusals)
+    with pytest.raises(LLMRefusalError, match="reason: I cannot describe that word"):
+        await make_client(tmp_path / "b").complete_all(requests_for(WORDS[:4]))
+    server.reset()
+    assert_complete(await make_client(tmp_path / "b").complete_all(requests_for(WORDS[:4])), WORDS[:4])
+    assert [len(lines) for lines in batch_inputs(server)] == [1]  # the others were cached before the error
+
+
+async def test_expired_rows_are_sent_again(server: FakeOpenAIServer, make_client: Any) -> None:
+    server.batch_expire_after = 6
+    client = make_client()
+    answers = await client.complete_all(requests_for(WORDS))
+    assert_complete(answers)
+    first, second = batch_inputs(server)
+    assert [line["custom_id"] for line in second] == [line["custom_id"] for line in first[6:]]
+    statuses = [b["status"] for b in server.batches.values()]
+    assert statuses == ["expired", "expired"] or statuses == ["expired", "completed"]
+
+
+async def test_a_server_without_strict_schema_gets_json_mode_in_the_next_batch(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    server.supports_json_schema = False
+    client = make_client()
+    assert_complete(await client.complete_all(requests_for(WORDS[:3])), WORDS[:3])
+    first, second = batch_inputs(server)
+    assert {line["body"]["response_format"]["type"] for line in first} == {"json_schema"}
+    assert {line["body"]["response_format"]["type"] for line in second} == {"json_object"}
+    assert "JSON schema" in second[0]["body"]["messages"][0]["content"]
+
+
+async def test_a_set_above_the_per_batch_limit_is_split(server: FakeOpenAIServer, make_client: Any) -> None:
+    client = make_client()
+    assert client.batch is not None
+    client.batch.options = dataclasses.replace(client.batch.options, max_lines=4)
+    assert_complete(await client.complete_all(requests_for(WORDS)))
+    assert [len(lines) for lines in batch_inputs(server)] == [4, 4, 2]
+
+
+async def test_a_batch_cancelled_elsewhere_fails_its_open_rows_without_resending(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.batch_polls = 10**6
+    run = asyncio.ensure_future(make_client(tmp_path / "run").complete_all(requests_for(WORDS[:3]), return_exceptions=True))
+    while not server.batches:
+        await asyncio.sleep(0.005)
+    (batch_id,) = server.batches
+    sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    await sdk.batches.cancel(batch_id)
+    await sdk.close()
+    answers = await run
+    assert all(isinstance(a, LLMConfigurationError) and "was cancelled" in str(a) for a in answers)
+    assert len(calls(server, "POST", "/v1/batches")) == 1
+    assert state_files(tmp_path / "run") == []
+
+
+async def test_a_single_complete_goes_online(server: FakeOpenAIServer, make_client: Any) -> None:
+    client = make_client()
+    answer = await client.complete(requests_for(["alpha"])[0])
+    assert answer.word == "alpha"
+    assert len(calls(server, "POST", "/v1/chat/completions")) == 1 and server.batches == {}
+
+
+async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> None:
+    sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    try:
+        bad = await sdk.files.create(file=("bad.jsonl", b'{"custom_id": "a"}\nnot json\n'), purpose="batch")
+        failed = await sdk.batches.create(input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert failed.status == "failed" and failed.errors is not None
+        assert [(e.line, e.code) for e in failed.errors.data or []] == [(1, "invalid_request"), (2, "invalid_json_line")]
+        with pytest.raises(openai.NotFoundError):
+            await sdk.batches.retrieve("batch-missing")
+
+        server.batch_polls = 10**6
+        good = await sdk.files.create(
+            file=(
+                "good.jsonl",
+                json.dumps({"custom_id": "x", "method": "POST", "url": "/v1/chat/completions", "body": {"model": MODEL}}).encode(),
+            ),
+            purpose="batch",
+        )
+        assert (await sdk.files.content(good.id)).text.startswith('{"custom_id": "x"')
+        running = await sdk.batches.create(input_file_id=good.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert (await sdk.batches.retrieve(running.id)).status == "in_progress"
+        assert (await sdk.batches.cancel(running.id)).status == "cancelled"
+        listed = await sdk.batches.list()
+        assert [b.id for b in listed.data] == [running.id, failed.id]
+    finally:
+        await sdk.close()
