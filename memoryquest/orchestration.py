@@ -17,6 +17,7 @@ Why this shape:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -88,23 +89,40 @@ def _configured(task_obj: Any, state_dir: Path) -> Any:
     )
 
 
+async def _stage(task_obj: Any, state_dir: Path, *args: Any) -> tuple[Any, str]:
+    """Run one stage task; also say whether Prefect computed it or served it from its cache."""
+    state = await _configured(task_obj, state_dir)(*args, return_state=True)
+    return await state.aresult(), str(state.name)
+
+
 async def _persona_pipeline(
     persona: Persona, settings: Settings, client: ModelClient, fingerprint: str, state_dir: Path
-) -> GeneratedDataset:
+) -> tuple[GeneratedDataset, dict[str, str]]:
     """The same sequence as :func:`memoryquest.pipeline.generate_persona`, one cached task per stage group."""
-    queries: QueryStageResult = await _configured(queries_task, state_dir)(persona, settings, fingerprint, client)
-    conversations: ConversationsResult = await _configured(conversations_task, state_dir)(
-        persona, queries.queries, settings, fingerprint, client
+    states: dict[str, str] = {}
+    queries, states["queries"] = await _stage(queries_task, state_dir, persona, settings, fingerprint, client)
+    conversations, states["conversations"] = await _stage(
+        conversations_task, state_dir, persona, queries.queries, settings, fingerprint, client
     )
-    memory: MemoryStageResult = await _configured(memory_task, state_dir)(
-        persona, conversations.sessions, settings, fingerprint, client
+    memory, states["memory"] = await _stage(
+        memory_task, state_dir, persona, conversations.sessions, settings, fingerprint, client
     )
     validation: list[Any] = []
     if settings.pgr.methods:
-        validation = await _configured(validation_task, state_dir)(
-            kept_queries(queries, conversations), memory.facts, settings, fingerprint, client
+        validation, states["pgr-validation"] = await _stage(
+            validation_task, state_dir, kept_queries(queries, conversations), memory.facts, settings, fingerprint, client
         )
-    return assemble_persona(persona, queries, conversations, memory, validation)
+    return assemble_persona(persona, queries, conversations, memory, validation), states
+
+
+def _write_run_report(output_dir: Path, stage_states: dict[str, dict[str, str]], errors: list[str]) -> None:
+    """Which stages ran and which came from Prefect's cache (a resumed run shows 'Cached')."""
+    counts: dict[str, int] = {}
+    for states in stage_states.values():
+        for name in states.values():
+            counts[name] = counts.get(name, 0) + 1
+    report = {"stage_states": stage_states, "state_counts": counts, "persona_errors": errors}
+    (output_dir / "run_report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _summary_rows(dataset: GeneratedDataset) -> list[dict[str, Any]]:
@@ -161,9 +179,13 @@ async def generate_benchmark(
     )
     finished = 0
 
+    stage_states: dict[str, dict[str, str]] = {}
+
     async def tracked(persona: Persona) -> GeneratedDataset:
         nonlocal finished
-        part = await _persona_pipeline(persona, settings, client, fingerprint, state_dir)
+        part, stage_states[persona.source_user_id] = await _persona_pipeline(
+            persona, settings, client, fingerprint, state_dir
+        )
         finished += 1
         await aupdate_progress_artifact(progress_id, 100.0 * finished / len(intake.personas))
         logger.info("persona %s done (%d/%d)", persona.source_user_id, finished, len(intake.personas))
@@ -174,6 +196,7 @@ async def generate_benchmark(
         dataset.extend(part)
     dataset.manifest = build_manifest(dataset, client, settings, started)
     dataset_dir = dataset.save(output_dir / "dataset")
+    _write_run_report(output_dir, stage_states, [str(e) for e in intake.errors])
 
     await acreate_table_artifact(table=_summary_rows(dataset), key="memoryquest-personas", description="Per-persona output")
     if dataset.validation:

@@ -107,6 +107,11 @@ class EndpointSettings(Section):
     batch_rounds: int = Field(
         3, ge=1, description="Batches per request set (the first plus resends of failed rows); the rest goes online."
     )
+    batch_collect_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="Batch mode: requests are collected until none has arrived for this long, then sent as one batch.",
+    )
 
     def resolved_backend(self) -> Backend:
         if self.backend is not Backend.AUTO:

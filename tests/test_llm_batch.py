@@ -85,6 +85,7 @@ async def make_client(
                 "batch": batch,
                 "batch_poll_seconds": 0.005,
                 "batch_max_poll_seconds": 0.02,
+                "batch_collect_seconds": 0.05,
                 **endpoint,
             },
             limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
@@ -348,11 +349,152 @@ async def test_a_batch_cancelled_elsewhere_fails_its_open_rows_without_resending
     assert state_files(tmp_path / "run") == []
 
 
-async def test_a_single_complete_goes_online(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_concurrent_complete_calls_travel_as_one_batch(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
     client = make_client()
-    answer = await client.complete(requests_for(["alpha"])[0])
-    assert answer.word == "alpha"
-    assert len(calls(server, "POST", "/v1/chat/completions")) == 1 and server.batches == {}
+    words = [f"word{i:02d}" for i in range(20)]
+    answers = await asyncio.gather(*(client.complete(r) for r in requests_for(words)))
+    assert_complete(list(answers), words)
+    assert len(calls(server, "POST", "/v1/files")) == 1 and len(calls(server, "POST", "/v1/batches")) == 1
+    assert calls(server, "POST", "/v1/chat/completions") == []
+    (lines,) = batch_inputs(server)
+    assert len(lines) == 20
+    assert state_files(tmp_path / "out") == []
+    (row,) = client.usage()
+    assert row.requests == 20 and row.cost_usd > 0
+
+
+async def test_identical_concurrent_requests_share_one_line(server: FakeOpenAIServer, make_client: Any) -> None:
+    client = make_client()
+    asked = requests_for(["alpha", "beta", "alpha", "alpha"])
+    singles = asyncio.gather(*(client.complete(r) for r in asked))
+    together = client.complete_all(requests_for(["beta", "gamma"]))
+    answers, more = await asyncio.gather(singles, together)
+    assert_complete([*answers, *more], ["alpha", "beta", "alpha", "alpha", "beta", "gamma"])
+    assert answers[0] == answers[2] == answers[3] and answers[1] == more[0]
+    (lines,) = batch_inputs(server)  # complete and complete_all calls share the batch
+    assert sorted(line["body"]["messages"][1]["content"].split()[3] for line in lines) == ["alpha", "beta", "gamma"]
+    (row,) = client.usage()
+    assert row.requests == 3 and row.cache_hits == 3
+
+
+async def test_a_failing_line_is_retried_alone_and_fails_only_its_caller(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client()
+    words = [f"word{i:02d}" for i in range(8)]
+    server.script(Fault.schema_invalid().matching("word03"), *[Fault.refusal("Not this one.").matching("word05")] * 3)
+    answers = await asyncio.gather(*(client.complete(r) for r in requests_for(words)), return_exceptions=True)
+    assert isinstance(answers[5], LLMRefusalError) and "reason: Not this one." in str(answers[5])
+    assert_complete(answers[:5] + answers[6:], words[:5] + words[6:])
+    first, *resent = batch_inputs(server)
+    assert len(first) == 8 and [len(lines) for lines in resent] == [2, 1]  # only the failing lines, again
+    repaired = next(line for lines in resent for line in lines if "word03" in json.dumps(line))
+    assert [m["role"] for m in repaired["body"]["messages"]] == ["system", "user", "assistant", "user"]
+    assert calls(server, "POST", "/v1/chat/completions") == []
+
+
+async def test_a_rerun_of_collected_calls_makes_zero_requests(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    first = make_client(tmp_path / "run")
+    answers = await asyncio.gather(*(first.complete(r) for r in requests_for(WORDS)))
+    server.clear_log()
+    again = make_client(tmp_path / "run")
+    assert list(await asyncio.gather(*(again.complete(r) for r in requests_for(WORDS)))) == list(answers)
+    assert server.count() == 0
+    (row,) = again.usage()
+    assert row.cache_hits == len(WORDS) and row.requests == 0 and row.cost_usd == 0
+
+
+async def ask_spaced(client: ModelClient, words: list[str], spacing: float) -> list[Any]:
+    """One ``complete`` call per word, started ``spacing`` seconds apart."""
+    tasks = []
+    for request in requests_for(words):
+        tasks.append(asyncio.ensure_future(client.complete(request)))
+        await asyncio.sleep(spacing)
+    return list(await asyncio.gather(*tasks))
+
+
+async def test_calls_spaced_beyond_the_idle_window_go_in_separate_batches(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    spaced = make_client(tmp_path / "spaced", batch_collect_seconds=0.05)
+    assert_complete(await ask_spaced(spaced, WORDS[:3], 0.3), WORDS[:3])
+    assert [len(lines) for lines in batch_inputs(server)] == [1, 1, 1]
+
+    server.reset()
+    close = make_client(tmp_path / "close", batch_collect_seconds=0.6)
+    assert_complete(await ask_spaced(close, WORDS[:3], 0.03), WORDS[:3])
+    assert [len(lines) for lines in batch_inputs(server)] == [3]
+
+
+async def test_a_full_collector_sends_without_waiting_for_the_window(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(batch_collect_seconds=60)
+    assert client.batch is not None
+    client.batch.options = dataclasses.replace(client.batch.options, collect_max=5)
+    answers = await asyncio.wait_for(asyncio.gather(*(client.complete(r) for r in requests_for(WORDS))), 10)
+    assert_complete(list(answers))
+    assert [len(lines) for lines in batch_inputs(server)] == [5, 5]
+
+
+async def test_a_restart_waits_for_recorded_lines_whatever_the_new_grouping(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.batch_polls = 10**6
+    output = tmp_path / "run"
+    crashed = make_client(output)
+    run = asyncio.ensure_future(asyncio.gather(*(crashed.complete(r) for r in requests_for(WORDS[:6]))))
+    (recorded,) = (await crash_once_recorded(run, output))["batches"]
+    assert len(recorded["custom_ids"]) == 6
+
+    server.clear_log()
+    server.batch_polls = 0
+    restarted = make_client(output)
+    # Three recorded requests arrive with three new ones; the other three recorded ones only later.
+    first = await asyncio.gather(*(restarted.complete(r) for r in requests_for(WORDS[:3] + WORDS[6:9])))
+    assert_complete(list(first), WORDS[:3] + WORDS[6:9])
+    (new_batch,) = calls(server, "POST", "/v1/batches")
+    assert [len(lines) for lines in batch_inputs(server)] == [3]
+    assert {line["custom_id"] for line in batch_inputs(server)[0]}.isdisjoint(recorded["custom_ids"])
+    assert calls(server, "GET", f"/v1/batches/{recorded['batch_id']}")
+
+    server.clear_log()
+    later = await asyncio.gather(*(restarted.complete(r) for r in requests_for(WORDS[3:6])))
+    assert_complete(list(later), WORDS[3:6])
+    assert server.count() == 0  # answered by the recorded batch's lines, read once already
+    assert len(server.batch_lines) == 9 and state_files(output) == []
+    (row,) = restarted.usage()
+    assert row.requests == 9
+
+
+async def test_a_cancelled_caller_leaves_the_batch_to_the_others(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.batch_polls = 10**6
+    client = make_client(tmp_path / "run")
+    leaving, staying = (asyncio.ensure_future(client.complete(r)) for r in requests_for(WORDS[:2]))
+    while not server.batches:
+        await asyncio.sleep(0.005)
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    server.batch_polls = 0
+    assert_complete([await staying], WORDS[1:2])
+    assert len(calls(server, "POST", "/v1/batches")) == 1 and state_files(tmp_path / "run") == []
+    server.clear_log()
+    assert_complete([await client.complete(requests_for(WORDS[:1])[0])], WORDS[:1])
+    assert server.count() == 0  # the abandoned request's answer was cached all the same
+
+
+async def test_online_mode_sends_complete_calls_directly(server: FakeOpenAIServer, make_client: Any) -> None:
+    client = make_client(batch=False)
+    answers = await asyncio.gather(*(client.complete(r) for r in requests_for(WORDS[:3])))
+    assert_complete(list(answers), WORDS[:3])
+    assert len(calls(server, "POST", "/v1/chat/completions")) == 3 and server.batches == {}
 
 
 async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> None:

@@ -1,12 +1,24 @@
-"""OpenAI Batch API mode: a stage's fan-out as one batch, at the batch price, resumable.
+"""OpenAI Batch API mode: every uncached chat request travels in a batch, at the batch price, resumable.
 
-With ``endpoint.batch`` on (OpenAI or Azure backends), ``ModelClient.complete_all``
-sends the requests missing from the cache as ONE batch: a JSONL file of
-``/v1/chat/completions`` bodies built exactly like online requests (same
-messages, parameters and strict ``response_format``), each line's
-``custom_id`` being the request's cache key. The file is uploaded (purpose
-``batch``), the batch created (completion window ``24h``) and polled with a
-growing interval (``endpoint.batch_poll_seconds``, x1.5 per poll, at most
+With ``endpoint.batch`` on (OpenAI or Azure backends), ``ModelClient.complete``
+and ``ModelClient.complete_all`` do not call the endpoint themselves: each
+request missing from the cache joins a per-event-loop COLLECTOR. The
+collector sends what it holds as one batch once no new request has arrived
+for ``endpoint.batch_collect_seconds`` (the idle window), or at once when it
+holds ``BatchOptions.collect_max`` requests. Stages keep fanning out with
+``asyncio.gather`` or plain concurrent ``complete`` calls, across personas
+too; the concurrent requests of a run end up in few, large batches without
+any stage knowing. Identical concurrent requests (same cache key) share one
+line; each waiting call gets its own answer or its own exception, as soon
+as its line is settled (a row retried in a later round does not hold up the
+others).
+
+One batch is a JSONL file of ``/v1/chat/completions`` bodies built exactly
+like online requests (same messages, parameters and strict
+``response_format``), each line's ``custom_id`` being the request's cache
+key. The file is uploaded (purpose ``batch``), the batch created (completion
+window ``24h``) and polled with a growing interval
+(``endpoint.batch_poll_seconds``, x1.5 per poll, at most
 ``endpoint.batch_max_poll_seconds``); then the output and error files are
 read and every answer line goes through the client's own checks
 (``ModelClient._judge``: refusal, ``finish_reason`` length or content_filter,
@@ -19,7 +31,7 @@ Failed rows, and only those, go out again as a new, smaller batch: a
 schema-invalid answer with its repair turn, a truncated one with twice the
 output budget, a refusal or filtered answer as it was, a 429/5xx/expired row
 as it was. At most ``endpoint.batch_rounds`` rounds of batches are sent per
-request set (the first included); rows still unanswered after that are
+collected set (the first included); rows still unanswered after that are
 finished ONLINE, at the full price, through the ordinary retry loop,
 continuing from where their batch attempts left off. A row whose answer
 exhausts its retries (three refusals, say) fails with the same
@@ -32,22 +44,30 @@ has been cached, or returns the errors in place with
 ``return_exceptions=True``.
 
 Resuming: before a batch is created, a state file
-``<cache>/batches/<sha256 of the request set's cache keys>.json`` records
-its input file id and custom_ids, then its batch id. A restarted run asking
-for the same request set finds it and polls that batch instead of sending a
-new one (if the crash came between creating the batch and recording its id,
-the batch is found again by its input file); rows answered before the crash
-are in the cache and never sent again. The file is removed when the set is
-done. A run asking for a different set (another persona selection, say)
-does not see the old batch: it is still billed but not read. Without a cache
-(``cache.enabled = false``) nothing is recorded and nothing can resume.
+``<cache>/batches/<sha256 of the set's cache keys>.json`` records its input
+file id and custom_ids, then its batch id; it is removed when the set is
+done. Since what the collector gathers depends on timing, a restarted run
+matches recorded batches by REQUEST, not by set: when the collector sends,
+any request whose cache key a recorded, unfinished batch holds waits for
+that batch (polled, not sent again; if the crash came between creating the
+batch and recording its id, the batch is found again by its input file).
+Lines of an adopted batch nobody has asked for yet are kept in memory and
+answer their request when it comes, without a new line. Rows answered
+before the crash are in the cache and never sent again. A recorded batch
+none of whose requests is asked again (another persona selection, say) is
+billed by the service but not read. Without a cache (``cache.enabled =
+false``) nothing is recorded and nothing can resume.
+
+Cancellation: a waiting call that is cancelled stops waiting; the batch goes
+on for the others. Once nobody waits for any row of a set, its task is
+cancelled (the state file stays, so the set resumes when asked again), and
+queued requests nobody waits for are dropped.
 
 Accounting: every output line is billed with its own ``usage`` at the batch
-price (``PriceTable.batch_multiplier``) to the stage of its request; online
-fallback calls are billed in full. A stage's ``seconds`` include the wait.
-
-A single ``ModelClient.complete`` call always goes online: one request does
-not justify a wait of up to 24 hours. Embeddings always go online.
+price (``PriceTable.batch_multiplier``) to the stage of its request when it
+is read (lines of an adopted batch when their request asks for them);
+online fallback calls are billed in full. A stage's ``seconds`` include the
+wait. Embeddings always go online.
 """
 
 from __future__ import annotations
@@ -60,8 +80,9 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,7 +90,7 @@ from pydantic import BaseModel, ValidationError
 
 from memoryquest.llm.backends import ChatCall, ChatResult, OutputMode
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
-from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.request import LLMRequest, ResponseT
 
 if TYPE_CHECKING:
     from memoryquest.llm.client import Attempt, ModelClient
@@ -88,36 +109,66 @@ _RESPONSE_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "stru
 
 @dataclass(frozen=True)
 class BatchOptions:
-    """How batches are polled and how often failed rows are sent again (``endpoint.batch_*``)."""
+    """How requests are collected, batches polled and failed rows sent again (``endpoint.batch_*``)."""
 
     poll_seconds: float = 30.0  # first wait between two polls
     max_poll_seconds: float = 600.0  # the wait grows by poll_backoff up to this
     poll_backoff: float = 1.5
-    rounds: int = 3  # rounds of batches per request set, the first included; then online
+    rounds: int = 3  # rounds of batches per collected set, the first included; then online
+    # The collector sends once no request has arrived for collect_seconds, or at collect_max requests.
+    collect_seconds: float = 2.0
+    collect_max: int = 50_000
     # The service's limits per batch; a larger set is split into several batches per round.
     max_lines: int = 50_000
     max_bytes: int = 190 * 2**20
     transfer_seconds: float = 600.0  # timeout of one upload or download
 
 
-@dataclass
+@dataclass(eq=False)
 class _Row:
-    """One distinct request (by cache key) of the set."""
+    """One distinct request (by cache key) waiting for its answer."""
 
     key: str
     attempt: Attempt
+    future: asyncio.Future[BaseModel]  # resolved once the row is settled
     value: BaseModel | None = None
     error: LLMError | None = None
     call: ChatCall | None = None  # what its latest batch line asked
     problem: str = ""  # why its latest batch line did not count (for the log)
+    waiters: int = 0  # calls waiting for it now
+    group: _Group | None = None  # the set it was sent with; None while queued
 
     @property
     def done(self) -> bool:
         return self.value is not None or self.error is not None
 
 
+@dataclass(eq=False)
+class _Group:
+    """Rows sent together: settled by one task, recorded in one state file."""
+
+    collector: _Collector
+    rows: dict[str, _Row]  # grows when a request for an adopted, unasked line arrives
+    path: Path | None
+    state: dict[str, Any]
+    orphans: set[str] = field(default_factory=set)  # adopted lines nobody has asked for yet
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(eq=False)
+class _Collector:
+    """The queue of one event loop, and the sets it has sent that are still open."""
+
+    loop: asyncio.AbstractEventLoop
+    queue: dict[str, _Row] = field(default_factory=dict)
+    rows: dict[str, _Row] = field(default_factory=dict)  # every unsettled row, queued or sent
+    orphans: dict[str, _Group] = field(default_factory=dict)
+    groups: set[_Group] = field(default_factory=set)
+    timer: asyncio.TimerHandle | None = None
+
+
 class BatchRunner:
-    """Runs ``ModelClient.complete_all`` through the Batch API; built by the client itself."""
+    """Runs ``ModelClient.complete`` and ``complete_all`` through the Batch API; built by the client itself."""
 
     def __init__(self, client: ModelClient, options: BatchOptions) -> None:
         backend = client.chat_backend
@@ -127,57 +178,248 @@ class BatchRunner:
             )
         if options.rounds < 1:
             raise LLMConfigurationError(f"endpoint.batch_rounds must be at least 1, got {options.rounds}")
+        if options.collect_seconds < 0 or options.collect_max < 1:
+            raise LLMConfigurationError(
+                f"the batch collector needs collect_seconds >= 0 and collect_max >= 1, "
+                f"got {options.collect_seconds} and {options.collect_max}"
+            )
         self.client = client
         self.options = options
         self.url = "/chat/completions" if backend.name == "azure" else "/v1/chat/completions"
+        self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Collector] = weakref.WeakKeyDictionary()
+        self._owned: set[Path] = set()  # state files a set of this runner is settling
+        # Lines of adopted batches whose request has not been asked yet: (record, batch status).
+        self._unclaimed: dict[str, tuple[dict[str, Any], str]] = {}
 
-    # --- the set --------------------------------------------------------------------------
+    # --- what the client calls ------------------------------------------------------------
+
+    async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
+        entry = self._entry(request)
+        if isinstance(entry, BaseModel):
+            return _as(entry, request.response_model)
+        await self._wait([entry])
+        return _as(entry.future.result(), request.response_model)
 
     async def complete_all(self, requests: Sequence[LLMRequest[Any]], *, return_exceptions: bool = False) -> list[Any]:
-        client = self.client
         with contextlib.ExitStack() as stack:
             for stage in dict.fromkeys(r.stage for r in requests):
-                stack.enter_context(client.ledger.timing(stage))
-            rows, order = self._rows(requests)
-            open_rows = [row for row in rows.values() if not row.done]
-            if open_rows:
-                await self._settle(rows, open_rows)
+                stack.enter_context(self.client.ledger.timing(stage))
+            entries = [self._entry(request) for request in requests]
+            await self._wait(list(dict.fromkeys(e for e in entries if isinstance(e, _Row))))
         answers: list[Any] = []
         first_error: LLMError | None = None
-        for request, key in zip(requests, order, strict=True):
-            row = rows[key]
-            if row.error is not None:
-                first_error = first_error or row.error
-                answers.append(row.error)
-            elif isinstance(row.value, request.response_model):
-                answers.append(row.value)
-            else:  # a duplicate asking for another class with the same schema
-                assert row.value is not None
-                answers.append(request.response_model.model_validate(row.value.model_dump()))
+        for request, entry in zip(requests, entries, strict=True):
+            if isinstance(entry, BaseModel):
+                answers.append(_as(entry, request.response_model))
+                continue
+            if entry.future.cancelled():
+                raise asyncio.CancelledError(f"{entry.attempt.where}: its batch was cancelled")
+            error = entry.future.exception()
+            if error is None:
+                answers.append(_as(entry.future.result(), request.response_model))
+            elif isinstance(error, LLMError):
+                first_error = first_error or error
+                answers.append(error)
+            else:
+                raise error
         if first_error is not None and not return_exceptions:
             raise first_error
         return answers
 
-    def _rows(self, requests: Sequence[LLMRequest[Any]]) -> tuple[dict[str, _Row], list[str]]:
-        """One row per distinct cache key; cached answers filled in."""
+    async def aclose(self) -> None:
+        """Stop collecting on the running loop: queued requests and open sets are cancelled."""
+        collector = self._collectors.pop(asyncio.get_running_loop(), None)
+        if collector is None:
+            return
+        if collector.timer is not None:
+            collector.timer.cancel()
+        for row in collector.queue.values():
+            row.future.cancel()
+        collector.queue.clear()
+        tasks = [group.task for group in collector.groups if group.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- the collector --------------------------------------------------------------------
+
+    def _collector(self) -> _Collector:
+        loop = asyncio.get_running_loop()
+        collector = self._collectors.get(loop)
+        if collector is None:
+            collector = self._collectors[loop] = _Collector(loop)
+        return collector
+
+    def _entry(self, request: LLMRequest[Any]) -> BaseModel | _Row:
+        """The cached answer, or the row the request waits on (joined, or queued for the next batch)."""
         client = self.client
-        seed_base = int(getattr(client.chat_backend, "seed", 0))
-        rows: dict[str, _Row] = {}
-        order: list[str] = []
-        for request in requests:
-            template = client._template(request)
-            messages = template.render(request.variables)
-            seed = seed_base + request.seed
-            key = client._key(request, template, messages, seed)
-            order.append(key)
-            if key in rows:
-                client.ledger.cache_hits(request.stage)  # asked twice: sent once, like online
+        template = client._template(request)
+        messages = template.render(request.variables)
+        seed = int(getattr(client.chat_backend, "seed", 0)) + request.seed
+        key = client._key(request, template, messages, seed)
+        cached = self._cached(key, request)
+        if cached is not None:
+            client.ledger.cache_hits(request.stage)
+            return cached
+        collector = self._collector()
+        row = collector.rows.get(key)
+        if row is not None:  # asked twice: sent once, like online
+            client.ledger.cache_hits(request.stage)
+            return row
+        row = _Row(key, client._attempt(request, template, messages, seed), collector.loop.create_future())
+        collector.rows[key] = row
+        unclaimed = self._unclaimed.pop(key, None)
+        if unclaimed is not None:  # answered by a resumed batch before anyone asked
+            self._settle_line(row, *unclaimed)
+            if row.done:
+                collector.rows.pop(key)
+                self._resolve(row)
+                return row
+        group = collector.orphans.pop(key, None)
+        if group is not None:  # in a resumed batch still running: wait for its line
+            group.orphans.discard(key)
+            group.rows[key] = row
+            row.group = group
+            return row
+        collector.queue[key] = row
+        if len(collector.queue) >= self.options.collect_max:
+            self._flush(collector)
+        else:
+            if collector.timer is not None:
+                collector.timer.cancel()
+            collector.timer = collector.loop.call_later(self.options.collect_seconds, self._flush, collector)
+        return row
+
+    async def _wait(self, rows: list[_Row]) -> None:
+        """Until every row is settled; a caller that gives up leaves the rows to the others."""
+        for row in rows:
+            row.waiters += 1
+        try:
+            waiting = [row.future for row in rows if not row.future.done()]
+            if waiting:
+                await asyncio.wait(waiting)  # cancelling the caller does not cancel the rows
+        finally:
+            for row in rows:
+                row.waiters -= 1
+            for row in rows:
+                if row.waiters == 0 and not row.future.done():
+                    self._abandon(row)
+
+    def _abandon(self, row: _Row) -> None:
+        """Nobody waits for ``row`` any more: drop it if queued, stop its set if nobody waits for any of it."""
+        group = row.group
+        if group is None:
+            collector = self._collector()
+            if collector.queue.pop(row.key, None) is row:
+                collector.rows.pop(row.key, None)
+                row.future.cancel()
+                if not collector.queue and collector.timer is not None:
+                    collector.timer.cancel()
+                    collector.timer = None
+            return
+        if group.task is not None and not any(r.waiters for r in group.rows.values() if not r.future.done()):
+            group.task.cancel()  # the state file stays: the set resumes when asked again
+
+    def _flush(self, collector: _Collector) -> None:
+        """Send the queue: rows a recorded batch already holds wait for it, the rest go out as a new set."""
+        if collector.timer is not None:
+            collector.timer.cancel()
+            collector.timer = None
+        rows = list(collector.queue.values())
+        collector.queue.clear()
+        if not rows:
+            return
+        adopted, fresh = self._adopt(rows)
+        for path, state, mine in adopted:
+            group = self._start(collector, mine, path, state)
+            recorded = {key for inflight in state["batches"] for key in inflight["custom_ids"]}
+            for key in recorded - group.rows.keys() - collector.rows.keys() - collector.orphans.keys():
+                group.orphans.add(key)
+                collector.orphans[key] = group
+            log.info("resuming %d requests from %s", len(mine), path.name)
+        if fresh:
+            fresh_path = self._state_path(row.key for row in fresh)
+            self._start(collector, fresh, fresh_path, _read_state(fresh_path))
+            log.info("collected %d requests for a batch", len(fresh))
+
+    def _start(self, collector: _Collector, rows: list[_Row], path: Path | None, state: dict[str, Any]) -> _Group:
+        group = _Group(collector, {row.key: row for row in rows}, path, state)
+        for row in rows:
+            row.group = group
+        if path is not None:
+            self._owned.add(path)
+        collector.groups.add(group)
+        group.task = collector.loop.create_task(self._settle(group))
+        group.task.add_done_callback(lambda task: self._finish(group, task))
+        return group
+
+    def _adopt(self, rows: list[_Row]) -> tuple[list[tuple[Path, dict[str, Any], list[_Row]]], list[_Row]]:
+        """Recorded unfinished batches holding some of ``rows`` (with those rows), and the rows left over."""
+        cache = self.client.cache
+        if cache is None or not self.client._cache_on():
+            return [], rows
+        directory = cache.directory / "batches"
+        if not directory.is_dir():
+            return [], rows
+        left = {row.key: row for row in rows}
+        adopted: list[tuple[Path, dict[str, Any], list[_Row]]] = []
+        for path in sorted(directory.glob("*.json")):
+            if not left:
+                break
+            if path.name.startswith(".") or path in self._owned:
                 continue
-            row = rows[key] = _Row(key, client._attempt(request, template, messages, seed))
-            row.value = self._cached(key, request)
-            if row.value is not None:
-                client.ledger.cache_hits(request.stage)
-        return rows, order
+            state = _read_state(path)
+            recorded = dict.fromkeys(key for inflight in state["batches"] for key in inflight["custom_ids"])
+            mine = [left.pop(key) for key in recorded if key in left]
+            if mine:
+                adopted.append((path, state, mine))
+        return adopted, list(left.values())
+
+    def _finish(self, group: _Group, task: asyncio.Task[None]) -> None:
+        """When a set's task ends, however it ends (even cancelled before it started): resolve every row."""
+        failure = None if task.cancelled() else task.exception()  # every waiting call gets it, not just one
+        collector = group.collector
+        if group.path is not None:
+            self._owned.discard(group.path)
+        collector.groups.discard(group)
+        self._release_orphans(group)
+        for row in group.rows.values():
+            if collector.rows.get(row.key) is row:
+                collector.rows.pop(row.key)
+            self._resolve(row, failure)
+
+    def _resolve(self, row: _Row, failure: BaseException | None = None) -> None:
+        """Hand the row's outcome to its waiters (a cancelled set cancels its open rows)."""
+        future = row.future
+        if future.done():
+            return
+        if row.value is not None:
+            future.set_result(row.value)
+            return
+        error = row.error or failure
+        if error is None:
+            future.cancel()
+            return
+        future.set_exception(error)
+        future.exception()  # retrieved: waiters re-raise it, nobody else must
+
+    def _resolve_done(self, group: _Group) -> None:
+        """Callers whose row is settled go on at once; the others wait for the next round."""
+        collector = group.collector
+        for row in group.rows.values():
+            if row.done and not row.future.done():
+                if collector.rows.get(row.key) is row:
+                    collector.rows.pop(row.key)
+                self._resolve(row)
+
+    def _release_orphans(self, group: _Group) -> None:
+        """Adopted lines read by now: a later request for one is answered from ``_unclaimed``."""
+        for key in group.orphans:
+            if group.collector.orphans.get(key) is group:
+                del group.collector.orphans[key]
+        group.orphans.clear()
+
+    # --- the set --------------------------------------------------------------------------
 
     def _cached(self, key: str, request: LLMRequest[Any]) -> BaseModel | None:
         cache = self.client.cache
@@ -191,25 +433,24 @@ class BatchRunner:
         except ValidationError:
             return None  # the model's validators changed since: ask again
 
-    def _state_path(self, rows: dict[str, _Row]) -> Path | None:
+    def _state_path(self, keys: Iterable[str]) -> Path | None:
         cache = self.client.cache
         if cache is None or not self.client._cache_on():
             return None
-        digest = hashlib.sha256("\n".join(sorted(rows)).encode("ascii")).hexdigest()
+        digest = hashlib.sha256("\n".join(sorted(keys)).encode("ascii")).hexdigest()
         return cache.directory / "batches" / f"{digest}.json"
 
-    async def _settle(self, rows: dict[str, _Row], open_rows: list[_Row]) -> None:
+    async def _settle(self, group: _Group) -> None:
         """Rounds of batches until every row is answered or failed for good, or the rounds are used up."""
-        path = self._state_path(rows)
-        state = _read_state(path)
-        pending = {row.key: row for row in open_rows}
-        while pending:
+        rows, path, state = group.rows, group.path, group.state
+        while True:
+            pending = [row for row in rows.values() if not row.done]
             resumed = bool(state["batches"])
             if not resumed:
-                if state["rounds"] >= self.options.rounds:
+                if not pending or state["rounds"] >= self.options.rounds:
                     break
                 state["rounds"] += 1
-                for part in self._split(list(pending.values())):
+                for part in self._split(pending):
                     await self._upload(part, path, state)  # each recorded before its batch exists
             for inflight in state["batches"]:
                 if inflight.get("batch_id") is None:
@@ -228,20 +469,23 @@ class BatchRunner:
                 if batch is None:  # the recorded batch is gone: its rows go out again
                     continue
                 try:
-                    await self._collect(batch, [rows[key] for key in inflight["custom_ids"] if key in rows])
+                    await self._collect(batch, inflight["custom_ids"], group)
                 except LLMConfigurationError as exc:
                     rejected = rejected or exc  # still read the other batches of the round: they are paid for
             state["batches"] = []
             _write_state(path, state)
+            self._release_orphans(group)
+            self._resolve_done(group)
             if rejected is not None:
                 raise rejected
-            pending = {key: row for key, row in pending.items() if not row.done}
-            if pending:
-                problems = "; ".join(sorted({r.problem for r in pending.values() if r.problem}))
-                log.info("%d requests to send again (%s)", len(pending), problems)
+            open_rows = [row for row in rows.values() if not row.done]
+            if open_rows:
+                problems = "; ".join(sorted({r.problem for r in open_rows if r.problem}))
+                log.info("%d requests to send again (%s)", len(open_rows), problems)
         if pending:
             log.info("%d requests still unanswered after %d batches: finishing them online", len(pending), state["rounds"])
-            await asyncio.gather(*(self._online(row) for row in pending.values()))
+            await asyncio.gather(*(self._online(row) for row in pending))
+            self._resolve_done(group)
         if path is not None:
             path.unlink(missing_ok=True)
 
@@ -343,7 +587,7 @@ class BatchRunner:
             await asyncio.sleep(delay)
             delay = min(self.options.max_poll_seconds, delay * self.options.poll_backoff)
 
-    async def _collect(self, batch: Any, batch_rows: list[_Row]) -> None:
+    async def _collect(self, batch: Any, custom_ids: list[str], group: _Group) -> None:
         if batch.status == "failed":
             errors = batch.errors.data if batch.errors and batch.errors.data else []
             detail = "; ".join(f"line {e.line}: {e.code}: {e.message}" for e in errors) or "no reason given"
@@ -355,8 +599,13 @@ class BatchRunner:
                     if raw.strip():
                         record = json.loads(raw)
                         records[str(record.get("custom_id"))] = record
+        # From here on nothing awaits: rows that joined the set while it ran are settled too.
+        batch_rows = [group.rows[key] for key in custom_ids if key in group.rows]
         for row in batch_rows:
             self._settle_line(row, records.get(row.key), batch.status)
+        for key in custom_ids:  # an adopted line nobody has asked for yet
+            if key not in group.rows and key in records and key not in group.collector.rows:
+                self._unclaimed[key] = (records[key], batch.status)
         if batch.status == "cancelled":  # someone stopped it on purpose: do not send its rows again
             for row in batch_rows:
                 if not row.done:
@@ -532,3 +781,10 @@ def _write_state(path: Path | None, state: dict[str, Any]) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def _as(value: BaseModel, model: type[ResponseT]) -> ResponseT:
+    """``value`` as ``model`` (a duplicate request may ask for another class with the same schema)."""
+    if isinstance(value, model):
+        return value
+    return model.model_validate(value.model_dump())

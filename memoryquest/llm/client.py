@@ -156,7 +156,7 @@ class ModelClient:
         self.output_retries = output_retries
         self.prompts_dir = prompts_dir
         self.batch_pricing = batch_pricing
-        # Batch API mode for complete_all (None: online); see memoryquest.llm.batch.
+        # Batch API mode for complete and complete_all (None: online); see memoryquest.llm.batch.
         self.batch = BatchRunner(self, batch) if batch is not None else None
         self.ledger = UsageLedger()
         self._rng = rng or random.Random()
@@ -200,8 +200,15 @@ class ModelClient:
     # --- chat ------------------------------------------------------------------------------
 
     async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
-        """The answer to one request as an instance of ``request.response_model``."""
+        """The answer to one request as an instance of ``request.response_model``.
+
+        In Batch API mode (``endpoint.batch``) an uncached request waits in
+        the client's collector and travels in the next batch with every
+        other request made meanwhile (see ``memoryquest.llm.batch``).
+        """
         with self.ledger.timing(request.stage):
+            if self.batch is not None:
+                return await self.batch.complete(request)
             return await self._complete(request)
 
     async def complete_all(
@@ -213,9 +220,10 @@ class ModelClient:
         raised; with ``return_exceptions=True`` each failed request's
         ``LLMError`` takes its place in the list instead.
 
-        In Batch API mode (``endpoint.batch``) the uncached requests travel
-        as one batch instead (see ``memoryquest.llm.batch``); an error is
-        then raised only once every other answer has been cached.
+        In Batch API mode (``endpoint.batch``) the uncached requests join the
+        collector like ``complete`` calls and travel in a batch instead (see
+        ``memoryquest.llm.batch``); an error is then raised only once every
+        other answer has been cached.
         """
         if self.batch is not None and requests:
             return await self.batch.complete_all(requests, return_exceptions=return_exceptions)
@@ -621,7 +629,9 @@ class ModelClient:
         return normalise_rows(result.vectors)
 
     async def aclose(self) -> None:
-        """Close HTTP connections held for the running event loop."""
+        """Close HTTP connections held for the running event loop (and stop collecting batch requests on it)."""
+        if self.batch is not None:
+            await self.batch.aclose()
         for backend in (self.chat_backend, self.embedder):
             close = getattr(backend, "aclose", None)
             if callable(close):

@@ -106,6 +106,7 @@ def build_client(
             poll_seconds=endpoint.batch_poll_seconds,
             max_poll_seconds=max(endpoint.batch_max_poll_seconds, endpoint.batch_poll_seconds),
             rounds=endpoint.batch_rounds,
+            collect_seconds=endpoint.batch_collect_seconds,
         )
     return ModelClient(
         chat,
