@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,3 +44,82 @@ def clean_settings_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
         if name.startswith(SETTINGS_ENV_PREFIXES):
             monkeypatch.delenv(name)
     return monkeypatch
+
+
+# --------------------------------------------------------------------------- prefect server
+
+
+def free_local_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM the process group (started with ``start_new_session=True``), SIGKILL if it lingers."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextmanager
+def running_prefect_server(home: Path, startup_seconds: float = 180) -> Iterator[dict[str, str]]:
+    """``prefect server start`` on 127.0.0.1 with its own SQLite database under ``home``.
+
+    Yields the environment for subprocesses (``PREFECT_API_URL`` points at the
+    server); in-process callers use ``prefect.settings.temporary_settings``.
+    The server log is ``home/server.log``.
+    """
+    import httpx
+
+    home.mkdir(parents=True, exist_ok=True)
+    port = free_local_port()
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+    }
+    env.pop("PREFECT_API_URL", None)
+    log_path = home / "server.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    api = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + startup_seconds
+    try:
+        while True:
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None:
+                raise RuntimeError(f"the Prefect server exited:\n{log_path.read_text(errors='replace')}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Prefect server did not become healthy within {startup_seconds:g} s")
+            time.sleep(0.5)
+        yield {**env, "PREFECT_API_URL": api}
+    finally:
+        stop_process_group(server)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real Prefect server shared by one test module (see :func:`running_prefect_server`)."""
+    with running_prefect_server(tmp_path_factory.mktemp("prefect-server") / "home") as env:
+        yield env

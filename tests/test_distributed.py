@@ -1,0 +1,239 @@
+"""Generation beyond one machine: shards over two Prefect workers, and a Dask cluster.
+
+Both end-to-end tests use a real Prefect server on 127.0.0.1 (the module's
+``prefect_api`` fixture). The sharded run goes through ``prefect.yaml``:
+a process work pool, ``prefect deploy``, two workers, and the parent
+deployment launching one child run of ``memoryquest-generate/offline`` per
+shard. The Dask run uses a ``distributed.LocalCluster`` with two worker
+processes and must produce exactly what the in-process pipeline produces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect.client.schemas.objects import FlowRun
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import Completed, Crashed, Failed
+
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.distributed import (
+    ShardFailedError,
+    check_shard_runs,
+    generate_with_dask,
+    merge_parts,
+    plan_shards,
+    sum_usage,
+)
+from memoryquest.intake import PersonaSelection, load_personas
+from memoryquest.llm.factory import build_client
+from memoryquest.pipeline import generate_dataset
+from memoryquest.publish import load_published
+from memoryquest.settings import load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+USERS = ["user0", "user1"]
+SMALL: dict[str, Any] = {
+    "generation": {"queries_per_user": 2, "candidates_per_user": 8},
+    "pgr": {"methods": ["query_only", "pgr_tot"], "judges": ["provenance"]},
+}
+TABLE_NAMES = ("personas", "queries", "timelines", "sessions", "facts", "validation", "rejected")
+
+
+def rows(dataset: GeneratedDataset, table: str) -> list[dict[str, Any]]:
+    return [row.model_dump(mode="json") for row in getattr(dataset, table)]
+
+
+def stop_process_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def clean_env(base: dict[str, str]) -> dict[str, str]:
+    """No endpoint settings from the caller's shell reach the runs."""
+    return {k: v for k, v in base.items() if not k.startswith(("MEMORYQUEST_", "OPENAI_", "AZURE_OPENAI_"))}
+
+
+@contextmanager
+def api(env: dict[str, str]) -> Iterator[None]:
+    with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+        yield
+
+
+# --------------------------------------------------------------------------- planning and checking
+
+
+def test_shards_are_contiguous_and_never_empty(tmp_path: Path) -> None:
+    plan = plan_shards(["u0", "u1", "u2", "u3", "u4"], 2, tmp_path)
+    assert [s.users for s in plan] == [["u0", "u1", "u2"], ["u3", "u4"]]
+    assert [s.output for s in plan] == [tmp_path / "0", tmp_path / "1"]
+    assert [s.users for s in plan_shards(["u0", "u1"], 5, tmp_path)] == [["u0"], ["u1"]]
+    with pytest.raises(ValueError, match="shards must be at least 1, got 0"):
+        plan_shards(["u0"], 0, tmp_path)
+
+
+def test_a_failed_child_is_named_with_its_users_and_reason(tmp_path: Path) -> None:
+    plan = plan_shards(["user0", "user1", "user2"], 3, tmp_path)
+    runs = [
+        FlowRun(name="p-shard-0", flow_id=uuid.uuid4(), state=Completed()),
+        FlowRun(name="p-shard-1", flow_id=uuid.uuid4(), state=Failed(message="Flow run encountered an exception: boom")),
+        FlowRun(name="p-shard-2", flow_id=uuid.uuid4(), state=Crashed(message="worker process exited")),
+    ]
+    with pytest.raises(ShardFailedError) as caught:
+        check_shard_runs(plan, runs)
+    text = str(caught.value)
+    assert text.startswith("2 of 3 shards failed")
+    assert f"shard 1 (users user1): flow run 'p-shard-1' ({runs[1].id}) ended Failed: Flow run encountered an exception: boom" in text
+    assert "shard 2 (users user2): flow run 'p-shard-2'" in text and "ended Crashed: worker process exited" in text
+    assert "shard 0" not in text
+    check_shard_runs(plan[:1], runs[:1])  # all completed: no error
+
+
+# --------------------------------------------------------------------------- shards over two workers
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float = 180) -> str:
+    done = subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+async def _flow_runs() -> list[FlowRun]:
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        return list(await client.read_flow_runs())
+
+
+@pytest.mark.slow
+def test_sharded_run_on_two_workers_merges_both_shards(prefect_api: dict[str, str], tmp_path: Path) -> None:
+    env = {**clean_env(prefect_api), "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
+    _run([PREFECT, "work-pool", "create", "memoryquest", "--type", "process"], env)
+    _run([PREFECT, "--no-prompt", "deploy", "--name", "offline", "--name", "sharded"], env)
+    workers, logs = [], []
+    for name in ("worker-a", "worker-b"):
+        log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed below
+        logs.append(log)
+        workers.append(
+            subprocess.Popen(
+                # Two slots each: the parent run holds one while its children run.
+                [PREFECT, "worker", "start", "--pool", "memoryquest", "--name", name, "--limit", "2"],
+                env=env,
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+    output = tmp_path / "sharded"
+    params = {"output": str(output), "users": USERS, "shards": 2, "overrides": SMALL, "poll_seconds": 1}
+    started = time.perf_counter()
+    try:
+        out = _run(
+            [PREFECT, "deployment", "run", "memoryquest-generate-sharded/sharded", "--params", json.dumps(params), "--watch"],
+            env,
+            timeout=900,
+        )
+    finally:
+        for worker in workers:  # workers first, then (in the fixture) the server
+            stop_process_group(worker)
+        for log in logs:
+            log.close()
+    print(f"sharded run of {len(USERS)} users on 2 workers: {time.perf_counter() - started:.1f} s")
+    worker_logs = "".join((tmp_path / f"{n}.log").read_text(errors="replace") for n in ("worker-a", "worker-b"))
+    assert "Completed" in out, out + worker_logs
+
+    with api(prefect_api):
+        runs = asyncio.run(_flow_runs())
+    parent = next(r for r in runs if r.parameters.get("shards") == 2)
+    children = sorted((r for r in runs if r.name.startswith(f"{parent.name}-shard-")), key=lambda r: r.name)
+    assert [c.name for c in children] == [f"{parent.name}-shard-0", f"{parent.name}-shard-1"]
+    for index, child in enumerate(children):
+        assert child.state is not None and child.state.is_completed(), child.state
+        assert child.parameters["users"] == [USERS[index]]
+        assert child.parameters["output"] == str(output / "shards" / str(index))
+        assert child.parameters["publish"] is False
+        assert child.parent_task_run_id is not None  # linked to the parent as a sub-flow
+        assert str(child.id) in worker_logs
+    first, second = children
+    assert first.start_time and second.start_time and first.end_time and second.end_time
+    assert first.start_time < second.end_time and second.start_time < first.end_time, "the shards did not run concurrently"
+
+    shards = [GeneratedDataset.load(output / "shards" / str(i) / "dataset") for i in range(2)]
+    assert [[p.source_user_id for p in s.personas] for s in shards] == [["user0"], ["user1"]]
+    merged = GeneratedDataset.load(output / "dataset")
+    assert [p.source_user_id for p in merged.personas] == USERS
+    for table in TABLE_NAMES:
+        assert rows(merged, table) == rows(shards[0], table) + rows(shards[1], table), table
+    assert merged.queries and merged.sessions and merged.facts and merged.validation
+    assert merged.manifest is not None and shards[0].manifest is not None and shards[1].manifest is not None
+    assert merged.manifest.usage == sum_usage([*shards[0].manifest.usage, *shards[1].manifest.usage])
+    assert sum(u.requests for u in merged.manifest.usage) == sum(
+        u.requests for s in shards if s.manifest for u in s.manifest.usage
+    )
+    assert merged.manifest.persona_ids == [p.persona_id for p in merged.personas]
+    published = load_published(output / "published")
+    assert sorted(p.source_user_id for p in published.personas) == USERS
+
+    # Parts from workers running other code are refused, naming the shard.
+    assert shards[1].manifest is not None
+    shards[1].manifest = shards[1].manifest.model_copy(update={"package_version": "0.0.0-other"})
+    with pytest.raises(ValueError, match="shard 1 was generated with a different package_version than shard 0"):
+        merge_parts(shards, ["shard 0", "shard 1"], load_settings(overrides=SMALL), time.perf_counter())
+
+
+# --------------------------------------------------------------------------- Dask
+
+
+@pytest.mark.slow
+def test_dask_run_equals_the_in_process_pipeline(prefect_api: dict[str, str], tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    output = tmp_path / "dask"
+    started = time.perf_counter()
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True) as cluster,
+        api(prefect_api),
+    ):
+        assert len(cluster.workers) == 2
+        generate_with_dask(
+            output=str(output), scheduler_address=cluster.scheduler_address, users=USERS, overrides=SMALL, publish=True
+        )
+    dask_seconds = time.perf_counter() - started
+    dask_run = GeneratedDataset.load(output / "dataset")
+
+    settings = load_settings(overrides={**SMALL, "output_dir": str(tmp_path / "in-process")})
+    personas = load_personas(settings.persona_source, PersonaSelection(user_ids=USERS)).personas
+    started = time.perf_counter()
+    reference = asyncio.run(generate_dataset(personas, build_client(settings), settings))
+    print(f"2 users: Dask (2 worker processes) {dask_seconds:.1f} s, in process {time.perf_counter() - started:.1f} s")
+
+    assert [p.source_user_id for p in dask_run.personas] == USERS
+    for table in TABLE_NAMES:
+        assert rows(dask_run, table) == rows(reference, table), table
+    assert dask_run.queries and dask_run.sessions and dask_run.facts and dask_run.validation
+    assert dask_run.manifest is not None and reference.manifest is not None
+    assert {u.stage: u.requests for u in dask_run.manifest.usage} == {u.stage: u.requests for u in reference.manifest.usage}
+    assert {u.stage: u.input_tokens for u in dask_run.manifest.usage} == {
+        u.stage: u.input_tokens for u in reference.manifest.usage
+    }
+    assert dask_run.manifest.simulated and dask_run.manifest.settings["output_dir"] == str(output)
+    assert sorted(p.source_user_id for p in load_published(output / "published").personas) == USERS
