@@ -195,6 +195,7 @@ async def generate_benchmark(
     for part in await asyncio.gather(*(tracked(p) for p in intake.personas)):
         dataset.extend(part)
     dataset.manifest = build_manifest(dataset, client, settings, started)
+    await client.aclose()  # the SDK's connections belong to this event loop, which ends with the flow
     dataset_dir = dataset.save(output_dir / "dataset")
     _write_run_report(output_dir, stage_states, [str(e) for e in intake.errors])
 

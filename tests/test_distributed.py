@@ -144,12 +144,15 @@ def test_sharded_run_on_two_workers_merges_both_shards(prefect_api: dict[str, st
             )
         )
     output = tmp_path / "sharded"
-    params = {"output": str(output), "users": USERS, "shards": 2, "overrides": SMALL, "poll_seconds": 1}
+    params = {"output": str(output), "users": USERS, "count": None, "shards": 2, "overrides": SMALL, "poll_seconds": 1}
     started = time.perf_counter()
     try:
-        out = _run(
+        done = subprocess.run(
             [PREFECT, "deployment", "run", "memoryquest-generate-sharded/sharded", "--params", json.dumps(params), "--watch"],
-            env,
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
             timeout=900,
         )
     finally:
@@ -159,7 +162,7 @@ def test_sharded_run_on_two_workers_merges_both_shards(prefect_api: dict[str, st
             log.close()
     print(f"sharded run of {len(USERS)} users on 2 workers: {time.perf_counter() - started:.1f} s")
     worker_logs = "".join((tmp_path / f"{n}.log").read_text(errors="replace") for n in ("worker-a", "worker-b"))
-    assert "Completed" in out, out + worker_logs
+    assert done.returncode == 0 and "Completed" in done.stdout, done.stdout + done.stderr + worker_logs
 
     with api(prefect_api):
         runs = asyncio.run(_flow_runs())

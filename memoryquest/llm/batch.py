@@ -157,9 +157,11 @@ class _Group:
 
 @dataclass(eq=False)
 class _Collector:
-    """The queue of one event loop, and the sets it has sent that are still open."""
+    """The queue of one event loop, and the sets it has sent that are still open.
 
-    loop: asyncio.AbstractEventLoop
+    It holds no reference to its loop: it is the value of a weak mapping keyed by that loop.
+    """
+
     queue: dict[str, _Row] = field(default_factory=dict)
     rows: dict[str, _Row] = field(default_factory=dict)  # every unsettled row, queued or sent
     orphans: dict[str, _Group] = field(default_factory=dict)
@@ -247,7 +249,7 @@ class BatchRunner:
         loop = asyncio.get_running_loop()
         collector = self._collectors.get(loop)
         if collector is None:
-            collector = self._collectors[loop] = _Collector(loop)
+            collector = self._collectors[loop] = _Collector()
         return collector
 
     def _entry(self, request: LLMRequest[Any]) -> BaseModel | _Row:
@@ -266,7 +268,8 @@ class BatchRunner:
         if row is not None:  # asked twice: sent once, like online
             client.ledger.cache_hits(request.stage)
             return row
-        row = _Row(key, client._attempt(request, template, messages, seed), collector.loop.create_future())
+        loop = asyncio.get_running_loop()
+        row = _Row(key, client._attempt(request, template, messages, seed), loop.create_future())
         collector.rows[key] = row
         unclaimed = self._unclaimed.pop(key, None)
         if unclaimed is not None:  # answered by a resumed batch before anyone asked
@@ -287,7 +290,7 @@ class BatchRunner:
         else:
             if collector.timer is not None:
                 collector.timer.cancel()
-            collector.timer = collector.loop.call_later(self.options.collect_seconds, self._flush, collector)
+            collector.timer = loop.call_later(self.options.collect_seconds, self._flush, collector)
         return row
 
     async def _wait(self, rows: list[_Row]) -> None:
@@ -329,7 +332,16 @@ class BatchRunner:
         collector.queue.clear()
         if not rows:
             return
-        adopted, fresh = self._adopt(rows)
+        try:
+            adopted, fresh = self._adopt(rows)
+            fresh_path = self._state_path(row.key for row in fresh) if fresh else None
+            fresh_state = _read_state(fresh_path) if fresh else None
+        except Exception as exc:  # runs from a timer: its callers must hear of it, not wait forever
+            for row in rows:
+                if collector.rows.get(row.key) is row:
+                    collector.rows.pop(row.key)
+                self._resolve(row, exc)
+            return
         for path, state, mine in adopted:
             group = self._start(collector, mine, path, state)
             recorded = {key for inflight in state["batches"] for key in inflight["custom_ids"]}
@@ -337,9 +349,8 @@ class BatchRunner:
                 group.orphans.add(key)
                 collector.orphans[key] = group
             log.info("resuming %d requests from %s", len(mine), path.name)
-        if fresh:
-            fresh_path = self._state_path(row.key for row in fresh)
-            self._start(collector, fresh, fresh_path, _read_state(fresh_path))
+        if fresh_state is not None:
+            self._start(collector, fresh, fresh_path, fresh_state)
             log.info("collected %d requests for a batch", len(fresh))
 
     def _start(self, collector: _Collector, rows: list[_Row], path: Path | None, state: dict[str, Any]) -> _Group:
@@ -349,7 +360,7 @@ class BatchRunner:
         if path is not None:
             self._owned.add(path)
         collector.groups.add(group)
-        group.task = collector.loop.create_task(self._settle(group))
+        group.task = asyncio.get_running_loop().create_task(self._settle(group))
         group.task.add_done_callback(lambda task: self._finish(group, task))
         return group
 

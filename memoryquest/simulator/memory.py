@@ -52,6 +52,8 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from collections.abc import Set
+from functools import lru_cache
 from typing import Any
 
 from memoryquest.simulator import simulates
@@ -213,14 +215,24 @@ def _stem(token: str) -> str:
 
 def content_tokens(text: str) -> set[str]:
     """Lower-cased content-word stems: what two facts must share to be the same fact."""
-    words = re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower().replace("’", "'"))
-    return {_stem(w) for w in words if w not in _STOPWORDS}
+    return set(_content_tokens(text))
 
 
-def jaccard(a: set[str], b: set[str]) -> float:
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+@lru_cache(maxsize=65536)
+def _content_tokens(text: str) -> frozenset[str]:
+    """Memoised: every extraction call re-reads all existing facts of the persona."""
+    words = _WORD.findall(text.lower().replace("’", "'"))
+    return frozenset(_stem(w) for w in words if w not in _STOPWORDS)
+
+
+def jaccard(a: Set[str], b: Set[str]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)  # |a ∪ b| without building the union
 
 
 def _third_singular(verb: str) -> str:
@@ -398,11 +410,11 @@ class _Draft:
         self.frequency = frequency
         self.related = list(related)
         self.state = state
-        self.tokens = content_tokens(info)
+        self.tokens: Set[str] = _content_tokens(info)
         self.evidence: dict[str, list[int]] = {}
 
     def absorb(self, info: str, related: list[str], session_id: str, turn: int) -> None:
-        tokens = content_tokens(info)
+        tokens = _content_tokens(info)
         if not tokens <= self.tokens:
             self.info = info
             self.tokens = self.tokens | tokens
@@ -428,7 +440,7 @@ class _Draft:
         }
 
 
-def _best_match(tokens: set[str], drafts: list[_Draft]) -> _Draft | None:
+def _best_match(tokens: Set[str], drafts: list[_Draft]) -> _Draft | None:
     best: _Draft | None = None
     best_score = UPDATE_JACCARD
     for draft in drafts:
@@ -454,7 +466,7 @@ def extract_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, An
                 continue
             for clause in statements(str(turn.get("content", ""))):
                 info = third_person(clause)
-                tokens = content_tokens(info)
+                tokens = _content_tokens(info)
                 if not tokens:
                     continue
                 related = entities(clause, domain)
@@ -482,14 +494,14 @@ def merge_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]
     facts = list(variables.get("facts", []))
     if not facts:
         raise ValueError("memory_consolidation needs at least one fact to merge")
-    tokens = [content_tokens(f["info"]) for f in facts]
+    tokens = [_content_tokens(f["info"]) for f in facts]
     main = max(range(len(facts)), key=lambda i: (len(tokens[i]), -i))
     parts: list[str] = []
     covered: set[str] = set()
     for i in [main, *(i for i in range(len(facts)) if i != main)]:
         for piece in str(facts[i]["info"]).split("; "):  # earlier merges are read clause by clause
             text = piece.strip().rstrip(" .")
-            piece_tokens = content_tokens(text)
+            piece_tokens = _content_tokens(text)
             if not text or piece_tokens <= covered or len(parts) >= MAX_MERGED_PARTS:
                 continue
             keep_case = not parts or text.startswith("User") or (len(text) > 1 and text[1].isupper())

@@ -214,7 +214,9 @@ class QueryFrame:
         return ", ".join(_dedupe(picked))
 
 
+@lru_cache(maxsize=4096)
 def frame(query: str) -> QueryFrame:
+    """Memoised: every plan, refinement and summary of a query parses the same text (treat as read-only)."""
     text = " ".join(query.split())
     match = _TASK_VERB.search(text)
     topic = match.group("topic").strip() if match else ""
@@ -326,7 +328,7 @@ _GENERIC_ENTITIES = frozenset(
 )
 
 
-def _relevance(dimension: Dimension, words: set[str]) -> int:
+def _relevance(dimension: Dimension, words: set[str] | frozenset[str]) -> int:
     return len(dimension.triggers & words)
 
 
@@ -336,11 +338,16 @@ def dimensions_of(text: str, *, salient: Iterable[str] = (), ignore: Iterable[st
     Cue words among ``salient`` (a fact's related entities) count double; stems in
     ``ignore`` (the query's own words, when classifying a step) do not count.
     """
-    skip = set(ignore)
-    words = stems(text) - skip
-    key_words = {w for phrase in salient for w in stems(phrase)} - skip
+    return list(_dimensions_of(text, tuple(salient), frozenset(ignore)))
+
+
+@lru_cache(maxsize=65536)
+def _dimensions_of(text: str, salient: tuple[str, ...], skip: frozenset[str]) -> tuple[Dimension, ...]:
+    """Memoised: fact texts and step texts are classified again in every refinement round."""
+    words = _stems(text) - skip
+    key_words = frozenset(w for phrase in salient for w in _stems(phrase)) - skip
     scored = [(d, _relevance(d, words) + 2 * _relevance(d, key_words)) for d in DIMENSIONS]
-    return [d for d, score in sorted(scored, key=lambda ds: (-ds[1], _ORDER[ds[0].name])) if score > 0]
+    return tuple(d for d, score in sorted(scored, key=lambda ds: (-ds[1], _ORDER[ds[0].name])) if score > 0)
 
 
 def _ranked_dimensions(query: QueryFrame, rng: random.Random) -> list[Dimension]:
@@ -382,22 +389,22 @@ class FactView:
 
 
 def _facts(raw: Sequence[dict[str, Any]]) -> list[FactView]:
-    views = []
-    for item in raw:
-        info = str(item.get("info", ""))
-        entities = tuple(str(e) for e in item.get("related_entities", []) if str(e).strip())
-        dims = tuple(dimensions_of(info, salient=entities))
-        views.append(
-            FactView(
-                fid=str(item.get("fid", "")),
-                info=info,
-                date=str(item.get("date", "")),
-                entities=entities,
-                dimensions=dims,
-                focus=_focus(info, entities, dims),
-            )
+    return [
+        _fact_view(
+            str(item.get("fid", "")),
+            str(item.get("info", "")),
+            str(item.get("date", "")),
+            tuple(str(e) for e in item.get("related_entities", []) if str(e).strip()),
         )
-    return views
+        for item in raw
+    ]
+
+
+@lru_cache(maxsize=65536)
+def _fact_view(fid: str, info: str, date: str, entities: tuple[str, ...]) -> FactView:
+    """Memoised: the same facts come back in every refinement, summary and answer prompt of a query."""
+    dims = tuple(dimensions_of(info, salient=entities))
+    return FactView(fid=fid, info=info, date=date, entities=entities, dimensions=dims, focus=_focus(info, entities, dims))
 
 
 def _focus(info: str, entities: Sequence[str], dims: Sequence[Dimension]) -> str:
@@ -422,7 +429,17 @@ def _recent_first(facts: Sequence[FactView]) -> list[FactView]:
 
 def _mentioned(fact: FactView, text: str) -> bool:
     """Whether the text already names the fact's focus (as whole words: 'bus' is not in 'busy')."""
-    return re.search(rf"(?<!\w){re.escape(fact.focus.lower())}(?!\w)", text.lower()) is not None
+    return _mentioned_in_lowered(fact, text.lower())
+
+
+def _mentioned_in_lowered(fact: FactView, lowered: str) -> bool:
+    """:func:`_mentioned` for a text already lower-cased (callers test many facts against one text)."""
+    return _focus_pattern(fact.focus.lower()).search(lowered) is not None
+
+
+@lru_cache(maxsize=16384)
+def _focus_pattern(focus: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(focus)}(?!\w)")
 
 
 # --------------------------------------------------------------------------- augmentation
@@ -536,10 +553,10 @@ def _follow_up(fact: FactView, query: QueryFrame) -> tuple[dict[str, str], Dimen
 
 def _new_facts(steps: Sequence[dict[str, Any]], facts: Sequence[FactView]) -> list[FactView]:
     """Facts no step mentions yet, most recent first, one per focus."""
-    text = " ".join(f"{s.get('action', '')} {s.get('constraints', '')}" for s in steps)
+    text = " ".join(f"{s.get('action', '')} {s.get('constraints', '')}" for s in steps).lower()
     fresh: list[FactView] = []
     for fact in _recent_first(facts):
-        if _mentioned(fact, text) or any(f.focus.lower() == fact.focus.lower() for f in fresh):
+        if _mentioned_in_lowered(fact, text) or any(f.focus.lower() == fact.focus.lower() for f in fresh):
             continue
         fresh.append(fact)
     return fresh[:MAX_NEW_STEPS]
@@ -608,10 +625,11 @@ def _steps_text(steps: Sequence[dict[str, Any]]) -> str:
 
 def _prioritised(facts: Sequence[FactView], context: str) -> list[FactView]:
     """Facts the steps folded in first, then by word overlap with the context, then most recent."""
-    context_stems = stems(context)
+    context_stems = _stems(context)
+    lowered = context.lower()
     return sorted(
         facts,
-        key=lambda f: (not _mentioned(f, context), -len(stems(f.info) & context_stems), _neg_date(f), f.fid),
+        key=lambda f: (not _mentioned_in_lowered(f, lowered), -len(_stems(f.info) & context_stems), _neg_date(f), f.fid),
     )
 
 
