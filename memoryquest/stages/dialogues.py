@@ -39,7 +39,7 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import contains_verbatim, rejected, split_sentences
+from memoryquest.stages.common import normalise_text, rejected, split_sentences
 
 STAGE = "dialogues"
 TEMPLATE = "dialogue_expansion"
@@ -127,9 +127,12 @@ def check_dialogue(
             problems.append(f"turn {index} is empty")
             continue
         turns.append(Turn(role=expected, content=turn.content.strip()))
+    # contains_verbatim(turn, reference) for every pair, each text normalised once.
+    normalised_turns = [normalise_text(turn.content) for turn in draft.turns]
     for ref in query.references:
-        for index, turn in enumerate(draft.turns):
-            if contains_verbatim(turn.content, ref.text):
+        needle = normalise_text(ref.text)
+        for index, turn_text in enumerate(normalised_turns):
+            if needle and needle in turn_text:
                 problems.append(f"turn {index} repeats reference {ref.reference_id} word for word")
     indices = sorted(set(draft.reference_turn_indices))
     if event.kind == EventKind.REFERENCE:

@@ -1,0 +1,76 @@
+"""The local embedder's text memo: repeated texts are computed once and come back bit-identical."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.llm.local_embedder import LocalEmbedder
+
+TEXTS = [
+    "Strained left knee while running; sees a physiotherapist weekly",
+    "Signed up for a Saturday pottery class on Queen Street",
+    "Prefers an aisle seat on flights",
+    "Has a stack of Air Canada miles that expire in May",
+]
+
+
+@pytest.fixture(scope="module")
+def cold() -> LocalEmbedder:
+    """A second model without memo: what the memoised one must reproduce exactly."""
+    return LocalEmbedder(memo_size=0)
+
+
+def test_memoised_vectors_equal_fresh_ones_whatever_the_batch(cold: LocalEmbedder) -> None:
+    embedder = shared_local_embedder()
+    embedder.clear_memo()
+    first, first_tokens = embedder._embed(TEXTS[:2])
+    computed = embedder.texts_computed
+    again, again_tokens = embedder._embed([TEXTS[1], *TEXTS, TEXTS[0]])
+    assert embedder.texts_computed - computed == 2  # only the two texts not seen before
+    fresh, fresh_tokens = cold._embed([TEXTS[1], *TEXTS, TEXTS[0]])
+    assert np.array_equal(again, fresh)
+    assert np.array_equal(again[1:3], first)
+    assert again_tokens == fresh_tokens  # memo hits still count their word pieces
+    assert first_tokens == cold._embed(TEXTS[:2])[1]
+
+
+def test_duplicates_within_one_call_are_computed_once(cold: LocalEmbedder) -> None:
+    embedder = shared_local_embedder()
+    embedder.clear_memo()
+    computed = embedder.texts_computed
+    vectors, tokens = embedder._embed([TEXTS[2], TEXTS[2], TEXTS[2]])
+    assert embedder.texts_computed - computed == 1
+    single, single_tokens = cold._embed([TEXTS[2]])
+    assert tokens == 3 * single_tokens
+    assert all(np.array_equal(row, single[0]) for row in vectors)
+
+
+def test_the_memo_is_bounded_and_forgets_the_least_recently_used() -> None:
+    embedder = LocalEmbedder(memo_size=2)
+    embedder.embed_sync(TEXTS[:2])
+    embedder.embed_sync([TEXTS[0]])  # TEXTS[0] is now the most recent
+    embedder.embed_sync([TEXTS[2]])  # evicts TEXTS[1]
+    computed = embedder.texts_computed
+    embedder.embed_sync([TEXTS[0], TEXTS[2]])
+    assert embedder.texts_computed == computed
+    embedder.embed_sync([TEXTS[1]])
+    assert embedder.texts_computed == computed + 1
+
+
+def test_memo_off_recomputes_every_time(cold: LocalEmbedder) -> None:
+    computed = cold.texts_computed
+    cold.embed_sync(TEXTS[:1])
+    cold.embed_sync(TEXTS[:1])
+    assert cold.texts_computed - computed == 2 and cold.memo_hits == 0
+
+
+def test_a_negative_memo_size_is_rejected() -> None:
+    with pytest.raises(ValueError, match="memo_size"):
+        LocalEmbedder(memo_size=-1)
+
+
+def test_empty_input_gives_an_empty_matrix() -> None:
+    vectors, tokens = shared_local_embedder()._embed([])
+    assert vectors.shape == (0, 384) and tokens == 0
