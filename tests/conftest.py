@@ -123,3 +123,41 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     """A real Prefect server shared by one test module (see :func:`running_prefect_server`)."""
     with running_prefect_server(tmp_path_factory.mktemp("prefect-server") / "home") as env:
         yield env
+
+
+def drain_prefect_workers() -> None:
+    """Send the logs and events this process still holds for the Prefect API (as prefect_test_harness does).
+
+    Without it, records queued when a server stops are retried against the dead
+    server while the interpreter exits, which can take many minutes.
+    """
+    import inspect
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def drain() -> None:
+        try:
+            result = APILogWorker.instance().drain()
+            if inspect.isawaitable(result):
+                await result
+        except RuntimeError:  # the worker never started
+            pass
+        result = EventsWorker.drain_all()
+        if inspect.isawaitable(result):
+            await result
+
+    run_coro_as_sync(drain())
+
+
+@pytest.fixture(scope="module")
+def prefect_in_process(prefect_api: dict[str, str]) -> Iterator[dict[str, str]]:
+    """This process's flows and clients use the module's Prefect server; queued logs are sent before it stops."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: prefect_api["PREFECT_API_URL"]}):
+        try:
+            yield prefect_api
+        finally:
+            drain_prefect_workers()

@@ -18,14 +18,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prefect.client.schemas.objects import FlowRun
-from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Completed, Crashed, Failed
 
 from memoryquest.dataset import GeneratedDataset
@@ -70,12 +67,6 @@ def stop_process_group(proc: subprocess.Popen[bytes]) -> None:
 def clean_env(base: dict[str, str]) -> dict[str, str]:
     """No endpoint settings from the caller's shell reach the runs."""
     return {k: v for k, v in base.items() if not k.startswith(("MEMORYQUEST_", "OPENAI_", "AZURE_OPENAI_"))}
-
-
-@contextmanager
-def api(env: dict[str, str]) -> Iterator[None]:
-    with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
-        yield
 
 
 # --------------------------------------------------------------------------- planning and checking
@@ -124,7 +115,9 @@ async def _flow_runs() -> list[FlowRun]:
 
 
 @pytest.mark.slow
-def test_sharded_run_on_two_workers_merges_both_shards(prefect_api: dict[str, str], tmp_path: Path) -> None:
+def test_sharded_run_on_two_workers_merges_both_shards(
+    prefect_api: dict[str, str], prefect_in_process: dict[str, str], tmp_path: Path
+) -> None:
     env = {**clean_env(prefect_api), "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
     _run([PREFECT, "work-pool", "create", "memoryquest", "--type", "process"], env)
     _run([PREFECT, "--no-prompt", "deploy", "--name", "offline", "--name", "sharded"], env)
@@ -164,8 +157,7 @@ def test_sharded_run_on_two_workers_merges_both_shards(prefect_api: dict[str, st
     worker_logs = "".join((tmp_path / f"{n}.log").read_text(errors="replace") for n in ("worker-a", "worker-b"))
     assert done.returncode == 0 and "Completed" in done.stdout, done.stdout + done.stderr + worker_logs
 
-    with api(prefect_api):
-        runs = asyncio.run(_flow_runs())
+    runs = asyncio.run(_flow_runs())
     parent = next(r for r in runs if r.parameters.get("shards") == 2)
     children = sorted((r for r in runs if r.name.startswith(f"{parent.name}-shard-")), key=lambda r: r.name)
     assert [c.name for c in children] == [f"{parent.name}-shard-0", f"{parent.name}-shard-1"]
@@ -207,15 +199,14 @@ def test_sharded_run_on_two_workers_merges_both_shards(prefect_api: dict[str, st
 
 
 @pytest.mark.slow
-def test_dask_run_equals_the_in_process_pipeline(prefect_api: dict[str, str], tmp_path: Path) -> None:
+def test_dask_run_equals_the_in_process_pipeline(prefect_in_process: dict[str, str], tmp_path: Path) -> None:
     from distributed import LocalCluster
 
     output = tmp_path / "dask"
     started = time.perf_counter()
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True) as cluster,
-        api(prefect_api),
-    ):
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True
+    ) as cluster:
         assert len(cluster.workers) == 2
         generate_with_dask(
             output=str(output), scheduler_address=cluster.scheduler_address, users=USERS, overrides=SMALL, publish=True

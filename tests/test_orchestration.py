@@ -69,7 +69,7 @@ def _count_results(output: Path) -> int:
     return len([p for p in keys.iterdir() if not p.name.endswith(".lock")]) if keys.is_dir() else 0
 
 
-def test_killed_run_resumes_without_recomputing_finished_stages(tmp_path: Path) -> None:
+def test_killed_run_resumes_without_recomputing_finished_stages(harness, tmp_path: Path) -> None:
     """SIGKILL the flow once some stages finished; the re-run replays them from Prefect's cache."""
     output = tmp_path / "run"
     overrides = json.dumps({**SMALL, "cache": {"enabled": False}})
@@ -99,14 +99,14 @@ def test_killed_run_resumes_without_recomputing_finished_stages(tmp_path: Path) 
     finished_before_kill = _count_results(output)
     assert not (output / "dataset").exists()
 
-    with prefect_test_harness(server_startup_timeout=120):
-        import asyncio
+    # The resumed run uses this module's test API (nesting a second harness hangs on exit).
+    import asyncio
 
-        asyncio.run(
-            generate_benchmark(
-                output=str(output), users=["user0", "user1", "user2"], overrides=json.loads(overrides), publish=False
-            )
+    asyncio.run(
+        generate_benchmark(
+            output=str(output), users=["user0", "user1", "user2"], overrides=json.loads(overrides), publish=False
         )
+    )
     resumed = GeneratedDataset.load(output / "dataset")
     assert len(resumed.personas) == 3 and resumed.validation
     # 3 personas x 4 stage groups. Those persisted before the kill come back Cached, the rest run.

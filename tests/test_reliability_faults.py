@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import PersonaSelection, load_personas
@@ -123,7 +122,7 @@ class Captured(logging.Handler):
 
 @pytest.fixture(scope="module")
 def fault_run(
-    prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    prefect_in_process: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
     """One flow run against the faulty server, with everything it left behind."""
     output = tmp_path_factory.mktemp("faults") / "run"
@@ -141,10 +140,7 @@ def fault_run(
             logger.setLevel(logging.DEBUG)
         for logger in listened:
             logger.addHandler(handler)
-        with (
-            FlakyServer(api_key=API_KEY, seed=11) as server,
-            temporary_settings(updates={PREFECT_API_URL: prefect_api["PREFECT_API_URL"]}),
-        ):
+        with FlakyServer(api_key=API_KEY, seed=11) as server:
             # One of each kind first, so every run sees every kind; then the random mix.
             server.script(
                 Fault.rate_limit(0.05),

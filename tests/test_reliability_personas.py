@@ -4,7 +4,7 @@ The corpus is a PersonaLens directory holding two real users from the bundled
 sample and six broken ones (invalid JSON, non-UTF-8 bytes, a missing section,
 an unknown domain, a file above the size limit, a directory name that is not
 a safe user id). The flow runs in this process against a real Prefect
-server; its log, read back from the server, must name each bad file with
+server (the ``prefect_in_process`` fixture); its log, read back from the server, must name each bad file with
 what is wrong, and the dataset must hold exactly the good users.
 """
 
@@ -15,12 +15,10 @@ import json
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.orchestration import generate_benchmark
@@ -91,12 +89,6 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, personalens_sample_dir: Pat
     return root, expected
 
 
-@pytest.fixture(scope="module")
-def api(prefect_api: dict[str, str]) -> Iterator[None]:
-    with temporary_settings(updates={PREFECT_API_URL: prefect_api["PREFECT_API_URL"]}):
-        yield
-
-
 async def _read_logs(flow_run_id: uuid.UUID) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
@@ -125,7 +117,7 @@ def skipped(messages: list[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_bad_persona_files_are_reported_and_the_good_ones_complete(
-    api: None, corpus: tuple[Path, list[str]], tmp_path: Path
+    prefect_in_process: dict[str, str], corpus: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
     root, expected = corpus
     output = tmp_path / "run"
@@ -145,7 +137,9 @@ def test_bad_persona_files_are_reported_and_the_good_ones_complete(
     assert validate_dataset(dataset, load_settings(overrides=SMALL)) == []
 
 
-def test_a_selection_of_only_bad_personas_fails_naming_each(api: None, corpus: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_a_selection_of_only_bad_personas_fails_naming_each(
+    prefect_in_process: dict[str, str], corpus: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     root, _ = corpus
     output = tmp_path / "run"
     state = asyncio.run(

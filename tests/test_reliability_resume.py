@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import PersonaSelection, load_personas
@@ -205,7 +204,7 @@ def rows(dataset: GeneratedDataset, table: str) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_three_kills_resume_to_the_uninterrupted_result_without_repeating_a_request(
-    prefect_api: dict[str, str], reference: GeneratedDataset, tmp_path: Path
+    prefect_api: dict[str, str], prefect_in_process: dict[str, str], reference: GeneratedDataset, tmp_path: Path
 ) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -274,8 +273,7 @@ def test_three_kills_resume_to_the_uninterrupted_result_without_repeating_a_requ
     leaks = [str(p) for p in [*output.rglob("*"), *logs.iterdir()] if p.is_file() and API_KEY.encode() in p.read_bytes()]
     assert leaks == []
     assert "Flow run" in "".join(p.read_text(errors="replace") for p in logs.iterdir())  # the logs were captured
-    with temporary_settings(updates={PREFECT_API_URL: prefect_api["PREFECT_API_URL"]}):
-        flow_runs, run_logs = asyncio.run(_flow_runs_and_logs())
+    flow_runs, run_logs = asyncio.run(_flow_runs_and_logs())
     assert len(flow_runs) == 4 and run_logs
     stored = json.dumps([r.model_dump(mode="json") for r in [*flow_runs, *run_logs]])
     assert API_KEY not in stored
