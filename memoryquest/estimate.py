@@ -109,8 +109,9 @@ def _scale_stage(
     remote_embeddings: bool,
     batch: bool,
 ) -> StageEstimate:
-    # Every request a real run would send, cache hits included: the dry run may hit its own cache.
-    requests = (row.requests + row.cache_hits) * scale
+    # Simulator answers are never cached, so the dry run's requests are every chat request a
+    # real run sends; the ledger's cache hits are embedded texts served from the cache.
+    requests = row.requests * scale
     input_tokens = row.input_tokens * scale
     output_tokens = row.output_tokens * scale
     embedding_tokens = row.embedding_tokens * scale
