@@ -54,20 +54,20 @@ BAD_ANSWERS = {FaultKind.MALFORMED_JSON, FaultKind.SCHEMA_INVALID, FaultKind.TRU
 
 
 class FlakyServer(FakeOpenAIServer):
-    """The fault-injecting server, with at most two bad answers for any one request.
+    """The fault-injecting server, within the client's budget of bad answers per request.
 
     The client repairs a malformed or schema-invalid answer twice and retries a
     truncated one twice, then records the request as rejected — bounded on
     purpose, and tested with the client. At these rates about 0.3% of requests
-    would draw a third bad answer in a row, which would (correctly) change the
-    dataset; this test is about recovery within the budget, so a third bad
-    answer for the same conversation is not drawn. Transport faults are not
+    would draw a third bad answer of one kind in a row, which would (correctly)
+    change the dataset; this test is about recovery within the budget, so such
+    a third draw is replaced by a good answer. Transport faults are not
     capped. ``capped`` counts the times the cap applied.
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.bad_answers: Counter[str] = Counter()
+        self.bad_answers: Counter[tuple[str, str]] = Counter()
         self.capped = 0
 
     def _next_fault(self, endpoint: str, body: Any = None) -> Fault | None:
@@ -76,10 +76,11 @@ class FlakyServer(FakeOpenAIServer):
             return fault
         # A repair resends the original system and user messages with the bad answer appended.
         conversation = json.dumps([body.get("messages", [])[:2], body.get("seed")], sort_keys=True)
-        if self.bad_answers[conversation] >= 2:
+        budget = (conversation, "truncation" if fault.kind is FaultKind.TRUNCATED else "repair")
+        if self.bad_answers[budget] >= 2:
             self.capped += 1
             return None
-        self.bad_answers[conversation] += 1
+        self.bad_answers[budget] += 1
         return fault
 
 
