@@ -159,7 +159,7 @@ def fault_run(
                 )
             )
             seconds = time.perf_counter() - started
-            stored = asyncio.run(_stored_by_prefect())
+            stored = stored_by_prefect(state.state_details.flow_run_id)
             requests = list(server.requests)
             capped = server.capped
     finally:
@@ -194,6 +194,17 @@ async def _stored_by_prefect() -> dict[str, list[Any]]:
             "logs": logs,
             "artifacts": list(await client.read_artifacts()),
         }
+
+
+def stored_by_prefect(flow_run_id: Any) -> dict[str, list[Any]]:
+    """What the server holds, once the run's last log line has arrived (logs are shipped in batches)."""
+    deadline = time.monotonic() + 30
+    while True:
+        stored = asyncio.run(_stored_by_prefect())
+        final = [log for log in stored["logs"] if log.flow_run_id == flow_run_id and "Finished in state" in log.message]
+        if final or time.monotonic() > deadline:
+            return stored
+        time.sleep(0.5)
 
 
 def rows(dataset: GeneratedDataset, table: str) -> list[dict[str, Any]]:
@@ -241,7 +252,7 @@ def test_the_api_key_is_never_written_logged_or_stored(fault_run: dict[str, Any]
     assert flow_run.parameters["overrides"]["endpoint"]["base_url"].startswith("http://127.0.0.1:")
     keys = {a.key for a in stored["artifacts"]}
     assert {"memoryquest-progress", "memoryquest-personas", "memoryquest-pgr"} <= keys, keys
-    assert any("persona user0 done" in log.message for log in stored["logs"])
+    assert any("persona user0 done" in log.message for log in stored["logs"]), [log.message for log in stored["logs"]]
     for kind, items in stored.items():
         text = json.dumps([item.model_dump(mode="json") for item in items])
         assert API_KEY not in text, f"the API key is in the Prefect server's {kind}"
