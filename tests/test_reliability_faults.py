@@ -197,11 +197,15 @@ async def _stored_by_prefect() -> dict[str, list[Any]]:
 
 
 def stored_by_prefect(flow_run_id: Any) -> dict[str, list[Any]]:
-    """What the server holds, once the run's last log line has arrived (logs are shipped in batches)."""
+    """What the server holds, once the flow's own last log line has arrived (logs are shipped in batches)."""
     deadline = time.monotonic() + 30
     while True:
         stored = asyncio.run(_stored_by_prefect())
-        final = [log for log in stored["logs"] if log.flow_run_id == flow_run_id and "Finished in state" in log.message]
+        final = [
+            log
+            for log in stored["logs"]
+            if log.flow_run_id == flow_run_id and log.task_run_id is None and "Finished in state" in log.message
+        ]
         if final or time.monotonic() > deadline:
             return stored
         time.sleep(0.5)

@@ -89,25 +89,25 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, personalens_sample_dir: Pat
     return root, expected
 
 
-async def _read_logs(flow_run_id: uuid.UUID) -> list[str]:
+async def _read_logs(flow_run_id: uuid.UUID) -> list[Any]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
     only_this_run = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
     async with get_client() as client:
-        messages: list[str] = []
-        while page := await client.read_logs(log_filter=only_this_run, limit=200, offset=len(messages)):
-            messages.extend(log.message for log in page)
-        return messages
+        logs: list[Any] = []
+        while page := await client.read_logs(log_filter=only_this_run, limit=200, offset=len(logs)):
+            logs.extend(page)
+        return logs
 
 
 def flow_logs(flow_run_id: uuid.UUID, final_message: str) -> list[str]:
-    """The run's log as the server stored it (logs are shipped in batches: wait for the last one)."""
+    """The run's log as the server stored it (logs are shipped in batches: wait for the flow's last line)."""
     deadline = time.monotonic() + 30
     while True:
-        messages = asyncio.run(_read_logs(flow_run_id))
-        if any(final_message in m for m in messages) or time.monotonic() > deadline:
-            return messages
+        logs = asyncio.run(_read_logs(flow_run_id))
+        if any(log.task_run_id is None and final_message in log.message for log in logs) or time.monotonic() > deadline:
+            return [log.message for log in logs]
         time.sleep(0.5)
 
 
