@@ -109,12 +109,21 @@ class RejectionReason(StrEnum):
     SCHEMA = "schema"  # the model output did not fit the response model
     INVARIANT = "invariant"  # parsed, but broke a rule of SPEC section 2
     CAPACITY = "capacity"  # valid, but beyond n_q for the user
+    REFERENCE_LEAK = "reference_leak"  # one reference's cosine to the query is above reference_cosine_max
+    WORD_OVERLAP = "word_overlap"  # a reference shares too many content words with its query
+    NEAR_DUPLICATE = "near_duplicate"  # a reference nearly repeats another reference of the same user
+    CONTRADICTION = "contradiction"  # a reference contradicts another reference of the same user
+    STALE = "stale"  # a time-bounded reference expired before the query date
+    IRRELEVANT = "irrelevant"  # the relevance judge found the reference would not change the answer
+    UNCOVERED = "uncovered"  # a reference has no credited fact in memory as of the query date
 
 
 class RetrievalMethod(StrEnum):
-    QUERY_ONLY = "query_only"
+    QUERY_ONLY = "query_only"  # dense retrieval on the query text (K = query_only_k, or a matched budget)
     PGR_COT = "pgr_cot"
     PGR_TOT = "pgr_tot"
+    BM25 = "bm25"  # lexical retrieval on the query text, at a matched budget
+    RANDOM = "random"  # seeded random facts from the snapshot, at a matched budget
 
 
 class JudgeKind(StrEnum):
@@ -204,6 +213,13 @@ class Reference(Contract):
     text: str = Field(min_length=1)
     domain: Domain
     cosine: float = Field(description="Cosine similarity to the query text under `embedder`.")
+    valid_until: dt.date | None = Field(
+        default=None, description="Last day a time-bounded reference holds; null when it does not expire."
+    )
+    rationale: str = Field(default="", description="Why the reference matters to the request (from the generator).")
+    relevance: str = Field(
+        default="", description="The relevance judge's one-sentence reason for keeping the reference."
+    )
 
 
 class Query(Row):
@@ -217,6 +233,10 @@ class Query(Row):
     gamma: float = Field(description="Mean cosine(query, reference) under `embedder`.")
     embedder: str = Field(description="Name of the embedding model behind every cosine.")
     rank: int = Field(ge=0, description="Position among the user's kept queries, lowest gamma first.")
+    difficulty: float | None = Field(
+        default=None,
+        description="Query-only recall under the provenance judge (1 = easy, 0 = not found by the query alone).",
+    )
 
 
 class RejectedCandidate(Row):
@@ -261,6 +281,14 @@ class Turn(Contract):
     content: str = Field(min_length=1)
 
 
+class ReferenceSpan(Contract):
+    """The sentence of one turn that states a reference: ``turns[turn_index].content[start:end]``."""
+
+    turn_index: int = Field(ge=0)
+    start: int = Field(ge=0)
+    end: int = Field(ge=1)
+
+
 class Session(Row):
     """One dated conversation, expanded from one timeline event."""
 
@@ -275,6 +303,9 @@ class Session(Row):
     reference_id: Id | None = None
     reference_turn_indices: list[int] = Field(
         default_factory=list, description="Turns that convey the reference."
+    )
+    reference_spans: list[ReferenceSpan] = Field(
+        default_factory=list, description="The sentence(s) stating the reference; facts are credited from these."
     )
 
 
@@ -305,7 +336,8 @@ class Fact(Row):
     related_entities: list[str]
     session_ids: list[Id] = Field(description="Provenance: every session behind the fact.")
     source_reference_ids: list[Id] = Field(
-        default_factory=list, description="References whose sessions fed this fact."
+        default_factory=list,
+        description="References credited to this fact: it was extracted from a sentence stating them, or revises such a fact.",
     )
     merged_fids: list[Id] = Field(
         default_factory=list, description="Facts folded into this one by consolidation."
@@ -358,6 +390,11 @@ class ValidationResult(Row):
     judge: JudgeKind
     memory_as_of: dt.date
     memory_size: int = Field(ge=0, description="Facts visible on the query date.")
+    baseline_for: RetrievalMethod | None = Field(
+        default=None,
+        description="For a budget-matched baseline: the method whose retrieval budget it uses; null otherwise.",
+    )
+    budget: int = Field(default=0, ge=0, description="Number of facts the method was allowed to return.")
     retrieved_fids: list[Id]
     judgements: list[ReferenceJudgement]
     recall: float = Field(ge=0.0, le=1.0)
@@ -410,6 +447,9 @@ class RunManifest(Row):
     total_cost_usd: float
     persona_ids: list[Id]
     wall_seconds: float
+    audit: dict[str, object] | None = Field(
+        default=None, description="The validity audit of the dataset (`memoryquest audit`), when it was run."
+    )
 
 
 TABLES: dict[str, type[Row]] = {

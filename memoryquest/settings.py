@@ -50,6 +50,18 @@ class GenerationSettings(Section):
         0.45, description="The turn said to convey a reference must reach this cosine to it."
     )
     cosine_tolerance: float = Field(0.002, ge=0, description="Slack when validation recomputes stored cosines.")
+    reference_cosine_max: float = Field(
+        0.5, description="Reject a candidate when any single reference is closer than this to its query."
+    )
+    shared_words_max: int = Field(
+        2, ge=0, description="Reject a candidate when a reference shares more content words (stemmed) with its query."
+    )
+    duplicate_cosine: float = Field(
+        0.9, description="Two references of one user at or above this cosine are near-duplicates."
+    )
+    judge_relevance: bool = Field(
+        True, description="Ask the relevance judge whether each reference would change the answer; drop it if not."
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:
@@ -72,6 +84,31 @@ class PGRSettings(Section):
     judges: list[str] = Field(default_factory=lambda: ["provenance", "embedding", "llm"])
     embedding_judge_threshold: float = Field(0.6, description="Cosine at which the embedding judge counts a reference as found.")
     generate_answers: bool = Field(False, description="Also run prospection-augmented answer generation.")
+    budget_baselines: list[str] = Field(
+        default_factory=lambda: ["query_only", "bm25", "random"],
+        description="Baselines run at each PGR method's own budget (facts it retrieved).",
+    )
+    baseline_seed: int = Field(0, description="Seed of the random baseline.")
+    bootstrap_samples: int = Field(2000, ge=100, description="Resamples for the 95% confidence intervals.")
+
+
+class AuditSettings(Section):
+    """Thresholds of ``memoryquest audit``; crossing one fails ``validate`` and ``publish``."""
+
+    ngram_min: int = Field(2, ge=1, description="Shortest word n-gram checked for exclusivity.")
+    ngram_max: int = Field(5, ge=1, description="Longest word n-gram checked for exclusivity.")
+    exclusive_ngram_share_max: float = Field(
+        0.10,
+        ge=0,
+        le=1,
+        description="Fail when an n-gram found only around reference turns covers at least this share of them.",
+    )
+    classifier_auc_max: float = Field(
+        0.65, ge=0.5, le=1, description="Fail when the cross-user classifier separates reference material above this AUC."
+    )
+    uncovered_max: int = Field(0, ge=0, description="Fail when more references than this have no credited fact.")
+    stale_max: int = Field(0, ge=0, description="Fail when more references than this expired before their query.")
+    repeated_sentence_min: int = Field(5, ge=2, description="A sentence counts as repeated at this many occurrences.")
 
 
 class Backend(StrEnum):
@@ -179,6 +216,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     prices_file: Path | None = Field(None, description="JSON price table overriding the built-in one.")
 
     @classmethod

@@ -1,0 +1,113 @@
+"""Text utilities shared by the stages, the audit and the simulator.
+
+One sentence splitter, one stop-word list and one stemmer (Snowball English,
+from ``snowballstemmer``), so that "content words shared by a query and a
+reference" means the same thing at generation, in ``validate`` and in the audit.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import snowballstemmer
+
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all also am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
+    down during each few for from further get gets got had hadn't has hasn't have haven't having he he'd
+    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into is
+    isn't it it's its itself just let's like me more most much must mustn't my myself no nor not now of
+    off on once only or other ought our ours ourselves out over own please really same shan't she she'd
+    she'll she's should shouldn't so some such than that that's the their theirs them themselves then
+    there there's these they they'd they'll they're they've this those through to too under until up
+    upon us very was wasn't we we'd we'll we're we've were weren't what what's when when's where where's
+    which while who who's whom why why's will with won't would wouldn't you you'd you'll you're you've
+    your yours yourself yourselves one two three four five six seven eight nine ten user user's
+    can help want need like would could maybe thing things lot bit
+    """.split()
+)
+"""English function words, plus words every request or statement uses ("help", "want", "user")."""
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (letters, digits, inner apostrophes)."""
+    return _WORD.findall(text.casefold().replace("\u2019", "'"))
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    return str(_STEMMER.stemWord(word))
+
+
+def content_words(text: str) -> list[str]:
+    """Stems of the words that carry meaning, in order (stop-words and 1-letter tokens dropped)."""
+    return [stem(w) for w in words(text) if w not in STOPWORDS and len(w) > 1 and not w.isdigit()]
+
+
+def shared_content_words(left: str, right: str) -> set[str]:
+    """Stems of the content words two texts have in common."""
+    return set(content_words(left)) & set(content_words(right))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (split after . ! ? before a capital or digit)."""
+    return [s.strip() for s in _SENTENCE_BREAK.split(text.strip()) if s.strip()]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans ``(start, end)`` of the sentences of ``text``, in order."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for sentence in split_sentences(text):
+        start = text.find(sentence, position)
+        if start < 0:  # cannot happen for a split of the same text; keep going defensively
+            continue
+        spans.append((start, start + len(sentence)))
+        position = start + len(sentence)
+    return spans
+
+
+def locate(haystack: str, needle: str) -> tuple[int, int] | None:
+    """Span of ``needle`` in ``haystack``: exact, then ignoring case and runs of spaces."""
+    needle = needle.strip()
+    if not needle:
+        return None
+    start = haystack.find(needle)
+    if start >= 0:
+        return start, start + len(needle)
+    pattern = r"\s+".join(re.escape(part) for part in needle.split())
+    match = re.search(pattern, haystack, flags=re.IGNORECASE)
+    if match:
+        return match.start(), match.end()
+    stripped = needle.rstrip(".!?")
+    if stripped != needle:
+        return locate(haystack, stripped)
+    return None
+
+
+def best_sentence(haystack: str, needle: str, min_overlap: float = 0.5) -> tuple[int, int] | None:
+    """Span of the sentence of ``haystack`` that best matches ``needle`` by content words, if close enough."""
+    target = set(content_words(needle))
+    if not target:
+        return None
+    best: tuple[float, tuple[int, int]] | None = None
+    for start, end in sentence_spans(haystack):
+        mine = set(content_words(haystack[start:end]))
+        if not mine:
+            continue
+        overlap = len(target & mine) / len(target | mine)
+        if best is None or overlap > best[0]:
+            best = (overlap, (start, end))
+    if best is None or best[0] < min_overlap:
+        return None
+    return best[1]
+
+
+def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
