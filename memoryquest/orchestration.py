@@ -69,9 +69,14 @@ async def conversations_task(
 
 @task(name="memory", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE)
 async def memory_task(
-    persona: Persona, history: list[Session], settings: Settings, fingerprint: str, client: ModelClient
+    persona: Persona,
+    queries: list[Query],
+    history: list[Session],
+    settings: Settings,
+    fingerprint: str,
+    client: ModelClient,
 ) -> MemoryStageResult:
-    return await memory_for(persona, history, client, settings)
+    return await memory_for(persona, queries, history, client, settings)
 
 
 @task(name="pgr-validation", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE)
@@ -105,12 +110,14 @@ async def _persona_pipeline(
         conversations_task, state_dir, persona, queries.queries, settings, fingerprint, client
     )
     memory, states["memory"] = await _stage(
-        memory_task, state_dir, persona, conversations.sessions, settings, fingerprint, client
+        memory_task, state_dir, persona, kept_queries(queries, conversations), conversations.sessions, settings,
+        fingerprint, client,
     )
     validation: list[Any] = []
     if settings.pgr.methods:
         validation, states["pgr-validation"] = await _stage(
-            validation_task, state_dir, kept_queries(queries, conversations), memory.facts, settings, fingerprint, client
+            validation_task, state_dir, kept_queries(queries, conversations, memory), memory.facts, settings,
+            fingerprint, client,
         )
     return assemble_persona(persona, queries, conversations, memory, validation), states
 

@@ -29,6 +29,7 @@ from memoryquest.contracts import (
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.prompts import all_templates
+from memoryquest.memory.coverage import withdraw_uncovered
 from memoryquest.memory.extraction import MemoryStageResult, build_memory
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.settings import Settings
@@ -82,9 +83,14 @@ async def conversations_for(
 
 
 async def memory_for(
-    persona: Persona, history: list[Session], client: ModelClient, settings: Settings
+    persona: Persona, queries: list[Query], history: list[Session], client: ModelClient, settings: Settings
 ) -> MemoryStageResult:
-    return await build_memory(persona, history, client, settings.generation, seed=settings.seed)
+    """The fact store, and the queries withdrawn because memory does not cover their references."""
+    result = await build_memory(persona, history, client, settings.generation, seed=settings.seed)
+    withdrawn, rejections = withdraw_uncovered(queries, result.facts)
+    result.withdrawn_query_ids = withdrawn
+    result.rejected.extend(rejections)
+    return result
 
 
 def prompt_versions() -> list[PromptVersion]:
@@ -127,8 +133,10 @@ def assemble_persona(
     memory: MemoryStageResult,
     validation: list[ValidationResult],
 ) -> GeneratedDataset:
-    """One persona's rows; queries whose timeline or dialogues were rejected are left out."""
-    dropped = set(conversations.dropped_query_ids)
+    """One persona's rows; queries whose timeline or dialogues were rejected, or whose references
+    memory does not cover, are left out. An uncovered query's timeline and sessions stay: they are
+    part of the user's history, and the query itself is kept in ``rejected``."""
+    dropped = set(conversations.dropped_query_ids) | set(memory.withdrawn_query_ids)
     return GeneratedDataset(
         personas=[persona],
         queries=[q for q in queries.queries if q.query_id not in dropped],
@@ -140,8 +148,10 @@ def assemble_persona(
     )
 
 
-def kept_queries(queries: QueryStageResult, conversations: ConversationsResult) -> list[Query]:
-    dropped = set(conversations.dropped_query_ids)
+def kept_queries(
+    queries: QueryStageResult, conversations: ConversationsResult, memory: MemoryStageResult | None = None
+) -> list[Query]:
+    dropped = set(conversations.dropped_query_ids) | set(memory.withdrawn_query_ids if memory else ())
     return [q for q in queries.queries if q.query_id not in dropped]
 
 
@@ -149,10 +159,10 @@ async def generate_persona(persona: Persona, client: ModelClient, settings: Sett
     """Every stage for one persona, in order."""
     queries = await queries_for(persona, client, settings)
     conversations = await conversations_for(persona, queries.queries, client, settings)
-    memory = await memory_for(persona, conversations.sessions, client, settings)
+    memory = await memory_for(persona, kept_queries(queries, conversations), conversations.sessions, client, settings)
     validation: list[ValidationResult] = []
     if settings.pgr.methods:
-        validation = await validate_queries(kept_queries(queries, conversations), memory.facts, client, settings.pgr)
+        validation = await validate_queries(kept_queries(queries, conversations, memory), memory.facts, client, settings.pgr)
     return assemble_persona(persona, queries, conversations, memory, validation)
 
 

@@ -26,7 +26,7 @@ STOPWORDS: frozenset[str] = frozenset(
     which while who who's whom why why's will with won't would wouldn't you you'd you'll you're you've
     your yours yourself yourselves one two three four five six seven eight nine ten user user's
     can help want need like would could maybe thing things lot bit
-    """.split()
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 """English function words, plus words every request or statement uses ("help", "want", "user")."""
 

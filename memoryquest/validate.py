@@ -24,10 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from memoryquest.contracts import EventKind, Query, Role, Session, Timeline, TimelineEvent
+from memoryquest.contracts import (
+    EventKind,
+    Query,
+    RejectionReason,
+    Role,
+    Session,
+    Timeline,
+    TimelineEvent,
+)
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.memory.coverage import uncovered_references
 from memoryquest.settings import Settings
 from memoryquest.stages.common import contains_verbatim
+from memoryquest.text import shared_content_words
 
 
 class Rule(StrEnum):
@@ -58,6 +68,11 @@ class Rule(StrEnum):
     REFERENCE_VERBATIM = "reference_verbatim"
     REFERENCE_LEAK = "reference_leak"
     HISTORY_POSITIONS = "history_positions"
+    REFERENCE_COSINE_MAX = "reference_cosine_max"
+    REFERENCE_WORD_OVERLAP = "reference_word_overlap"
+    REFERENCE_STALE = "reference_stale"
+    REFERENCE_SPAN = "reference_span"
+    REFERENCE_UNCOVERED = "reference_uncovered"
     FACT_PROVENANCE = "fact_provenance"
     FACT_REFERENCE_CONSISTENCY = "fact_reference_consistency"
     MERGED_FIDS = "merged_fids"
@@ -113,8 +128,12 @@ class _Checker:
         self.embedder = embedder
         self.out: list[Violation] = []
         self.personas = {p.persona_id: p for p in dataset.personas}
-        self.queries = {q.query_id: q for q in dataset.queries}
-        self.references = {r.reference_id: (q, r) for q in dataset.queries for r in q.references}
+        # Queries withdrawn as uncovered keep their timeline and sessions in the history.
+        withdrawn = [
+            Query.model_validate_json(r.payload_json) for r in dataset.rejected if r.reason == RejectionReason.UNCOVERED
+        ]
+        self.queries = {q.query_id: q for q in [*withdrawn, *dataset.queries]}
+        self.references = {r.reference_id: (q, r) for q in self.queries.values() for r in q.references}
         self.sessions = {s.session_id: s for s in dataset.sessions}
         self.facts = {f.fid: f for f in dataset.facts}
         self.events: dict[str, tuple[Timeline, int, TimelineEvent]] = {
@@ -163,6 +182,17 @@ class _Checker:
                 if r.date >= q.query_date:
                     self.add("queries", q.query_id, Rule.REFERENCE_DATE,
                              f"reference {r.reference_id} dated {r.date} is not before the query date {q.query_date}")
+                if r.cosine > self.g.reference_cosine_max + self.g.cosine_tolerance:
+                    self.add("queries", q.query_id, Rule.REFERENCE_COSINE_MAX,
+                             f"reference {r.reference_id} has cosine {r.cosine:.4f} > {self.g.reference_cosine_max}")
+                shared = shared_content_words(q.text, r.text)
+                if len(shared) > self.g.shared_words_max:
+                    self.add("queries", q.query_id, Rule.REFERENCE_WORD_OVERLAP,
+                             f"reference {r.reference_id} shares {len(shared)} content words with the query "
+                             f"({', '.join(sorted(shared))}; at most {self.g.shared_words_max})")
+                if r.valid_until is not None and r.valid_until < q.query_date:
+                    self.add("queries", q.query_id, Rule.REFERENCE_STALE,
+                             f"reference {r.reference_id} held until {r.valid_until}, before the query date {q.query_date}")
                 if r.domain == q.domain:
                     self.add("queries", q.query_id, Rule.REFERENCE_DOMAIN,
                              f"reference {r.reference_id} is in the query's own domain {q.domain.value}")
@@ -328,6 +358,12 @@ class _Checker:
         for i in indices:
             if not 0 <= i < n or s.turns[i].role != Role.USER:
                 self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, f"index {i} is not a user turn of this session")
+        for span in s.reference_spans:
+            if span.turn_index not in indices:
+                self.add("sessions", s.session_id, Rule.REFERENCE_SPAN, f"span in turn {span.turn_index}, not a reference turn")
+            elif not span.start < span.end <= len(s.turns[span.turn_index].content):
+                self.add("sessions", s.session_id, Rule.REFERENCE_SPAN,
+                         f"span {span.start}:{span.end} is outside turn {span.turn_index}")
 
     def history(self) -> None:
         per_persona: dict[str, list[Session]] = defaultdict(list)
@@ -380,6 +416,15 @@ class _Checker:
             if f.merged_into is not None and f.merged_into not in self.facts:
                 self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist")
 
+    def coverage(self) -> None:
+        facts_by_persona: dict[str, list[Any]] = defaultdict(list)
+        for f in self.d.facts:
+            facts_by_persona[f.persona_id].append(f)
+        for q in self.d.queries:
+            for rid in uncovered_references(q, facts_by_persona.get(q.persona_id, [])):
+                self.add("queries", q.query_id, Rule.REFERENCE_UNCOVERED,
+                         f"reference {rid} has no credited fact in memory on the query date {q.query_date}")
+
     def rejected_(self) -> None:
         for r in self.d.rejected:
             self.persona_exists("rejected", r.rejected_id, r.persona_id)
@@ -391,6 +436,7 @@ class _Checker:
         self.sessions_()
         self.history()
         self.facts_()
+        self.coverage()
         self.rejected_()
         return self.out
 

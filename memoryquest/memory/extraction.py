@@ -3,13 +3,15 @@
 Every ``memory_every_sessions`` sessions (and once more at the end) one LLM
 call sees the active facts and the new sessions and answers with the facts to
 add (``NEW_<n>``) or update (an existing fid), each citing the turns that
-support it. Those citations are what ties the ground-truth chain together:
-a fact descends from a reference exactly when one of its evidence turns is a
-turn that conveys that reference. An answer that cites unknown facts, sessions
-outside the batch or turns that do not exist, or that leaves a reference turn
-of the batch uncited, is rejected and asked again (bounded); if every attempt
-fails, the answer's well-formed facts are kept and every failure stays in
-``rejected``.
+support it and quoting the user's sentence. Those quotes tie the ground-truth
+chain together at sentence level: a fact is credited to a reference exactly
+when its quote overlaps the sentence that states the reference (the
+dialogue stage recorded its span), not merely when it comes from the same
+turn. An answer that cites unknown facts, sessions outside the batch, turns
+that do not exist, or quotes that are not in the cited turns, or that leaves
+a reference sentence of the batch unquoted, is rejected and asked again
+(bounded); if every attempt fails, the answer's well-formed facts are kept and
+every failure stays in ``rejected``.
 
 The store, not the model, is authoritative for bookkeeping: a fact's state
 follows from its fid (``NEW_<n>`` adds, an existing fid updates), new facts
@@ -40,6 +42,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.consolidation import consolidate
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
+from memoryquest.text import best_sentence, locate
 
 TEMPLATE_ID = "memory_extraction"
 STAGE = "memory"
@@ -51,6 +54,7 @@ class Evidence(BaseModel):
 
     session_id: str = Field(description="A session of this batch.")
     turn_indices: list[int] = Field(description="Indices of the turns in that session that support the fact.")
+    quote: str = Field(default="", description="The user's sentence stating the fact, copied exactly from a cited turn.")
 
 
 class ExtractedFact(BaseModel):
@@ -82,6 +86,9 @@ class MemoryStageResult(BaseModel):
     merges: int = 0
     embedding_calls: int = 0
     batches: int = 0
+    withdrawn_query_ids: list[str] = Field(
+        default_factory=list, description="Queries withdrawn because a reference has no credited fact (uncovered)."
+    )
 
 
 # --------------------------------------------------------------------------- prompt variables
@@ -141,6 +148,7 @@ def check_answer(
         if not fact.evidence:
             own.append(f"{label}: no evidence")
         evidence: dict[str, set[int]] = {}
+        quotes: dict[str, list[tuple[int, int, int]]] = {}
         for item in fact.evidence:
             session = sessions.get(item.session_id)
             if session is None:
@@ -151,7 +159,14 @@ def check_answer(
             bad = [i for i in item.turn_indices if not 0 <= i < len(session.turns)]
             if bad:
                 own.append(f"{label}: turn indices {bad} out of range for session {item.session_id} ({len(session.turns)} turns)")
-            evidence.setdefault(item.session_id, set()).update(i for i in item.turn_indices if i not in bad)
+            good = [i for i in item.turn_indices if i not in bad]
+            evidence.setdefault(item.session_id, set()).update(good)
+            if item.quote.strip():
+                span = quote_span(session, good, item.quote)
+                if span is None:
+                    own.append(f"{label}: quote {item.quote[:60]!r} is not in turns {good} of session {item.session_id}")
+                else:
+                    quotes.setdefault(item.session_id, []).append(span)
         if own:
             problems.extend(own)
             continue
@@ -164,19 +179,32 @@ def check_answer(
                 type=fact.type,
                 related_entities=_dedupe(fact.related_entities),
                 evidence={sid: sorted(turns) for sid, turns in evidence.items()},
+                quotes={sid: sorted(spans) for sid, spans in quotes.items()},
             )
         )
-    cited: dict[str, set[int]] = {}
-    for change in changes:
-        for sid, turns in change.evidence.items():
-            cited.setdefault(sid, set()).update(turns)
     for session in batch:
-        conveyed = set(session.reference_turn_indices)
-        if session.reference_id and conveyed and not conveyed & cited.get(session.session_id, set()):
+        if session.reference_id and not any(change.credits(session) for change in changes):
             problems.append(
-                f"session {session.session_id}: reference turns {session.reference_turn_indices} are cited by no fact"
+                f"session {session.session_id}: the sentence stating reference {session.reference_id} is quoted by no fact"
             )
     return changes, problems
+
+
+def quote_span(session: Session, turn_indices: Sequence[int], quote: str) -> tuple[int, int, int] | None:
+    """Where a fact's quote sits: (turn, start, end) in one of the cited turns.
+
+    Exact (ignoring case and spacing) first; a model that trims or slightly
+    rewords its quote still gets the one sentence that matches it closely.
+    """
+    for index in turn_indices:
+        found = locate(session.turns[index].content, quote)
+        if found is not None:
+            return index, found[0], found[1]
+    for index in turn_indices:
+        found = best_sentence(session.turns[index].content, quote, min_overlap=0.6)
+        if found is not None:
+            return index, found[0], found[1]
+    return None
 
 
 def _dedupe(values: Sequence[str]) -> list[str]:

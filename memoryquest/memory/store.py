@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memoryquest.contracts import Fact, FactRevision, FactState, FactStatus, FactType, Session
 from memoryquest.ids import make_id
@@ -30,6 +30,22 @@ class FactChange:
     type: FactType
     related_entities: list[str]
     evidence: dict[str, list[int]]  # session_id -> turn indices in that session
+    quotes: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # session_id -> (turn, start, end)
+
+    def credits(self, session: Session) -> bool:
+        """Was this change extracted from the sentence that states ``session``'s reference?
+
+        Sessions recorded before sentence spans existed fall back to the turn.
+        """
+        if session.reference_id is None:
+            return False
+        if not session.reference_spans:
+            return bool(set(self.evidence.get(session.session_id, ())) & set(session.reference_turn_indices))
+        return any(
+            turn == span.turn_index and start < span.end and span.start < end
+            for turn, start, end in self.quotes.get(session.session_id, ())
+            for span in session.reference_spans
+        )
 
 
 class FactStore:
@@ -60,14 +76,12 @@ class FactStore:
     def _ordered_sessions(self, session_ids: Iterable[str]) -> list[str]:
         return sorted(set(session_ids), key=lambda sid: (self._position[sid], sid))
 
-    def _references(self, evidence: dict[str, list[int]]) -> list[str]:
-        """References whose conveying turns are among the evidence turns."""
+    def _references(self, change: FactChange) -> list[str]:
+        """References whose stating sentence the change was extracted from."""
         found: list[str] = []
-        for session_id in self._ordered_sessions(evidence):
+        for session_id in self._ordered_sessions(change.evidence):
             session = self._sessions[session_id]
-            if session.reference_id is None:
-                continue
-            if set(evidence[session_id]) & set(session.reference_turn_indices) and session.reference_id not in found:
+            if session.reference_id is not None and session.reference_id not in found and change.credits(session):
                 found.append(session.reference_id)
         return found
 
@@ -83,7 +97,7 @@ class FactStore:
             raise ValueError(f"fact id {fid} already exists (anchor {anchor_session_id}, ordinal {ordinal})")
         date = self._evidence_date(change.evidence)
         session_ids = self._ordered_sessions(change.evidence)
-        references = self._references(change.evidence)
+        references = self._references(change)
         revision = FactRevision(
             valid_from=date,
             info=change.info,
@@ -120,7 +134,7 @@ class FactStore:
         date = max(old.updated_on, self._evidence_date(change.evidence))
         session_ids = self._ordered_sessions([*old.session_ids, *change.evidence])
         references = list(old.source_reference_ids)
-        references += [r for r in self._references(change.evidence) if r not in references]
+        references += [r for r in self._references(change) if r not in references]
         revision = FactRevision(
             valid_from=date,
             info=change.info,

@@ -26,6 +26,7 @@ from memoryquest.contracts import (
     EventKind,
     Persona,
     Query,
+    ReferenceSpan,
     RejectedCandidate,
     RejectionReason,
     Role,
@@ -39,7 +40,8 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import normalise_text, rejected, split_sentences
+from memoryquest.stages.common import normalise_text, rejected
+from memoryquest.text import locate, sentence_spans
 
 STAGE = "dialogues"
 TEMPLATE = "dialogue_expansion"
@@ -53,6 +55,9 @@ class TurnDraft(BaseModel):
 class DialogueDraft(BaseModel):
     turns: list[TurnDraft]
     reference_turn_indices: list[int] = Field(description="Indices of the user turns that convey the reference; empty for filler.")
+    reference_sentence: str = Field(
+        default="", description="The sentence of a reference turn that states the reference, copied exactly; empty for filler."
+    )
 
 
 class DialogueStageResult(BaseModel):
@@ -145,6 +150,13 @@ def check_dialogue(
                 problems.append(f"reference turn index {index} is not a user turn")
     elif indices:
         problems.append("a filler conversation names reference turns")
+    spans: list[ReferenceSpan] = []
+    if event.kind == EventKind.REFERENCE and not problems and draft.reference_sentence.strip():
+        for index in indices:
+            found = locate(turns[index].content, draft.reference_sentence)
+            if found is not None:
+                spans = [ReferenceSpan(turn_index=index, start=found[0], end=found[1])]
+                break
     if problems:
         return _Checked(None, problems)
     session = Session(
@@ -158,37 +170,61 @@ def check_dialogue(
         turns=turns,
         reference_id=event.reference_id,
         reference_turn_indices=indices,
+        reference_spans=spans,
     )
     return _Checked(session, [])
 
 
 async def conveyance_problems(
     sessions: list[Session], query: Query, client: ModelClient, settings: GenerationSettings
-) -> dict[str, str]:
-    """Reference sessions whose named turns do not come close to the reference (one embedding call)."""
+) -> tuple[dict[str, str], dict[str, Session]]:
+    """Check that each reference session states its reference in one sentence (one embedding call).
+
+    The sentence the model named is kept when it comes within
+    ``reference_turn_similarity_min`` of the reference. When the model named
+    none, or one that is not in the turn, the closest sentence of the named
+    turns takes its place if it is close enough. Returns the problems by
+    session id, and the sessions with their sentence span settled.
+    """
     texts: list[str] = []
-    spans: list[tuple[Session, int, int, int]] = []
+    plans: list[tuple[Session, int, list[tuple[int, int, int]]]] = []
     for session in sessions:
         if session.reference_id is None:
             continue
         reference = next(r for r in query.references if r.reference_id == session.reference_id)
-        sentences = [s for i in session.reference_turn_indices for s in split_sentences(session.turns[i].content)]
+        if session.reference_spans:
+            candidates = [(s.turn_index, s.start, s.end) for s in session.reference_spans]
+        else:
+            candidates = [
+                (index, start, end)
+                for index in session.reference_turn_indices
+                for start, end in sentence_spans(session.turns[index].content)
+            ]
         ref_row = len(texts)
         texts.append(reference.text)
-        texts.extend(sentences)
-        spans.append((session, ref_row, ref_row + 1, ref_row + 1 + len(sentences)))
+        texts.extend(session.turns[i].content[a:b] for i, a, b in candidates)
+        plans.append((session, ref_row, candidates))
     if not texts:
-        return {}
+        return {}, {}
     vectors = await client.embed(texts, stage=STAGE)
     problems: dict[str, str] = {}
-    for session, ref_row, start, end in spans:
-        best = float((vectors[start:end] @ vectors[ref_row]).max()) if end > start else -1.0
-        if best < settings.reference_turn_similarity_min:
+    settled: dict[str, Session] = {}
+    for session, ref_row, candidates in plans:
+        if not candidates:
+            problems[session.session_id] = "the turns named as conveying the reference have no sentence"
+            continue
+        scores = vectors[ref_row + 1 : ref_row + 1 + len(candidates)] @ vectors[ref_row]
+        best = int(scores.argmax())
+        if float(scores[best]) < settings.reference_turn_similarity_min:
             problems[session.session_id] = (
-                f"the turns named as conveying the reference reach cosine {best:.3f} "
+                f"the sentence stating the reference reaches cosine {float(scores[best]):.3f} "
                 f"(< {settings.reference_turn_similarity_min})"
             )
-    return problems
+            continue
+        turn_index, start, end = candidates[best]
+        span = ReferenceSpan(turn_index=turn_index, start=start, end=end)
+        settled[session.session_id] = session.model_copy(update={"reference_spans": [span]})
+    return problems, settled
 
 
 async def expand_dialogues(
@@ -232,7 +268,7 @@ async def expand_dialogues(
                 )
             else:
                 candidates[position] = checked.session
-        weak = await conveyance_problems(list(candidates.values()), query, client, settings)
+        weak, settled = await conveyance_problems(list(candidates.values()), query, client, settings)
         for position, session in candidates.items():
             if session.session_id in weak:
                 rejections.append(
@@ -241,7 +277,7 @@ async def expand_dialogues(
                              drafts[position], events[position].event_id, attempt)
                 )
             else:
-                done[position] = session
+                done[position] = settled.get(session.session_id, session)
         pending = [i for i in pending if i not in done]
 
     if pending:

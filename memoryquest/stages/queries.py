@@ -1,11 +1,21 @@
-"""Stage 2 + 3: candidate in-situ queries with required references, then the γ filter.
+"""Stage 2 + 3: candidate in-situ queries with required references, then the γ filter and per-reference gates.
 
 One LLM call proposes ``candidates_per_user`` candidates for a persona. Each is
 checked against the rules of SPEC §2 (reference count, dates before the query,
-domains other than the query's); survivors are embedded in one batched call,
-γ = mean cosine(query, reference) is computed, candidates with γ above
-``gamma_max`` are rejected, and at most ``queries_per_user`` are kept, lowest γ
-first. When too few survive, the model is asked again (bounded by
+domains other than the query's) and against gates that keep single references
+from leaking: a time-bounded reference must still hold on the query date
+(``stale``), and no reference may share more than ``shared_words_max`` content
+words with its request (``word_overlap``). Survivors are embedded in one
+batched call; γ = mean cosine(query, reference) must stay within ``gamma_max``
+(``similarity``, the paper's rule) and no single reference may come closer
+than ``reference_cosine_max`` (``reference_leak``), because a mean hides one
+echo among far references. A reference that nearly repeats or contradicts one
+already accepted for the same user is refused (``near_duplicate`` /
+``contradiction``). Finally a relevance judge (one call per candidate, through
+the same client) says whether each reference would change how the request is
+handled; its one-sentence rationale is stored on the reference, and a
+candidate with a reference judged irrelevant is refused (``irrelevant``). At
+most ``queries_per_user`` are kept, lowest γ first. When too few survive, the model is asked again (bounded by
 ``max_regenerations``) with a different seed and the list of texts it already
 proposed. Nothing is dropped silently: every rejected candidate becomes a
 :class:`RejectedCandidate` with its reason and the candidate as generated.
@@ -38,9 +48,11 @@ from memoryquest.stages.common import (
     persona_variables,
     rejected,
 )
+from memoryquest.text import content_words, shared_content_words
 
 STAGE = "queries"
 TEMPLATE = "query_generation"
+RELEVANCE_TEMPLATE = "reference_relevance"
 
 
 # --------------------------------------------------------------------------- what the model answers
@@ -50,6 +62,10 @@ class ReferenceDraft(BaseModel):
     text: str = Field(description="Short, atomic statement about the user.")
     date: str = Field(description="ISO date (YYYY-MM-DD) when this became true or was said.")
     domain: str = Field(description="One of the 20 PersonaLens domains, not the query's.")
+    rationale: str = Field(default="", description="One sentence: which part of the request this changes.")
+    valid_until: str | None = Field(
+        default=None, description="ISO date of the last day a time-bounded statement holds; null otherwise."
+    )
 
 
 class QueryCandidateDraft(BaseModel):
@@ -64,6 +80,16 @@ class QueryCandidatesDraft(BaseModel):
     candidates: list[QueryCandidateDraft]
 
 
+class RelevanceVerdict(BaseModel):
+    index: int = Field(description="Index of the statement judged.")
+    relevant: bool = Field(description="Would knowing it change how the assistant handles the request?")
+    rationale: str = Field(description="One sentence naming the part of the request it affects, or why none.")
+
+
+class RelevanceAnswer(BaseModel):
+    verdicts: list[RelevanceVerdict]
+
+
 # --------------------------------------------------------------------------- what the stage returns
 
 
@@ -73,12 +99,21 @@ class QueryStageResult(BaseModel):
 
 
 @dataclass(frozen=True)
+class CheckedReference:
+    text: str
+    date: dt.date
+    domain: Domain
+    rationale: str
+    valid_until: dt.date | None
+
+
+@dataclass(frozen=True)
 class _Parsed:
     draft: QueryCandidateDraft
     query_id: str
     query_date: dt.date
     domain: Domain
-    references: list[tuple[str, dt.date, Domain]]
+    references: list[CheckedReference]
     key: tuple[object, ...]
 
 
@@ -92,7 +127,7 @@ class CandidateProblem:
 class CheckedCandidate:
     query_date: dt.date
     domain: Domain
-    references: list[tuple[str, dt.date, Domain]]
+    references: list[CheckedReference]
 
 
 def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) -> CheckedCandidate | CandidateProblem:
@@ -113,7 +148,7 @@ def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) ->
             RejectionReason.INVARIANT,
             f"{count} references; need {settings.references_min}-{settings.references_max}",
         )
-    parsed: list[tuple[str, dt.date, Domain]] = []
+    parsed: list[CheckedReference] = []
     for index, ref in enumerate(draft.references):
         if not ref.text.strip():
             return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} has empty text")
@@ -127,11 +162,80 @@ def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) ->
             return CandidateProblem(RejectionReason.INVARIANT, f"reference {index} is dated {ref_date}, not before the query date {query_date}")
         if ref_domain == domain:
             return CandidateProblem(RejectionReason.INVARIANT, f"reference {index} is in the query's own domain {domain.value}")
-        parsed.append((ref.text.strip(), ref_date, ref_domain))
-    texts = [normalise_text(text) for text, _, _ in parsed]
+        valid_until: dt.date | None = None
+        if ref.valid_until is not None and ref.valid_until.strip() and ref.valid_until.strip().lower() != "null":
+            valid_until = parse_date(ref.valid_until)
+            if valid_until is None:
+                return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} valid_until {ref.valid_until!r} is not an ISO date")
+            if valid_until < ref_date:
+                return CandidateProblem(RejectionReason.INVARIANT, f"reference {index} is valid until {valid_until}, before its own date {ref_date}")
+            if valid_until < query_date:
+                return CandidateProblem(
+                    RejectionReason.STALE, f"reference {index} held until {valid_until}, before the query date {query_date}"
+                )
+        shared = shared_content_words(draft.query, ref.text)
+        if len(shared) > settings.shared_words_max:
+            return CandidateProblem(
+                RejectionReason.WORD_OVERLAP,
+                f"reference {index} shares {len(shared)} content words with the query ({', '.join(sorted(shared))}; at most {settings.shared_words_max})",
+            )
+        parsed.append(CheckedReference(ref.text.strip(), ref_date, ref_domain, ref.rationale.strip(), valid_until))
+    texts = [normalise_text(r.text) for r in parsed]
     if len(set(texts)) != len(texts):
         return CandidateProblem(RejectionReason.INVARIANT, "two references have the same text")
     return CheckedCandidate(query_date, domain, parsed)
+
+
+def check_cosines(cosines: np.ndarray, settings: GenerationSettings) -> CandidateProblem | None:
+    """The paper's mean rule (γ), then the single-reference ceiling a mean can hide."""
+    gamma = float(cosines.mean())
+    listed = ", ".join(f"{c:.3f}" for c in cosines)
+    if gamma > settings.gamma_max:
+        return CandidateProblem(RejectionReason.SIMILARITY, f"gamma {gamma:.3f} > {settings.gamma_max} (cosines {listed})")
+    worst = int(np.argmax(cosines))
+    if float(cosines[worst]) > settings.reference_cosine_max:
+        return CandidateProblem(
+            RejectionReason.REFERENCE_LEAK,
+            f"reference {worst} has cosine {float(cosines[worst]):.3f} to the query (> {settings.reference_cosine_max}; cosines {listed})",
+        )
+    return None
+
+
+def conflicting_reference(
+    texts: list[str], vectors: np.ndarray, accepted_texts: list[str], accepted_vectors: np.ndarray, settings: GenerationSettings
+) -> CandidateProblem | None:
+    """Why one of ``texts`` cannot join the user's ``accepted`` references, if it cannot.
+
+    Near-duplicate: cosine at or above ``duplicate_cosine``. Contradiction: the
+    same statement with a value changed — both say at least three content
+    words alike and differ in one or two (a date, a place, a number).
+    """
+    if not accepted_texts:
+        return None
+    similarity = vectors @ accepted_vectors.T
+    for index, text in enumerate(texts):
+        for other, accepted in enumerate(accepted_texts):
+            if float(similarity[index, other]) >= settings.duplicate_cosine:
+                return CandidateProblem(
+                    RejectionReason.NEAR_DUPLICATE,
+                    f"reference {index} nearly repeats an accepted reference of this user "
+                    f"(cosine {float(similarity[index, other]):.3f} >= {settings.duplicate_cosine}): {accepted!r}",
+                )
+            if changes_a_value(text, accepted):
+                return CandidateProblem(
+                    RejectionReason.CONTRADICTION,
+                    f"reference {index} restates an accepted reference of this user with a different value: {accepted!r}",
+                )
+    return None
+
+
+def changes_a_value(left: str, right: str) -> bool:
+    """The same statement with one or two words swapped ("valid until December" / "... until April")."""
+    a, b = set(content_words(left)), set(content_words(right))
+    if a == b:
+        return False
+    shared = a & b
+    return len(shared) >= 3 and 0 < len(a - shared) <= 2 and 0 < len(b - shared) <= 2 and len(shared) >= len(a | b) - 3
 
 
 def _request(persona: Persona, settings: GenerationSettings, seed: int, proposed: list[str]) -> LLMRequest[QueryCandidatesDraft]:
@@ -157,16 +261,55 @@ def _request(persona: Persona, settings: GenerationSettings, seed: int, proposed
     )
 
 
-def _to_query(persona_id: str, parsed: _Parsed, cosines: np.ndarray, gamma: float, embedder: str, rank: int) -> Query:
+def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]:
+    return LLMRequest(
+        template_id=RELEVANCE_TEMPLATE,
+        variables={
+            "query": parsed.draft.query.strip(),
+            "query_date": parsed.query_date.isoformat(),
+            "query_domain": parsed.domain.value,
+            "references": [
+                {"index": index, "text": ref.text, "date": ref.date.isoformat(), "domain": ref.domain.value}
+                for index, ref in enumerate(parsed.references)
+            ],
+        },
+        response_model=RelevanceAnswer,
+        stage=STAGE,
+        temperature=0.0,
+        max_output_tokens=1_500,
+        seed=seed,
+    )
+
+
+def check_relevance(answer: RelevanceAnswer, count: int) -> list[str] | CandidateProblem:
+    """One rationale per reference, or why the candidate is refused (a missing verdict counts as not relevant)."""
+    verdicts = {v.index: v for v in answer.verdicts}
+    rationales: list[str] = []
+    for index in range(count):
+        verdict = verdicts.get(index)
+        if verdict is None:
+            return CandidateProblem(RejectionReason.IRRELEVANT, f"reference {index}: the relevance judge gave no verdict")
+        if not verdict.relevant:
+            return CandidateProblem(RejectionReason.IRRELEVANT, f"reference {index} judged not relevant: {verdict.rationale.strip()}")
+        rationales.append(verdict.rationale.strip())
+    return rationales
+
+
+def _to_query(
+    persona_id: str, parsed: _Parsed, cosines: np.ndarray, gamma: float, embedder: str, rank: int, relevance: list[str]
+) -> Query:
     references = [
         Reference(
-            reference_id=make_id("reference", parsed.query_id, index, text),
-            date=ref_date,
-            text=text,
-            domain=ref_domain,
+            reference_id=make_id("reference", parsed.query_id, index, ref.text),
+            date=ref.date,
+            text=ref.text,
+            domain=ref.domain,
             cosine=float(cosines[index]),
+            valid_until=ref.valid_until,
+            rationale=ref.rationale,
+            relevance=relevance[index] if index < len(relevance) else "",
         )
-        for index, (text, ref_date, ref_domain) in enumerate(parsed.references)
+        for index, ref in enumerate(parsed.references)
     ]
     return Query(
         query_id=parsed.query_id,
@@ -185,16 +328,26 @@ def _to_query(persona_id: str, parsed: _Parsed, cosines: np.ndarray, gamma: floa
 async def generate_queries(
     persona: Persona, client: ModelClient, settings: GenerationSettings, *, seed: int = 0
 ) -> QueryStageResult:
-    """Propose, check, γ-filter and cap one persona's queries (see the module docstring)."""
+    """Propose, check, gate, judge and cap one persona's queries (see the module docstring)."""
     if settings.query_date_start > settings.query_date_end:
         raise ValueError(
             f"generation.query_date_start ({settings.query_date_start}) is after query_date_end ({settings.query_date_end})"
         )
     persona_id = persona.persona_id
     rejections: list[RejectedCandidate] = []
-    passing: list[tuple[_Parsed, np.ndarray, float]] = []
+    passing: list[tuple[_Parsed, np.ndarray, float, list[str]]] = []
     proposed: list[str] = []
     seen: set[str] = set()
+    accepted_texts: list[str] = []
+    accepted_vectors = np.zeros((0, 0), dtype=np.float32)
+
+    def refuse(parsed: _Parsed, problem: CandidateProblem, gamma: float | None = None) -> None:
+        rejections.append(
+            rejected(
+                persona_id, STAGE, problem.reason, problem.detail, parsed.draft, *parsed.key,
+                gamma=gamma, embedder=client.embedder_name if gamma is not None else None,
+            )
+        )
 
     for attempt in range(settings.max_regenerations + 1):
         request = _request(persona, settings, seed + attempt, list(proposed))
@@ -222,46 +375,58 @@ async def generate_queries(
                 continue
             seen.add(query_id)
             candidates.append(_Parsed(draft, query_id, query_date, domain, references, key))
-        if candidates:
-            texts: list[str] = []
-            for parsed in candidates:
-                texts.append(parsed.draft.query.strip())
-                texts.extend(text for text, _, _ in parsed.references)
-            vectors = await client.embed(texts, stage=STAGE)
-            row = 0
-            for parsed in candidates:
-                query_vector = vectors[row]
-                ref_vectors = vectors[row + 1 : row + 1 + len(parsed.references)]
-                row += 1 + len(parsed.references)
-                cosines = np.asarray(ref_vectors @ query_vector, dtype=np.float64)
-                gamma = float(cosines.mean())
-                if gamma > settings.gamma_max:
-                    detail = (
-                        f"gamma {gamma:.3f} > {settings.gamma_max} "
-                        f"(cosines {', '.join(f'{c:.3f}' for c in cosines)})"
-                    )
-                    rejections.append(
-                        rejected(
-                            persona_id, STAGE, RejectionReason.SIMILARITY, detail, parsed.draft, *parsed.key,
-                            gamma=gamma, embedder=client.embedder_name,
-                        )
-                    )
-                else:
-                    passing.append((parsed, cosines, gamma))
+        if not candidates:
+            continue
+        texts: list[str] = []
+        for parsed in candidates:
+            texts.append(parsed.draft.query.strip())
+            texts.extend(ref.text for ref in parsed.references)
+        vectors = await client.embed(texts, stage=STAGE)
+        gated: list[tuple[_Parsed, np.ndarray, float]] = []
+        row = 0
+        for parsed in candidates:
+            query_vector = vectors[row]
+            ref_vectors = np.asarray(vectors[row + 1 : row + 1 + len(parsed.references)])
+            row += 1 + len(parsed.references)
+            cosines = np.asarray(ref_vectors @ query_vector, dtype=np.float64)
+            gamma = float(cosines.mean())
+            problem = check_cosines(cosines, settings)
+            if problem is None:
+                ref_texts = [ref.text for ref in parsed.references]
+                problem = conflicting_reference(ref_texts, ref_vectors, accepted_texts, accepted_vectors, settings)
+            if problem is not None:
+                refuse(parsed, problem, gamma)
+                continue
+            accepted_texts.extend(ref.text for ref in parsed.references)
+            accepted_vectors = ref_vectors if not accepted_vectors.size else np.vstack([accepted_vectors, ref_vectors])
+            gated.append((parsed, cosines, gamma))
+        if settings.judge_relevance and gated:
+            answers = await client.complete_all(
+                [relevance_request(parsed, seed + attempt) for parsed, _, _ in gated], return_exceptions=True
+            )
+        else:
+            answers = [RelevanceAnswer(verdicts=[]) for _ in gated]
+        for (parsed, cosines, gamma), verdict in zip(gated, answers, strict=True):
+            if isinstance(verdict, BaseException):
+                refuse(parsed, CandidateProblem(RejectionReason.SCHEMA, f"relevance judge: {verdict}"), gamma)
+                continue
+            relevance: list[str] = []
+            if settings.judge_relevance:
+                judged = check_relevance(verdict, len(parsed.references))
+                if isinstance(judged, CandidateProblem):
+                    refuse(parsed, judged, gamma)
+                    continue
+                relevance = judged
+            passing.append((parsed, cosines, gamma, relevance))
         if len(passing) >= settings.queries_per_user:
             break
 
     passing.sort(key=lambda item: (item[2], item[0].query_id))
     queries: list[Query] = []
-    for parsed, cosines, gamma in passing:
+    for parsed, cosines, gamma, relevance in passing:
         if len(queries) < settings.queries_per_user:
-            queries.append(_to_query(persona_id, parsed, cosines, gamma, client.embedder_name, len(queries)))
+            queries.append(_to_query(persona_id, parsed, cosines, gamma, client.embedder_name, len(queries), relevance))
         else:
             detail = f"gamma {gamma:.3f} is within the threshold but {settings.queries_per_user} lower-gamma queries were kept"
-            rejections.append(
-                rejected(
-                    persona_id, STAGE, RejectionReason.CAPACITY, detail, parsed.draft, *parsed.key,
-                    gamma=gamma, embedder=client.embedder_name,
-                )
-            )
+            refuse(parsed, CandidateProblem(RejectionReason.CAPACITY, detail), gamma)
     return QueryStageResult(queries=queries, rejected=rejections)
