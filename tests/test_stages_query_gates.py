@@ -1,0 +1,167 @@
+"""Per-reference gates of the query stage, each made to fire by mutating a real candidate.
+
+The candidate comes from the offline simulator for a bundled PersonaLens user;
+every test changes one thing about it and checks the named rejection reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from memoryquest.contracts import RejectionReason
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.settings import GenerationSettings
+from memoryquest.simulator import simulate
+from memoryquest.stages.common import persona_variables
+from memoryquest.stages.queries import (
+    CandidateProblem,
+    CheckedCandidate,
+    QueryCandidateDraft,
+    QueryCandidatesDraft,
+    RelevanceAnswer,
+    RelevanceVerdict,
+    changes_a_value,
+    check_candidate,
+    check_cosines,
+    check_relevance,
+    conflicting_reference,
+)
+from memoryquest.text import shared_content_words
+
+try:
+    from tests.generation_fixture import load_users
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import load_users
+
+SETTINGS = GenerationSettings()
+
+
+@pytest.fixture(scope="module")
+def candidates() -> list[QueryCandidateDraft]:
+    persona = load_users("user0")[0]
+    variables = persona_variables(persona)
+    variables.update(
+        count=SETTINGS.candidates_per_user,
+        references_min=SETTINGS.references_min,
+        references_max=SETTINGS.references_max,
+        query_date_start=SETTINGS.query_date_start.isoformat(),
+        query_date_end=SETTINGS.query_date_end.isoformat(),
+        reference_window_days=SETTINGS.reference_window_days,
+        domains=[],
+        already_proposed=[],
+    )
+    answer = QueryCandidatesDraft.model_validate_json(simulate("query_generation", variables))
+    assert answer.candidates
+    return answer.candidates
+
+
+@pytest.fixture()
+def candidate(candidates: list[QueryCandidateDraft]) -> QueryCandidateDraft:
+    passing = [c for c in candidates if isinstance(check_candidate(c, SETTINGS), CheckedCandidate)]
+    assert passing, "the simulator should propose candidates that pass the rule checks"
+    return passing[0].model_copy(deep=True)
+
+
+def problem(outcome: CheckedCandidate | CandidateProblem) -> CandidateProblem:
+    assert isinstance(outcome, CandidateProblem), outcome
+    return outcome
+
+
+def test_an_unmodified_candidate_passes_and_keeps_rationale_and_validity(candidate: QueryCandidateDraft) -> None:
+    checked = check_candidate(candidate, SETTINGS)
+    assert isinstance(checked, CheckedCandidate)
+    for ref, draft in zip(checked.references, candidate.references, strict=True):
+        assert ref.rationale == draft.rationale.strip()
+        assert ref.valid_until is None or ref.valid_until >= checked.query_date
+
+
+def test_a_reference_that_expired_before_the_query_is_stale(candidate: QueryCandidateDraft) -> None:
+    ref = candidate.references[0]
+    query_date = dt.date.fromisoformat(candidate.query_date)
+    ref.valid_until = (query_date - dt.timedelta(days=1)).isoformat()
+    if dt.date.fromisoformat(ref.date) > query_date - dt.timedelta(days=1):
+        ref.date = (query_date - dt.timedelta(days=2)).isoformat()
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert found.reason == RejectionReason.STALE
+    assert "reference 0" in found.detail
+
+
+def test_a_reference_still_valid_on_the_query_date_passes(candidate: QueryCandidateDraft) -> None:
+    candidate.references[0].valid_until = candidate.query_date
+    assert isinstance(check_candidate(candidate, SETTINGS), CheckedCandidate)
+
+
+def test_an_echo_of_the_query_is_a_word_overlap(candidate: QueryCandidateDraft) -> None:
+    candidate.references[1].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
+    assert len(shared_content_words(candidate.query, candidate.references[1].text)) > SETTINGS.shared_words_max
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert found.reason == RejectionReason.WORD_OVERLAP
+    assert "reference 1" in found.detail
+
+
+def test_the_word_overlap_limit_is_a_setting(candidate: QueryCandidateDraft) -> None:
+    candidate.references[1].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
+    loose = SETTINGS.model_copy(update={"shared_words_max": 100})
+    assert isinstance(check_candidate(candidate, loose), CheckedCandidate)
+
+
+def test_one_close_reference_leaks_even_when_the_mean_is_low() -> None:
+    cosines = np.array([0.62, 0.05, 0.04, 0.08])
+    assert cosines.mean() <= SETTINGS.gamma_max
+    found = check_cosines(cosines, SETTINGS)
+    assert found is not None and found.reason == RejectionReason.REFERENCE_LEAK
+    assert "reference 0" in found.detail
+    assert check_cosines(np.array([0.45, 0.05, 0.04]), SETTINGS) is None
+
+
+def test_a_high_mean_is_the_papers_similarity_rule() -> None:
+    found = check_cosines(np.array([0.4, 0.35, 0.31]), SETTINGS)
+    assert found is not None and found.reason == RejectionReason.SIMILARITY
+
+
+def test_a_near_copy_of_an_accepted_reference_is_refused(candidates: list[QueryCandidateDraft]) -> None:
+    embedder = shared_local_embedder()
+    accepted = [r.text for r in candidates[0].references]
+    accepted_vectors = embedder.embed_sync(accepted)
+    copy = accepted[0].rstrip(".") + " again"
+    texts = [copy, candidates[1].references[0].text]
+    found = conflicting_reference(texts, embedder.embed_sync(texts), accepted, accepted_vectors, SETTINGS)
+    assert found is not None and found.reason in {RejectionReason.NEAR_DUPLICATE, RejectionReason.CONTRADICTION}
+    assert "reference 0" in found.detail
+    distinct = [r.text for r in candidates[1].references]
+    assert conflicting_reference(distinct, embedder.embed_sync(distinct), accepted, accepted_vectors, SETTINGS) is None
+
+
+def test_a_changed_value_is_a_contradiction() -> None:
+    december = "Bought a standard class rail pass valid until the end of December"
+    april = "Bought a standard class rail pass valid until the end of April"
+    assert changes_a_value(december, april)
+    assert not changes_a_value(december, december)
+    assert not changes_a_value(december, "Was told by an allergist to cut out tree nuts")
+    settings = SETTINGS.model_copy(update={"duplicate_cosine": 1.01})  # isolate the contradiction rule
+    embedder = shared_local_embedder()
+    found = conflicting_reference([april], embedder.embed_sync([april]), [december], embedder.embed_sync([december]), settings)
+    assert found is not None and found.reason == RejectionReason.CONTRADICTION
+
+
+def test_a_reference_judged_irrelevant_is_refused_with_the_judges_reason() -> None:
+    answer = RelevanceAnswer(
+        verdicts=[
+            RelevanceVerdict(index=0, relevant=True, rationale="Limits where the dinner can be booked."),
+            RelevanceVerdict(index=1, relevant=False, rationale="Solo outings do not affect a flight booking."),
+        ]
+    )
+    found = check_relevance(answer, 2)
+    assert isinstance(found, CandidateProblem) and found.reason == RejectionReason.IRRELEVANT
+    assert "reference 1" in found.detail and "Solo outings" in found.detail
+    kept = check_relevance(RelevanceAnswer(verdicts=answer.verdicts[:1]), 1)
+    assert kept == ["Limits where the dinner can be booked."]
+
+
+def test_a_missing_verdict_counts_as_not_relevant() -> None:
+    answer = RelevanceAnswer(verdicts=[RelevanceVerdict(index=0, relevant=True, rationale="ok")])
+    found = check_relevance(answer, 2)
+    assert isinstance(found, CandidateProblem) and found.reason == RejectionReason.IRRELEVANT
