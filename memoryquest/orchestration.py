@@ -8,7 +8,9 @@ Why this shape:
 * Tasks are async and share the flow's event loop, so one client (one
   limiter, one cache, one usage ledger) serves every persona of the run.
 * Each task persists its result under ``<output>/.prefect`` with a cache key
-  over its inputs, its source and the code/prompt fingerprint, so an
+  over its inputs, its source and the stage's fingerprint (the source of
+  every module the stage can run, and the prompts: see
+  :mod:`memoryquest.fingerprint`), so an
   interrupted run resumes where it stopped, across flow runs. (A bare
   ``INPUTS`` policy would let two tasks with equal inputs share a key;
   ``TASK_SOURCE`` keeps them apart.)
@@ -33,6 +35,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from memoryquest.contracts import Persona, Query, Session
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.fingerprint import stage_fingerprints
 from memoryquest.intake import PersonaSelection, load_personas
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
@@ -42,7 +45,6 @@ from memoryquest.pipeline import (
     ConversationsResult,
     assemble_persona,
     build_manifest,
-    code_fingerprint,
     conversations_for,
     kept_queries,
     memory_for,
@@ -101,23 +103,25 @@ async def _stage(task_obj: Any, state_dir: Path, *args: Any) -> tuple[Any, str]:
 
 
 async def _persona_pipeline(
-    persona: Persona, settings: Settings, client: ModelClient, fingerprint: str, state_dir: Path
+    persona: Persona, settings: Settings, client: ModelClient, fingerprints: dict[str, str], state_dir: Path
 ) -> tuple[GeneratedDataset, dict[str, str]]:
     """The same sequence as :func:`memoryquest.pipeline.generate_persona`, one cached task per stage group."""
     states: dict[str, str] = {}
-    queries, states["queries"] = await _stage(queries_task, state_dir, persona, settings, fingerprint, client)
+    queries, states["queries"] = await _stage(
+        queries_task, state_dir, persona, settings, fingerprints["queries"], client
+    )
     conversations, states["conversations"] = await _stage(
-        conversations_task, state_dir, persona, queries.queries, settings, fingerprint, client
+        conversations_task, state_dir, persona, queries.queries, settings, fingerprints["conversations"], client
     )
     memory, states["memory"] = await _stage(
         memory_task, state_dir, persona, kept_queries(queries, conversations), conversations.sessions, settings,
-        fingerprint, client,
+        fingerprints["memory"], client,
     )
     validation: list[Any] = []
     if settings.pgr.methods:
         validation, states["pgr-validation"] = await _stage(
             validation_task, state_dir, kept_queries(queries, conversations, memory), memory.facts, settings,
-            fingerprint, client,
+            fingerprints["pgr-validation"], client,
         )
     return assemble_persona(persona, queries, conversations, memory, validation), states
 
@@ -179,7 +183,7 @@ async def generate_benchmark(
         raise ValueError(f"no persona could be loaded from {settings.persona_source}")
 
     client = build_client(settings)
-    fingerprint = code_fingerprint()
+    fingerprints = stage_fingerprints()
     state_dir = (output_dir / ".prefect").resolve()
     progress_id = await acreate_progress_artifact(
         progress=0.0, key="memoryquest-progress", description="Personas finished"
@@ -191,7 +195,7 @@ async def generate_benchmark(
     async def tracked(persona: Persona) -> GeneratedDataset:
         nonlocal finished
         part, stage_states[persona.source_user_id] = await _persona_pipeline(
-            persona, settings, client, fingerprint, state_dir
+            persona, settings, client, fingerprints, state_dir
         )
         finished += 1
         await aupdate_progress_artifact(progress_id, 100.0 * finished / len(intake.personas))

@@ -55,6 +55,17 @@ def shared_content_words(left: str, right: str) -> set[str]:
     return set(content_words(left)) & set(content_words(right))
 
 
+def normalise_text(text: str) -> str:
+    """Case-, space- and end-punctuation-insensitive form for verbatim checks."""
+    return re.sub(r"\s+", " ", text).strip().strip(".!?").casefold()
+
+
+def contains_verbatim(haystack: str, needle: str) -> bool:
+    """Does ``haystack`` contain ``needle`` word for word (ignoring case, spacing, final stop)?"""
+    needle_norm = normalise_text(needle)
+    return bool(needle_norm) and needle_norm in normalise_text(haystack)
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` (split after . ! ? before a capital or digit)."""
     return [s.strip() for s in _SENTENCE_BREAK.split(text.strip()) if s.strip()]

@@ -36,8 +36,7 @@ from memoryquest.contracts import (
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.memory.coverage import uncovered_references
 from memoryquest.settings import Settings
-from memoryquest.stages.common import contains_verbatim
-from memoryquest.text import shared_content_words
+from memoryquest.text import contains_verbatim, shared_content_words
 
 
 class Rule(StrEnum):

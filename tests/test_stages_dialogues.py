@@ -11,9 +11,9 @@ from memoryquest.contracts import RejectionReason, Role, Session
 from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import contains_verbatim, split_sentences
 from memoryquest.stages.dialogues import DialogueDraft, TurnDraft, check_dialogue, expand_dialogues
 from memoryquest.stages.history import merge_history
+from memoryquest.text import contains_verbatim, split_sentences
 
 try:
     from tests.generation_fixture import GeneratedRun, generated, simulated_client

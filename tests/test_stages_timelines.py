@@ -11,13 +11,13 @@ from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator.persona_grounding import split_sentences
-from memoryquest.stages.common import contains_verbatim
 from memoryquest.stages.timelines import (
     EventDraft,
     TimelineDraft,
     build_events,
     synthesise_timeline,
 )
+from memoryquest.text import contains_verbatim
 
 try:
     from tests.generation_fixture import GeneratedRun, generated, simulated_client

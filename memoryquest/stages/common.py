@@ -12,6 +12,9 @@ from pydantic import BaseModel
 
 from memoryquest.contracts import Domain, Persona, PersonaTask, RejectedCandidate, RejectionReason
 from memoryquest.ids import make_id
+from memoryquest.text import contains_verbatim, normalise_text
+
+__all__ = ["contains_verbatim", "normalise_text"]  # text checks the stages share, from memoryquest.text
 
 
 def task_variables(task: PersonaTask) -> dict[str, Any]:
@@ -56,26 +59,11 @@ def parse_date(text: str) -> dt.date | None:
         return None
 
 
-def normalise_text(text: str) -> str:
-    """Case-, space- and end-punctuation-insensitive form for verbatim checks."""
-    return re.sub(r"\s+", " ", text).strip().strip(".!?").casefold()
-
-
-def contains_verbatim(haystack: str, needle: str) -> bool:
-    """Does ``haystack`` contain ``needle`` word for word (ignoring case, spacing, final stop)?"""
-    needle_norm = normalise_text(needle)
-    return bool(needle_norm) and needle_norm in normalise_text(haystack)
-
-
 def cosine_rows(vectors: np.ndarray, left: list[int], right: list[int]) -> np.ndarray:
     """Cosine matrix between rows ``left`` and ``right`` of L2-normalised ``vectors``."""
     if not left or not right:
         return np.zeros((len(left), len(right)), dtype=np.float32)
     return np.asarray(vectors[left] @ vectors[right].T, dtype=np.float64)
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
 
 
 def rejected(

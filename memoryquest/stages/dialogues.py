@@ -40,8 +40,8 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import normalise_text, rejected
-from memoryquest.text import locate, sentence_spans
+from memoryquest.stages.common import rejected
+from memoryquest.text import locate, normalise_text, sentence_spans
 
 STAGE = "dialogues"
 TEMPLATE = "dialogue_expansion"

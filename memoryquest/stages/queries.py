@@ -42,13 +42,12 @@ from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import (
-    normalise_text,
     parse_date,
     parse_domain,
     persona_variables,
     rejected,
 )
-from memoryquest.text import content_words, shared_content_words
+from memoryquest.text import content_words, normalise_text, shared_content_words
 
 STAGE = "queries"
 TEMPLATE = "query_generation"
