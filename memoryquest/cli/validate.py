@@ -20,13 +20,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Check a generated dataset directory (as written by 'generate') against every rule of the "
             "specification: reference counts, gamma and per-reference cosines (recomputed with the local "
-            "embedder when the dataset used it), timelines, sessions, history order and fact provenance."
+            "embedder when the dataset used it), timelines, sessions, history order, fact provenance and "
+            "reference coverage; then the validity audit (`memoryquest audit`), whose failed gates fail "
+            "validation too."
         ),
     )
     parser.add_argument("dataset_dir", type=Path, help="directory holding queries.jsonl, timelines.jsonl, ...")
     parser.add_argument(
         "--no-recompute", action="store_true", help="skip recomputing cosines (no embedding model is loaded)"
     )
+    parser.add_argument("--no-audit", action="store_true", help="check the invariants only, skip the validity audit")
     parser.set_defaults(func=_validate)
 
 
@@ -60,9 +63,22 @@ def _validate(args: argparse.Namespace) -> int:
         f"{len(dataset.personas)} personas, {len(dataset.queries)} queries, {len(dataset.timelines)} timelines, "
         f"{len(dataset.sessions)} sessions, {len(dataset.facts)} facts"
     )
-    if violations:
+    failed_audit: list[str] = []
+    if not args.no_audit:
+        from memoryquest.audit import audit_dataset, audit_markdown
+
+        report = audit_dataset(dataset, settings)
+        print(audit_markdown(report))
+        failed_audit = report.failures
+        for failure in failed_audit:
+            print(f"audit failed: {failure}")
+    if violations or failed_audit:
         by_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()))
-        print(f"{len(violations)} violations in {args.dataset_dir} ({rows}): {by_rule}")
+        summary = f"{len(violations)} violations" + (f" ({by_rule})" if by_rule else "")
+        if failed_audit:
+            summary += f", {len(failed_audit)} failed audit gates"
+        print(f"{summary} in {args.dataset_dir} ({rows})")
         return 1
-    print(f"ok: no violations in {args.dataset_dir} ({rows})")
+    audited = "" if args.no_audit else ", audit passed"
+    print(f"ok: no violations in {args.dataset_dir} ({rows}){audited}")
     return 0

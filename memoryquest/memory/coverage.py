@@ -9,17 +9,22 @@ reference cannot be scored, so the pipeline withdraws it with reason
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from memoryquest.contracts import Fact, Query, RejectedCandidate, RejectionReason
-from memoryquest.memory.snapshot import memory_as_of
+from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.stages.common import rejected
+
+
+def uncovered_in(query: Query, snapshot: Iterable[MemoryItem]) -> list[str]:
+    """Ids of ``query``'s references that no fact of ``snapshot`` (memory on the query date) is credited to."""
+    credited = {ref for item in snapshot for ref in item.source_reference_ids}
+    return [r.reference_id for r in query.references if r.reference_id not in credited]
 
 
 def uncovered_references(query: Query, facts: Sequence[Fact]) -> list[str]:
     """Ids of ``query``'s references with no credited fact visible on the query date."""
-    credited = {ref for item in memory_as_of(list(facts), query.query_date) for ref in item.source_reference_ids}
-    return [r.reference_id for r in query.references if r.reference_id not in credited]
+    return uncovered_in(query, memory_as_of(list(facts), query.query_date))
 
 
 def withdraw_uncovered(queries: Sequence[Query], facts: Sequence[Fact]) -> tuple[list[str], list[RejectedCandidate]]:

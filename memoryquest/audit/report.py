@@ -1,0 +1,112 @@
+"""The audit's result: named checks with values and limits, the measurements behind them, and a markdown table.
+
+The report is JSON-serialisable (``model_dump(mode="json")``) so it can sit in
+``manifest.json`` and ``audit.json``; :func:`audit_markdown` renders the table
+the dataset card embeds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memoryquest.audit.detectability import ClassifierScore, ExclusiveNgrams
+from memoryquest.audit.diversity import Diversity
+from memoryquest.audit.ground_truth import GroundTruth
+from memoryquest.audit.leakage import Leakage
+
+MARKDOWN_NGRAMS = 10
+"""Exclusive n-grams listed under the table."""
+
+
+class AuditCheck(BaseModel):
+    name: str
+    value: float | None = Field(
+        description="The measurement; null when the data does not allow it."
+    )
+    threshold: float | None = Field(
+        description="The limit from AuditSettings; null for a check that only reports."
+    )
+    fails_if: Literal[">", ">="] | None = Field(
+        default=None, description="The check fails when value <fails_if> threshold."
+    )
+    passed: bool
+    detail: str
+
+
+class DatasetSize(BaseModel):
+    users: int
+    queries: int
+    references: int
+    sessions: int
+    turns: int
+    facts: int
+
+
+class AuditReport(BaseModel):
+    passed: bool
+    failures: list[str] = Field(description="One line per failed check: '<check>: <reason>'.")
+    checks: list[AuditCheck]
+    size: DatasetSize
+    exclusive_ngrams: ExclusiveNgrams
+    classifiers: list[ClassifierScore]
+    leakage: Leakage
+    diversity: list[Diversity]
+    ground_truth: GroundTruth
+    seconds: float
+
+    def check(self, name: str) -> AuditCheck:
+        """The check called ``name`` (KeyError when there is none)."""
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(name)
+
+
+def _number(value: float | None) -> str:
+    """Three significant digits: counts print as integers, shares and AUCs as 0.518."""
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _limit(check: AuditCheck) -> str:
+    if check.threshold is None or check.fails_if is None:
+        return "—"
+    return f"fails if {'≥' if check.fails_if == '>=' else '>'} {_number(check.threshold)}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def audit_markdown(report: AuditReport) -> str:
+    """A markdown summary: verdict line, one table row per check, the top exclusive n-grams."""
+    size = report.size
+    verdict = (
+        "passed"
+        if report.passed
+        else f"FAILED ({len(report.failures)} of {sum(c.threshold is not None for c in report.checks)} gates)"
+    )
+    lines = [
+        f"**Validity audit: {verdict}** — {size.users} users, {size.queries} queries, {size.references} references, "
+        f"{size.sessions} sessions, {size.turns} turns, {size.facts} facts ({report.seconds:.1f} s).",
+        "",
+        "| Check | Value | Limit | Result | Detail |",
+        "|---|---:|---|---|---|",
+    ]
+    for check in report.checks:
+        result = "—" if check.threshold is None else ("pass" if check.passed else "**FAIL**")
+        lines.append(
+            f"| {check.name} | {_number(check.value)} | {_limit(check)} | {result} | {_cell(check.detail)} |"
+        )
+    top = report.exclusive_ngrams.top[:MARKDOWN_NGRAMS]
+    if top:
+        lines += [
+            "",
+            f"Word n-grams found only around reference turns (top {len(top)} of those in 2+ reference exchanges):",
+            "",
+            "| n-gram | Reference exchanges | Share |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {_cell(item.ngram)} | {item.units} | {item.share:.1%} |" for item in top]
+    return "\n".join(lines) + "\n"

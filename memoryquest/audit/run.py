@@ -1,0 +1,319 @@
+"""``audit_dataset``: every audit measurement on one dataset, turned into pass/fail checks.
+
+The audit looks only at the published tables (sessions, facts, queries,
+validation), never at how they were generated, so it applies to any backend's
+output. Gates (a threshold in :class:`~memoryquest.settings.AuditSettings`)
+decide ``passed``; the other checks are reported for the dataset card.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from memoryquest.audit.detectability import (
+    ClassifierScore,
+    ExclusiveNgrams,
+    classifier_auc,
+    exclusive_ngrams,
+)
+from memoryquest.audit.diversity import Diversity, diversity
+from memoryquest.audit.ground_truth import GroundTruth, ReferenceIssue, ground_truth
+from memoryquest.audit.leakage import SHARED_WORDS_NOTED, Leakage, leakage
+from memoryquest.audit.material import Exchange, exchanges, session_halves
+from memoryquest.audit.report import AuditCheck, AuditReport, DatasetSize
+from memoryquest.contracts import Fact, Role
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.memory.snapshot import MemoryItem, memory_as_of
+from memoryquest.settings import AuditSettings, Settings
+
+MATERIAL_NOUNS = {
+    "user_turns": "user turns",
+    "assistant_turns": "assistant turns",
+    "facts": "facts",
+}
+
+
+class AuditError(ValueError):
+    """The dataset or the settings do not allow an audit."""
+
+
+def _percent(share: float) -> str:
+    text = f"{share * 100:.1f}".removesuffix(".0")
+    return f"{text}%"
+
+
+def _classifiers(
+    units: Sequence[Exchange], facts: Sequence[Fact], dataset: GeneratedDataset, seed: int
+) -> list[ClassifierScore]:
+    """One score per material; a one-user dataset is split into early and late halves of its history."""
+    users = {s.persona_id for s in dataset.sessions} | {f.persona_id for f in facts}
+    within = len(users) == 1
+    halves = session_halves(dataset.sessions) if within else {}
+
+    def group(persona_id: str, session_id: str | None) -> str:
+        return halves.get(session_id or "", "early") if within else persona_id
+
+    replies = [u for u in units if u.assistant]
+    fact_groups = [group(f.persona_id, f.session_ids[0] if f.session_ids else None) for f in facts]
+    return [
+        classifier_auc(
+            "user_turns",
+            [u.user for u in units],
+            [u.reference for u in units],
+            [group(u.persona_id, u.session_id) for u in units],
+            within_user=within,
+            seed=seed,
+        ),
+        classifier_auc(
+            "assistant_turns",
+            [u.assistant for u in replies],
+            [u.reference for u in replies],
+            [group(u.persona_id, u.session_id) for u in replies],
+            within_user=within,
+            seed=seed,
+        ),
+        classifier_auc(
+            "facts",
+            [f.info for f in facts],
+            [bool(f.source_reference_ids) for f in facts],
+            fact_groups,
+            within_user=within,
+            seed=seed,
+        ),
+    ]
+
+
+def _memories(dataset: GeneratedDataset) -> dict[str, list[MemoryItem]]:
+    """Query id -> the memory of its user as it stood on the query date."""
+    by_persona: dict[str, list[Fact]] = {}
+    for fact in dataset.facts:
+        by_persona.setdefault(fact.persona_id, []).append(fact)
+    return {
+        q.query_id: memory_as_of(by_persona.get(q.persona_id, []), q.query_date)
+        for q in dataset.queries
+    }
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _ngram_check(result: ExclusiveNgrams, settings: AuditSettings) -> AuditCheck:
+    limit = settings.exclusive_ngram_share_max
+    if result.reference_units == 0:
+        return AuditCheck(
+            name="exclusive_ngram",
+            value=None,
+            threshold=limit,
+            fails_if=">=",
+            passed=True,
+            detail="no reference turns",
+        )
+    if not result.top:
+        detail = f"no n-gram ({settings.ngram_min}-{settings.ngram_max} words) is in 2+ of {result.reference_units} reference exchanges and in no filler"
+        return AuditCheck(
+            name="exclusive_ngram",
+            value=0.0,
+            threshold=limit,
+            fails_if=">=",
+            passed=True,
+            detail=detail,
+        )
+    best = result.top[0]
+    passed = best.share < limit
+    detail = f"'{best.ngram}' covers {_percent(best.share)} of reference turns ({best.units} of {result.reference_units})"
+    if not passed:
+        detail += f" (>= {_percent(limit)})"
+    return AuditCheck(
+        name="exclusive_ngram",
+        value=best.share,
+        threshold=limit,
+        fails_if=">=",
+        passed=passed,
+        detail=detail,
+    )
+
+
+def _classifier_check(score: ClassifierScore, settings: AuditSettings) -> AuditCheck:
+    limit = settings.classifier_auc_max
+    noun = MATERIAL_NOUNS[score.material]
+    name = f"classifier_auc_{score.material}"
+    counts = f"{score.positives} reference vs {score.negatives} other {noun}"
+    if score.auc is None:
+        detail = f"not measurable: {counts}, {score.scheme}"
+        return AuditCheck(
+            name=name, value=None, threshold=limit, fails_if=">", passed=True, detail=detail
+        )
+    passed = score.auc <= limit
+    detail = (
+        f"{noun} AUC {score.auc:.3f}"
+        + ("" if passed else f" (> {limit:g})")
+        + f"; {score.scheme}; {counts}"
+    )
+    return AuditCheck(
+        name=name, value=score.auc, threshold=limit, fails_if=">", passed=passed, detail=detail
+    )
+
+
+def _leakage_checks(result: Leakage) -> list[AuditCheck]:
+    exact = (
+        ""
+        if result.bm25_recall_exact is None
+        else f"; all references found for {_percent(result.bm25_recall_exact)} of queries"
+    )
+    dense = (
+        f"query-only (dense) recall, provenance judge, from the validation table ({result.dense_queries} queries)"
+        if result.dense_recall is not None
+        else "no query-only provenance rows in the validation table"
+    )
+    shared = (
+        f"content words a reference shares with its query: max {result.shared_words_max}; "
+        f"{result.references_sharing_3_plus} of {result.references} references share {SHARED_WORDS_NOTED} or more"
+    )
+    return [
+        AuditCheck(
+            name="bm25_query_only_recall",
+            value=result.bm25_recall,
+            threshold=None,
+            passed=True,
+            detail=f"BM25 on the query text, top {result.k} of the memory on the query date, {result.queries} queries{exact}",
+        ),
+        AuditCheck(
+            name="dense_query_only_recall",
+            value=result.dense_recall,
+            threshold=None,
+            passed=True,
+            detail=dense,
+        ),
+        AuditCheck(
+            name="shared_content_words",
+            value=result.shared_words_mean,
+            threshold=None,
+            passed=True,
+            detail=shared,
+        ),
+    ]
+
+
+def _diversity_checks(result: Diversity, settings: AuditSettings) -> list[AuditCheck]:
+    role = f"{result.role}_turns"
+    distinct = f"distinct-1/2/3 {result.distinct_1:.3f} / {result.distinct_2:.3f} / {result.distinct_3:.3f} over {result.turns} turns (value: distinct-2)"
+    repeated = f"of {result.sentences} sentences, share in a sentence seen {settings.repeated_sentence_min}+ times"
+    if result.most_repeated:
+        top = result.most_repeated[0]
+        repeated += f"; most repeated: '{top.sentence}' x{top.count}"
+    return [
+        AuditCheck(
+            name=f"distinct_n_{role}",
+            value=result.distinct_2,
+            threshold=None,
+            passed=True,
+            detail=distinct,
+        ),
+        AuditCheck(
+            name=f"repeated_sentences_{role}",
+            value=result.repeated_sentence_share,
+            threshold=None,
+            passed=True,
+            detail=repeated,
+        ),
+    ]
+
+
+def _listed(issues: Sequence[ReferenceIssue], total: int) -> str:
+    named = ", ".join(f"{i.reference_id} of {i.query_id} ({i.detail})" for i in issues[:3])
+    more = f" and {total - 3} more" if total > 3 else ""
+    return f": {named}{more}" if named else ""
+
+
+def _ground_truth_checks(result: GroundTruth, settings: AuditSettings) -> list[AuditCheck]:
+    uncovered_ok = result.uncovered <= settings.uncovered_max
+    stale_ok = result.stale <= settings.stale_max
+    uncovered = f"{result.uncovered} of {result.references} references have no credited fact in memory on their query date"
+    if not uncovered_ok:
+        uncovered += f" (> {settings.uncovered_max})" + _listed(
+            result.uncovered_references, result.uncovered
+        )
+    stale = f"{result.stale} of {result.references} references expired before their query date"
+    if not stale_ok:
+        stale += f" (> {settings.stale_max})" + _listed(result.stale_references, result.stale)
+    return [
+        AuditCheck(
+            name="uncovered_references",
+            value=result.uncovered,
+            threshold=settings.uncovered_max,
+            fails_if=">",
+            passed=uncovered_ok,
+            detail=uncovered,
+        ),
+        AuditCheck(
+            name="stale_references",
+            value=result.stale,
+            threshold=settings.stale_max,
+            fails_if=">",
+            passed=stale_ok,
+            detail=stale,
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
+    """Detectability, leakage, diversity and ground-truth checks of ``dataset`` under ``settings.audit``."""
+    started = time.perf_counter()
+    config = settings.audit
+    if config.ngram_min > config.ngram_max:
+        raise AuditError(
+            f"audit.ngram_min ({config.ngram_min}) is above audit.ngram_max ({config.ngram_max})"
+        )
+    if not dataset.sessions and not dataset.queries:
+        raise AuditError("nothing to audit: the dataset has no sessions and no queries")
+    units = exchanges(dataset.sessions)
+    ngram_result = exclusive_ngrams(units, config.ngram_min, config.ngram_max)
+    classifiers = _classifiers(units, dataset.facts, dataset, settings.seed)
+    memories = _memories(dataset)
+    leak = leakage(dataset.queries, memories, dataset.validation, settings.pgr.query_only_k)
+    diversities = [
+        diversity(
+            role.value,
+            [t.content for s in dataset.sessions for t in s.turns if t.role is role],
+            config.repeated_sentence_min,
+        )
+        for role in (Role.USER, Role.ASSISTANT)
+    ]
+    truth = ground_truth(dataset.queries, memories)
+    checks = [
+        _ngram_check(ngram_result, config),
+        *(_classifier_check(score, config) for score in classifiers),
+        *_leakage_checks(leak),
+        *(check for result in diversities for check in _diversity_checks(result, config)),
+        *_ground_truth_checks(truth, config),
+    ]
+    failures = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
+    users = (
+        {p.persona_id for p in dataset.personas}
+        | {s.persona_id for s in dataset.sessions}
+        | {q.persona_id for q in dataset.queries}
+    )
+    size = DatasetSize(
+        users=len(users),
+        queries=len(dataset.queries),
+        references=sum(len(q.references) for q in dataset.queries),
+        sessions=len(dataset.sessions),
+        turns=sum(len(s.turns) for s in dataset.sessions),
+        facts=len(dataset.facts),
+    )
+    return AuditReport(
+        passed=not failures,
+        failures=failures,
+        checks=checks,
+        size=size,
+        exclusive_ngrams=ngram_result,
+        classifiers=classifiers,
+        leakage=leak,
+        diversity=diversities,
+        ground_truth=truth,
+        seconds=round(time.perf_counter() - started, 3),
+    )
