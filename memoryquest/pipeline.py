@@ -31,6 +31,7 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.prompts import all_templates
 from memoryquest.memory.coverage import withdraw_uncovered
 from memoryquest.memory.extraction import MemoryStageResult, build_memory
+from memoryquest.pgr.metrics import with_difficulty
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.settings import Settings
 from memoryquest.stages.dialogues import expand_dialogues
@@ -135,11 +136,16 @@ def assemble_persona(
 ) -> GeneratedDataset:
     """One persona's rows; queries whose timeline or dialogues were rejected, or whose references
     memory does not cover, are left out. An uncovered query's timeline and sessions stay: they are
-    part of the user's history, and the query itself is kept in ``rejected``."""
+    part of the user's history, and the query itself is kept in ``rejected``.
+
+    This is where queries meet their validation (in-process, Prefect and Dask
+    runs alike), so each query's ``difficulty`` — its query-only recall under
+    the provenance judge — is set here."""
     dropped = set(conversations.dropped_query_ids) | set(memory.withdrawn_query_ids)
+    kept = [q for q in queries.queries if q.query_id not in dropped]
     return GeneratedDataset(
         personas=[persona],
-        queries=[q for q in queries.queries if q.query_id not in dropped],
+        queries=with_difficulty(kept, validation),
         timelines=conversations.timelines,
         sessions=conversations.sessions,
         facts=memory.facts,

@@ -360,8 +360,8 @@ class _UserBuilder:
         for query in self.queries:
             visible = [f for f in self.facts if f.created_on <= query.query_date and (f.retired_on is None or f.retired_on > query.query_date)]
             visible.sort(key=lambda f: f.fid)
-            for method in RetrievalMethod:
-                share = {RetrievalMethod.QUERY_ONLY: 0.35, RetrievalMethod.PGR_COT: 0.6, RetrievalMethod.PGR_TOT: 0.75}[method]
+            shares = {RetrievalMethod.QUERY_ONLY: 0.35, RetrievalMethod.PGR_COT: 0.6, RetrievalMethod.PGR_TOT: 0.75}
+            for method, share in shares.items():
                 retrieved = [f.fid for f in visible if self.rng.random() < share]
                 iterations: list[ProspectionIteration] = []
                 if method is not RetrievalMethod.QUERY_ONLY:

@@ -65,7 +65,10 @@ def test_run_prints_the_table_and_writes_joined_results(
     ]  # fmt: skip
     assert rows[0][5] == "0.00" and rows[0][7] == "20.00"  # query-only: no LLM call, K = 20
 
-    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    # 2 queries × 2 methods × 2 judges, plus pgr_tot's 3 budget-matched baselines (tests/test_pgr_baselines.py).
+    assert len(every) == 2 * 2 * 2 + 2 * 3 * 2
+    lines = [line for line in every if line["baseline_for"] is None]
     assert len(lines) == 2 * 2 * 2
     dataset = GeneratedDataset.load(dataset_dir)
     texts = {q.query_id: q for q in dataset.queries}

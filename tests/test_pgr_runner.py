@@ -223,12 +223,18 @@ async def test_validate_queries_one_result_per_query_method_judge_and_determinis
 ) -> None:
     settings = PGRSettings(max_iterations=1)
     judges = ["provenance", "embedding"]
+    baselines = ("query_only", "bm25", "random")
     first = await validate_queries(sample.queries, sample.facts, client, settings, judges=judges, index_cache=cache)
-    assert len(first) == len(sample.queries) * 3 * 2
-    expected = [
-        make_id("result", q.query_id, m, j) for q in sample.queries for m in ("query_only", "pgr_cot", "pgr_tot") for j in judges
-    ]
+    # Per query: 3 methods × 2 judges, and after each PGR method its 3 budget-matched baselines × 2 judges.
+    assert len(first) == len(sample.queries) * (3 * 2 + 2 * 3 * 2)
+    expected = []
+    for q in sample.queries:
+        for m in ("query_only", "pgr_cot", "pgr_tot"):
+            expected += [make_id("result", q.query_id, m, j) for j in judges]
+            if m != "query_only":
+                expected += [make_id("result", q.query_id, b, j, "budget_of", m) for b in baselines for j in judges]
     assert [r.result_id for r in first] == expected
+    assert len(set(expected)) == len(expected)
     late = next(f for f in sample.facts if f.info == LATE_FACT[1])
     for result in first:
         query = next(q for q in sample.queries if q.query_id == result.query_id)

@@ -1,4 +1,9 @@
-"""``memoryquest pgr run``: query-only retrieval and PGR over a dataset, scored by the judges."""
+"""``memoryquest pgr run``: query-only retrieval and PGR over a dataset, scored by the judges.
+
+The printout has two tables: every method at its own budget (labelled with
+the facts it retrieved per query), and each PGR method beside the baselines
+given exactly its budget, with bootstrap intervals — the comparison to read.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from typing import Any
 from memoryquest.cli.main import settings_from_args
 from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMethod, ValidationResult
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.pgr.metrics import PGRSummary, summarise
+from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.settings import Settings
 
@@ -69,26 +74,67 @@ def select_users(inputs: PGRInputs, users: list[str] | None) -> list[Query]:
 
 
 def summary_table(summary: PGRSummary) -> str:
-    """Plain-text table: one line per method × judge (the paper's Tables 1 and 7 side by side)."""
+    """Plain-text table: one line per method × judge (the paper's Tables 1 and 7 side by side),
+    then the budget-matched comparison (:func:`comparison_table`)."""
     header = (
         f"{'method':<11} {'judge':<10} {'n':>4} {'Recall':>7} {'RecallExact':>11} "
-        f"{'LLM calls/q':>11} {'embed req/q':>11} {'facts/q':>8} {'Ph-1 facts':>10} {'Ph-2 new':>8}"
+        f"{'LLM calls/q':>11} {'embed req/q':>11} {'facts/q':>8} {'Ph-1 facts':>10} {'Ph-2 new':>8} "
+        f"{'Recall 95% CI':>15}"
     )
     lines = [header, "-" * len(header)]
     for row in summary.rows:
         phase1 = "-" if row.phase1_facts is None else f"{row.phase1_facts:.2f}"
         phase2 = "-" if row.phase2_new_facts is None else f"{row.phase2_new_facts:.2f}"
+        interval = f"[{row.recall_low:.3f},{row.recall_high:.3f}]"
         lines.append(
             f"{row.method.value:<11} {row.judge.value:<10} {row.n:>4} {row.recall:>7.3f} {row.recall_exact:>11.3f} "
-            f"{row.llm_calls:>11.2f} {row.embedding_calls:>11.2f} {row.facts_retrieved:>8.2f} {phase1:>10} {phase2:>8}"
+            f"{row.llm_calls:>11.2f} {row.embedding_calls:>11.2f} {row.facts_retrieved:>8.2f} {phase1:>10} {phase2:>8} "
+            f"{interval:>15}"
+        )
+    lines.append(
+        "facts/q = mean facts retrieved per query: each method's own budget (query-only: K; PGR: what it "
+        "found). Recall grows with it, so compare methods at equal budgets:"
+    )
+    comparison = comparison_table(summary)
+    lines += ["", comparison] if comparison else ["(no budget-matched baselines in these results)"]
+    return "\n".join(lines)
+
+
+def comparison_table(summary: PGRSummary) -> str:
+    """Each PGR method beside its budget-matched baselines: recall, 95% intervals, paired difference."""
+    if not summary.comparisons:
+        return ""
+    header = (
+        f"  {'method':<8} {'baseline':<11} {'judge':<10} {'n':>4} {'budget':>7} {'method recall [95% CI]':>24} "
+        f"{'baseline recall [95% CI]':>24} {'difference [95% CI]':>26}  verdict"
+    )
+    lines = [
+        f"Budget-matched: baselines retrieve exactly as many facts as the PGR method did for each query "
+        f"(95% percentile bootstrap over queries, {summary.bootstrap_samples} resamples; difference paired by query)",
+        header,
+        "  " + "-" * (len(header) - 2),
+    ]
+    for c in summary.comparisons:
+        ours = f"{c.method_recall:.3f} [{c.method_low:.3f},{c.method_high:.3f}]"
+        theirs = f"{c.baseline_recall:.3f} [{c.baseline_low:.3f},{c.baseline_high:.3f}]"
+        difference = f"{c.difference:+.3f} [{c.difference_low:+.3f},{c.difference_high:+.3f}]"
+        verdict = "beats" if c.beats else "does not beat"
+        lines.append(
+            f"  {c.method.value:<8} {c.baseline.value:<11} {c.judge.value:<10} {c.n:>4} {c.budget:>7.2f} "
+            f"{ours:>24} {theirs:>24} {difference:>26}  {verdict}"
         )
     return "\n".join(lines)
 
 
 def joined_rows(results: list[ValidationResult], queries: list[Query], personas: list[Persona]) -> list[dict[str, Any]]:
-    """Each result with its query's text, date, domain, γ and user, ready for JSONL."""
+    """Each result with its query's text, date, domain, γ, difficulty and user, ready for JSONL.
+
+    ``difficulty`` is recomputed from these results (query-only recall under
+    the provenance judge) when they hold it, else the dataset's own value.
+    """
     by_id = {q.query_id: q for q in queries}
     users = {p.persona_id: p.source_user_id for p in personas}
+    difficulty = query_difficulty(results)
     rows = []
     for result in results:
         query = by_id[result.query_id]
@@ -100,6 +146,7 @@ def joined_rows(results: list[ValidationResult], queries: list[Query], personas:
                 "query_date": query.query_date.isoformat(),
                 "query_domain": query.domain.value,
                 "gamma": query.gamma,
+                "difficulty": difficulty.get(query.query_id, query.difficulty),
                 "embedder": query.embedder,
             }
         )
@@ -116,7 +163,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Run query-only retrieval and PGR (chain or tree prospection) for every query of a dataset "
             "over the memory as it stood on the query date, judge the recall of the required references "
-            "and print the means per method and judge. Hyper-parameters: --set pgr.step_k=5 ..."
+            "and print the means per method and judge. Each PGR method is also compared with dense "
+            "query-only, BM25 and random retrieval given exactly its budget (facts retrieved per query), "
+            "with 95% bootstrap intervals (pgr.budget_baselines, pgr.baseline_seed, "
+            "pgr.bootstrap_samples). Hyper-parameters: --set pgr.step_k=5 ..."
         ),
     )
     run.add_argument("--dataset", type=Path, required=True, help="dataset directory written by `memoryquest generate`")
@@ -152,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     results = asyncio.run(_validate(queries, inputs.facts, settings))
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
-    print(summary_table(summarise(results)))
+    print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("w", encoding="utf-8") as handle:

@@ -16,6 +16,13 @@ the query's own requests (augmentation, plans, summary, answer; one embedding
 request for the query and one per retrieval phase). Embedding the memory
 snapshot is shared by every query on that date and judge calls are
 evaluation cost, so neither is counted.
+
+Recall grows with the number of facts returned, so each PGR run is also
+compared with baselines at its own budget (:mod:`memoryquest.pgr.baselines`):
+for every query, dense query-only, BM25 and random retrieval are asked for
+exactly as many facts as the PGR method returned, over the same snapshot, and
+scored by the same judges. Their rows carry ``baseline_for`` (the PGR method)
+and ``budget``; every row carries ``budget``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.pgr.baselines import BASELINE_METHODS, LexicalCache, budget_hits, parse_baselines
 from memoryquest.pgr.judges import Judge, build_judges
 from memoryquest.pgr.metrics import (
     PGRSummary,
@@ -78,6 +86,8 @@ __all__ = [
     "RetrievedSet",
     "parse_methods",
     "refine_until_converged",
+    "result_id",
+    "run_baseline",
     "run_query",
     "summarise",
     "summary_markdown",
@@ -118,6 +128,8 @@ class RetrievalOutcome(BaseModel):
     memory_as_of: dt.date
     memory_size: int
     ranked: list[RankedFact]
+    budget: int = 0  # facts the method was allowed to return (query-only: K; PGR: what it retrieved)
+    baseline_for: RetrievalMethod | None = None  # the PGR method whose budget a baseline was given
     iterations: list[ProspectionIteration] = []
     llm_calls: int = 0
     embedding_calls: int = 0
@@ -239,34 +251,61 @@ async def run_query(
     settings: PGRSettings,
     *,
     index_cache: IndexCache | None = None,
+    lexical: LexicalCache | None = None,
 ) -> RetrievalOutcome:
     """Retrieve for one query with one method over the memory as of the query date.
 
     ``facts`` may hold every persona's facts; only the query's persona's are searched.
+    Query-only, BM25 and random retrieve K = ``query_only_k`` facts here.
     """
     method = parse_methods([method])[0]
     cache = index_cache if index_cache is not None else IndexCache()
     index = await cache.get(query.persona_id, query.query_date, facts, client)
+    if method in BASELINE_METHODS:
+        # Query-only, or BM25 / random on their own, at the query-only budget K.
+        outcome = await run_baseline(query, index, method, settings.query_only_k, client, settings, lexical=lexical)
+        if not settings.generate_answers:
+            return outcome
+        calls = _Calls(client)
+        answer = await _answer(calls, query, _chronological(index, outcome.retrieved_fids), "")
+        return outcome.model_copy(update={"answer": answer, "llm_calls": calls.count})
+    return await _run_pgr(query, index, method, Retriever(index, client), _Calls(client), settings)
+
+
+async def run_baseline(
+    query: Query,
+    index: MemoryIndex,
+    method: RetrievalMethod,
+    budget: int,
+    client: ModelClient,
+    settings: PGRSettings,
+    *,
+    baseline_for: RetrievalMethod | None = None,
+    lexical: LexicalCache | None = None,
+) -> RetrievalOutcome:
+    """Query-only, BM25 or random retrieval of ``budget`` facts over ``index``; no LLM call."""
     retriever = Retriever(index, client)
-    calls = _Calls(client)
-    if method is RetrievalMethod.QUERY_ONLY:
-        hits = (await retriever.retrieve([query.text], settings.query_only_k, settings.query_only_tau))[0]
-        ranked = [RankedFact(fid=h.fid, score=h.score, iteration=0) for h in hits]
-        answer = None
-        if settings.generate_answers:
-            answer = await _answer(calls, query, _chronological(index, [h.fid for h in hits]), "")
-        return RetrievalOutcome(
-            query_id=query.query_id,
-            persona_id=query.persona_id,
-            method=method,
-            memory_as_of=index.as_of,
-            memory_size=len(index),
-            ranked=ranked,
-            llm_calls=calls.count,
-            embedding_calls=retriever.embedding_requests,
-            answer=answer,
-        )
-    return await _run_pgr(query, index, method, retriever, calls, settings)
+    hits = await budget_hits(
+        method,
+        query.text,
+        query.query_id,
+        retriever,
+        budget,
+        tau=settings.query_only_tau,
+        seed=settings.baseline_seed,
+        lexical=lexical if lexical is not None else LexicalCache(),
+    )
+    return RetrievalOutcome(
+        query_id=query.query_id,
+        persona_id=query.persona_id,
+        method=method,
+        memory_as_of=index.as_of,
+        memory_size=len(index),
+        ranked=[RankedFact(fid=h.fid, score=h.score, iteration=0) for h in hits],
+        budget=budget,
+        baseline_for=baseline_for,
+        embedding_calls=retriever.embedding_requests,
+    )
 
 
 async def _run_pgr(
@@ -357,6 +396,7 @@ async def _run_pgr(
         memory_as_of=index.as_of,
         memory_size=len(index),
         ranked=ranked,
+        budget=len(ranked),
         iterations=iterations,
         llm_calls=calls.count,
         embedding_calls=retriever.embedding_requests,
@@ -383,6 +423,15 @@ async def _answer(calls: _Calls, query: Query, facts: list[MemoryItem], summary:
     return reply.answer
 
 
+def result_id(
+    query_id: str, method: RetrievalMethod, judge: JudgeKind, baseline_for: RetrievalMethod | None = None
+) -> str:
+    """Stable row id; a budget-matched baseline also names the method whose budget it used."""
+    if baseline_for is None:
+        return make_id("result", query_id, method.value, judge.value)
+    return make_id("result", query_id, method.value, judge.value, "budget_of", baseline_for.value)
+
+
 async def score_outcome(
     query: Query, outcome: RetrievalOutcome, index: MemoryIndex, judge: Judge, client: ModelClient
 ) -> ValidationResult:
@@ -391,13 +440,15 @@ async def score_outcome(
     judgements = await judge.judge(query, retrieved, index, client)
     relevant = relevant_fids((r.reference_id for r in query.references), index.items)
     return ValidationResult(
-        result_id=make_id("result", query.query_id, outcome.method.value, judge.kind.value),
+        result_id=result_id(query.query_id, outcome.method, judge.kind, outcome.baseline_for),
         query_id=query.query_id,
         persona_id=query.persona_id,
         method=outcome.method,
         judge=judge.kind,
         memory_as_of=outcome.memory_as_of,
         memory_size=outcome.memory_size,
+        baseline_for=outcome.baseline_for,
+        budget=outcome.budget,
         retrieved_fids=outcome.retrieved_fids,
         judgements=judgements,
         recall=recall(judgements),
@@ -420,16 +471,21 @@ async def validate_queries(
     *,
     methods: Sequence[RetrievalMethod | str] | None = None,
     judges: Sequence[JudgeKind | str | Judge] | None = None,
+    baselines: Sequence[RetrievalMethod | str] | None = None,
     index_cache: IndexCache | None = None,
 ) -> list[ValidationResult]:
-    """One result per query × method × judge, in that order.
+    """One result per query × method × judge, in that order; after each PGR method's
+    rows, its budget-matched baselines (``baselines``, default ``settings.budget_baselines``),
+    one result per baseline × judge.
 
     ``llm_calls`` and ``embedding_calls`` count retrieval and generation only;
     judge calls are evaluation cost, not method cost.
     """
     method_list = parse_methods(methods if methods is not None else settings.methods)
     judge_list = build_judges(list(judges) if judges is not None else list(settings.judges), settings)
+    baseline_list = parse_baselines(baselines if baselines is not None else settings.budget_baselines)
     cache = index_cache if index_cache is not None else IndexCache()
+    lexical = LexicalCache()
     by_persona: dict[str, list[Fact]] = {}
     for fact in facts:
         by_persona.setdefault(fact.persona_id, []).append(fact)
@@ -442,8 +498,17 @@ async def validate_queries(
 
     async def one(query: Query, method: RetrievalMethod) -> list[ValidationResult]:
         persona_facts = by_persona.get(query.persona_id, [])
-        outcome = await run_query(query, persona_facts, method, client, settings, index_cache=cache)
-        return [await score_outcome(query, outcome, indexes[query.query_id], judge, client) for judge in judge_list]
+        index = indexes[query.query_id]
+        outcome = await run_query(query, persona_facts, method, client, settings, index_cache=cache, lexical=lexical)
+        outcomes = [outcome]
+        if method in PLAN_TEMPLATES:
+            for baseline in baseline_list:
+                outcomes.append(
+                    await run_baseline(
+                        query, index, baseline, outcome.budget, client, settings, baseline_for=method, lexical=lexical
+                    )
+                )
+        return [await score_outcome(query, o, index, judge, client) for o in outcomes for judge in judge_list]
 
     groups = await asyncio.gather(*(one(q, m) for q in queries for m in method_list))
     return [result for group in groups for result in group]

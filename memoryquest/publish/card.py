@@ -3,6 +3,12 @@
 Everything in the card is derived from the tables, the run manifest and the
 publish settings — never from the clock or the destination path — so the same
 input gives the same bytes.
+
+The headline claims only what the numbers support: a PGR method is said to
+beat retrieval without prospection only when the 95% bootstrap interval of its
+paired recall difference with the best baseline *given the same number of
+facts* lies above 0. Recall at unequal budgets (query-only at K = 20, PGR at
+whatever it retrieved) is shown, labelled with the budget, but never compared.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from memoryquest.contracts import SCHEMA_VERSION, RunManifest
+from memoryquest.contracts import SCHEMA_VERSION, JudgeKind, RetrievalMethod, RunManifest
+from memoryquest.pgr.metrics import BudgetComparison
 from memoryquest.publish.arrow import describe_columns
 from memoryquest.publish.splits import SPLITS
 from memoryquest.publish.stats import DatasetStatistics, Distribution
@@ -122,6 +129,96 @@ def front_matter(inputs: CardInputs) -> str:
 
 def _fmt(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
+
+
+METHOD_NAMES: dict[str, str] = {
+    RetrievalMethod.QUERY_ONLY.value: "dense query-only",
+    RetrievalMethod.PGR_COT.value: "PGR-CoT",
+    RetrievalMethod.PGR_TOT.value: "PGR-ToT",
+    RetrievalMethod.BM25.value: "BM25",
+    RetrievalMethod.RANDOM.value: "random",
+}
+PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
+
+
+def _name(method: str) -> str:
+    return METHOD_NAMES.get(method, method)
+
+
+def _ci(low: float, high: float, signed: bool = False) -> str:
+    return f"{low:+.3f}..{high:+.3f}" if signed else f"{low:.3f}..{high:.3f}"
+
+
+def headline_judge(comparisons: Sequence[BudgetComparison]) -> str | None:
+    """The judge the headline speaks for: provenance (exact) when it was run, else the first one."""
+    judges = [c.judge.value for c in comparisons]
+    if not judges:
+        return None
+    return JudgeKind.PROVENANCE.value if JudgeKind.PROVENANCE.value in judges else judges[0]
+
+
+def verdict(method: str, comparisons: Sequence[BudgetComparison]) -> str:
+    """One sentence: does ``method`` beat its best budget-matched baseline? Only an interval above 0 says yes."""
+    best = max(comparisons, key=lambda c: c.baseline_recall)  # first (enum order) wins a tie
+    difference = f"{best.difference:+.3f} (95% CI {_ci(best.difference_low, best.difference_high, signed=True)})"
+    if best.beats:
+        return (
+            f"{_name(method)} beats the best budget-matched baseline ({_name(best.baseline.value)}) by "
+            f"{best.difference:.3f} (95% CI {_ci(best.difference_low, best.difference_high)})."
+        )
+    where = "lies below 0" if best.difference_high < 0 else "includes 0"
+    return (
+        f"{_name(method)} does not beat the best budget-matched baseline ({_name(best.baseline.value)}, "
+        f"Recall {best.baseline_recall:.3f}) at an equal budget: the difference is {difference}, which {where}."
+    )
+
+
+def headline_lines(stats: DatasetStatistics, simulated: bool) -> list[str]:
+    """What the validation shows about PGR, stated only as strongly as the intervals allow."""
+    pgr_scores = [s for s in stats.validation if s.method in PGR_METHODS]
+    if not pgr_scores:
+        return []
+    lines = ["## Headline results", ""]
+    judge = headline_judge(stats.budget_matched)
+    if judge is None:
+        first_judge = stats.validation[0].judge
+        budgets = ", ".join(
+            f"{_name(s.method)} {s.mean_retrieved:.1f}" for s in stats.validation if s.judge == first_judge
+        )
+        lines += [
+            "No budget-matched baselines were run for this dataset, so this card makes no claim that PGR",
+            "retrieves the required references better than retrieval without prospection. Methods returned",
+            f"different numbers of facts per query ({budgets}), and recall grows with that number.",
+            "",
+        ]
+        return lines
+    lines += [
+        f"Recall under the `{judge}` judge, with 95% bootstrap intervals over queries. Each baseline was",
+        "given exactly as many facts as the PGR method retrieved for the same query, over the same memory",
+        "snapshot, so the comparison is at an equal budget.",
+        "",
+    ]
+    for method in PGR_METHODS:
+        rows = [c for c in stats.budget_matched if c.method.value == method and c.judge.value == judge]
+        if not rows:
+            continue
+        first = rows[0]
+        baselines = "; ".join(
+            f"{_name(c.baseline.value)} {c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})" for c in rows
+        )
+        lines += [
+            f"- **{_name(method)}**: Recall {first.method_recall:.3f} (95% CI {_ci(first.method_low, first.method_high)}) "
+            f"with {first.budget:.1f} facts retrieved per query, over {first.n} queries. At the same budget: {baselines}.",
+            f"  {verdict(method, rows)}",
+        ]
+    lines.append("")
+    if simulated:
+        lines += [
+            "These numbers come from simulated text (see the warning below); they exercise the runner and say",
+            "nothing about PGR on text from a language model.",
+            "",
+        ]
+    return lines
 
 
 def _dist_row(label: str, dist: Distribution | None, digits: int = 2) -> str:
@@ -256,13 +353,42 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
             "date, so no fact from a later session is visible.",
             "",
         ]
+        lines += [
+            "Each method at its own budget: query-only returns its K best facts, PGR whatever its steps found.",
+            "Recall grows with the budget, so these rows are not a comparison of methods; see the",
+            "budget-matched table below.",
+            "",
+        ]
         lines += _table(
-            ["method", "judge", "queries", "mean Recall", "RecallExact", "LLM calls / query", "facts retrieved / query"],
+            ["method", "judge", "queries", "mean Recall", "Recall 95% CI", "RecallExact", "LLM calls / query", "budget: facts retrieved / query"],
             [
-                (f"`{s.method}`", f"`{s.judge}`", s.queries, _fmt(s.mean_recall), _fmt(s.recall_exact), _fmt(s.mean_llm_calls, 2), _fmt(s.mean_retrieved, 1))
+                (f"`{s.method}`", f"`{s.judge}`", s.queries, _fmt(s.mean_recall), _ci(s.recall_low, s.recall_high), _fmt(s.recall_exact), _fmt(s.mean_llm_calls, 2), _fmt(s.mean_retrieved, 1))
                 for s in stats.validation
             ],
         )
+        lines += ["", "#### Budget-matched baselines", ""]
+        if stats.budget_matched:
+            lines += [
+                "Rows of `validation` with `baseline_for` set: dense query-only, BM25 and seeded random retrieval,",
+                "each given exactly the number of facts the PGR method retrieved for that query (`budget`).",
+                f"Intervals are 95% percentile bootstrap over queries ({stats.bootstrap_samples} resamples); the",
+                "difference is paired by query.",
+                "",
+            ]
+            lines += _table(
+                ["method", "baseline", "judge", "queries", "budget (facts / query)", "method Recall (95% CI)", "baseline Recall (95% CI)", "difference (95% CI)"],
+                [
+                    (
+                        f"`{c.method.value}`", f"`{c.baseline.value}`", f"`{c.judge.value}`", c.n, _fmt(c.budget, 1),
+                        f"{c.method_recall:.3f} ({_ci(c.method_low, c.method_high)})",
+                        f"{c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})",
+                        f"{c.difference:+.3f} ({_ci(c.difference_low, c.difference_high, signed=True)})",
+                    )
+                    for c in stats.budget_matched
+                ],
+            )
+        else:
+            lines.append("No budget-matched baselines were run for this dataset.")
     else:
         lines.append("No validation results in this dataset.")
     lines.append("")
@@ -403,6 +529,7 @@ def render_card(inputs: CardInputs) -> str:
         "Configs: " + ", ".join(f"`{c}`" for c in inputs.schemas) + ".",
         "",
     ]
+    body += headline_lines(inputs.statistics, inputs.manifest.simulated)
     body += _provenance(inputs)
     body += _splits_section(inputs)
     body += _statistics_section(inputs)

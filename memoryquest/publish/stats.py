@@ -1,7 +1,13 @@
 """Statistics shown in the dataset card, computed from the tables themselves.
 
 Sums use ``math.fsum`` so the numbers (and therefore the card's bytes) do not
-depend on the order rows arrived in.
+depend on the order rows arrived in; bootstrap intervals are seeded and taken
+over rows sorted by id for the same reason.
+
+Validation is summarised twice: each method at its own default budget
+(budget-matched baseline rows left out), and each PGR method against the
+baselines that were given exactly its budget, with 95% bootstrap intervals —
+the only comparison the card draws conclusions from.
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ from memoryquest.contracts import (
     Role,
 )
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.pgr.metrics import (
+    DEFAULT_BOOTSTRAP_SAMPLES,
+    BudgetComparison,
+    bootstrap_ci,
+    budget_comparisons,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,9 @@ class MethodScore:
     mean_recall: float
     recall_exact: float  # fraction of queries with every reference found
     mean_llm_calls: float
-    mean_retrieved: float
+    mean_retrieved: float  # mean facts retrieved per query: the method's own budget
+    recall_low: float  # 95% bootstrap interval of mean_recall
+    recall_high: float
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,8 @@ class DatasetStatistics:
     facts_by_status: dict[str, int]
     rejected_by_reason: dict[str, int]
     validation: tuple[MethodScore, ...]
+    budget_matched: tuple[BudgetComparison, ...] = ()
+    bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES
 
 
 def _ordered(values: set[str], preferred: Sequence[str]) -> list[str]:
@@ -88,9 +104,14 @@ def _per_user(user_ids: list[str], owners: list[str]) -> Distribution | None:
     return Distribution.of([float(counts.get(user, 0)) for user in user_ids])
 
 
-def validation_scores(dataset: GeneratedDataset) -> tuple[MethodScore, ...]:
+def validation_scores(
+    dataset: GeneratedDataset, samples: int = DEFAULT_BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[MethodScore, ...]:
+    """Each method at its own default budget under each judge (budget-matched baseline rows left out)."""
     groups: dict[tuple[str, str], list[tuple[float, bool, int, int]]] = {}
-    for result in dataset.validation:
+    for result in sorted(dataset.validation, key=lambda r: r.result_id):
+        if result.baseline_for is not None:
+            continue
         key = (str(result.method), str(result.judge))
         groups.setdefault(key, []).append(
             (result.recall, result.recall_exact, result.llm_calls, len(result.retrieved_fids))
@@ -104,6 +125,7 @@ def validation_scores(dataset: GeneratedDataset) -> tuple[MethodScore, ...]:
             if not rows:
                 continue
             n = len(rows)
+            low, high = bootstrap_ci([r[0] for r in rows], samples, seed)
             scores.append(
                 MethodScore(
                     method=method,
@@ -113,12 +135,39 @@ def validation_scores(dataset: GeneratedDataset) -> tuple[MethodScore, ...]:
                     recall_exact=sum(1 for r in rows if r[1]) / n,
                     mean_llm_calls=math.fsum(r[2] for r in rows) / n,
                     mean_retrieved=math.fsum(r[3] for r in rows) / n,
+                    recall_low=low,
+                    recall_high=high,
                 )
             )
     return tuple(scores)
 
 
-def compute_statistics(dataset: GeneratedDataset) -> DatasetStatistics:
+def bootstrap_samples_of(dataset: GeneratedDataset) -> int:
+    """The run's ``pgr.bootstrap_samples`` from its manifest, else the default."""
+    if dataset.manifest is not None:
+        pgr = dataset.manifest.settings.get("pgr")
+        if isinstance(pgr, dict) and isinstance(pgr.get("bootstrap_samples"), int):
+            return int(pgr["bootstrap_samples"])
+    return DEFAULT_BOOTSTRAP_SAMPLES
+
+
+def matched_scores(
+    dataset: GeneratedDataset, samples: int = DEFAULT_BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[BudgetComparison, ...]:
+    """Each PGR method against its budget-matched baselines, in the documented enum order."""
+    comparisons = budget_comparisons(sorted(dataset.validation, key=lambda r: r.result_id), samples, seed)
+    methods = [m.value for m in RetrievalMethod]
+    judges = [j.value for j in JudgeKind]
+    return tuple(
+        sorted(
+            comparisons,
+            key=lambda c: (methods.index(c.method.value), methods.index(c.baseline.value), judges.index(c.judge.value)),
+        )
+    )
+
+
+def compute_statistics(dataset: GeneratedDataset, *, bootstrap_samples: int | None = None) -> DatasetStatistics:
+    samples = bootstrap_samples if bootstrap_samples is not None else bootstrap_samples_of(dataset)
     user_ids = sorted({row.persona_id for name in TABLES for row in getattr(dataset, name)})
     turns = [float(len(s.turns)) for s in dataset.sessions]
     exchanges = [float(sum(1 for t in s.turns if t.role is Role.USER)) for s in dataset.sessions]
@@ -144,5 +193,7 @@ def compute_statistics(dataset: GeneratedDataset) -> DatasetStatistics:
         facts_by_status=dict(sorted(fact_status.items())),
         rejected_by_reason={r.value: reasons.get(r.value, 0) for r in RejectionReason}
         | {k: v for k, v in sorted(reasons.items()) if k not in {r.value for r in RejectionReason}},
-        validation=validation_scores(dataset),
+        validation=validation_scores(dataset, samples),
+        budget_matched=matched_scores(dataset, samples),
+        bootstrap_samples=samples,
     )

@@ -1,0 +1,238 @@
+"""The card's headline claims only what budget-matched comparisons with bootstrap intervals support."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from memoryquest.contracts import (
+    JudgeKind,
+    ReferenceJudgement,
+    RetrievalMethod,
+    ValidationResult,
+)
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.ids import make_id
+from memoryquest.publish import load_published, publish_dataset
+from memoryquest.publish.arrow import arrow_schema, rows_to_table, table_to_rows
+from memoryquest.publish.card import headline_lines
+from memoryquest.publish.stats import compute_statistics
+from memoryquest.settings import Settings
+
+try:
+    from tests.publish_fixture import build_publish_fixture
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from publish_fixture import build_publish_fixture
+
+PID = make_id("persona", "card")
+DAY = dt.date(2024, 6, 1)
+QO, COT, TOT = RetrievalMethod.QUERY_ONLY, RetrievalMethod.PGR_COT, RetrievalMethod.PGR_TOT
+BM25, RANDOM = RetrievalMethod.BM25, RetrievalMethod.RANDOM
+
+
+def row(
+    query: int,
+    method: RetrievalMethod,
+    found: int,
+    *,
+    budget: int = 20,
+    judge: JudgeKind = JudgeKind.PROVENANCE,
+    baseline_for: RetrievalMethod | None = None,
+) -> ValidationResult:
+    """One result: the judge found ``found`` of 4 references among ``budget`` facts."""
+    judgements = [
+        ReferenceJudgement(reference_id=make_id("reference", query, i), found=i < found)
+        for i in range(4)
+    ]
+    return ValidationResult(
+        result_id=make_id("result", query, method, judge, baseline_for),
+        query_id=make_id("query", "card", query),
+        persona_id=PID,
+        method=method,
+        judge=judge,
+        memory_as_of=DAY,
+        memory_size=80,
+        baseline_for=baseline_for,
+        budget=budget,
+        retrieved_fids=[make_id("fact", query, i) for i in range(budget)],
+        judgements=judgements,
+        recall=found / 4,
+        recall_exact=found == 4,
+        ndcg=0.5,
+        llm_calls=0 if baseline_for is not None or method is QO else 4,
+        embedding_calls=1,
+    )
+
+
+def rows_for(pgr: list[int], baselines: dict[RetrievalMethod, list[int]]) -> list[ValidationResult]:
+    """Query-only at K = 20, PGR-ToT at 40 facts, and each baseline at PGR-ToT's budget."""
+    rows = []
+    for q, found in enumerate(pgr):
+        rows += [row(q, QO, 1), row(q, TOT, found, budget=40)]
+        rows += [
+            row(q, b, founds[q], budget=40, baseline_for=TOT) for b, founds in baselines.items()
+        ]
+    return rows
+
+
+def headline(rows: list[ValidationResult], *, simulated: bool = False) -> str:
+    stats = compute_statistics(GeneratedDataset(validation=rows), bootstrap_samples=500)
+    return "\n".join(headline_lines(stats, simulated))
+
+
+def test_headline_says_does_not_beat_when_the_interval_includes_zero() -> None:
+    # PGR-ToT doubles query-only's K = 20 recall, but at its own budget dense retrieval is as good.
+    pgr = [4, 3, 2, 4, 3, 2, 4, 3]
+    dense = [3, 4, 2, 3, 4, 2, 4, 2]
+    text = headline(rows_for(pgr, {QO: dense, BM25: [1] * 8, RANDOM: [0] * 8}))
+    assert (
+        "PGR-ToT does not beat the best budget-matched baseline (dense query-only, Recall 0.750)"
+        in text
+    )
+    assert "at an equal budget" in text and "which includes 0" in text
+    assert "PGR-ToT beats" not in text
+    assert "with 40.0 facts retrieved per query" in text
+    assert "BM25 0.250 (0.250..0.250)" in text and "random 0.000 (0.000..0.000)" in text
+    assert "doubles" not in text.lower()
+
+
+def test_headline_says_beats_only_when_the_whole_interval_is_above_zero() -> None:
+    text = headline(rows_for([4] * 6, {QO: [2, 1, 2, 1, 2, 1], BM25: [1] * 6, RANDOM: [0] * 6}))
+    match = re.search(
+        r"PGR-ToT beats the best budget-matched baseline \(dense query-only\) by 0\.625 \(95% CI ([\d.]+)\.\.([\d.]+)\)\.",
+        text,
+    )
+    assert match is not None, text
+    assert 0.0 < float(match[1]) <= 0.625 <= float(match[2]) <= 0.75
+    assert "does not beat" not in text
+
+
+def test_headline_says_so_when_the_baseline_is_ahead() -> None:
+    text = headline(rows_for([1] * 5, {BM25: [4] * 5}))
+    assert "PGR-ToT does not beat the best budget-matched baseline (BM25, Recall 1.000)" in text
+    assert "-0.750 (95% CI -0.750..-0.750), which lies below 0" in text
+
+
+def test_headline_makes_no_claim_without_budget_matched_baselines() -> None:
+    rows = [r for q in range(4) for r in (row(q, QO, 1), row(q, TOT, 4, budget=40))]
+    text = headline(rows, simulated=True)
+    assert "No budget-matched baselines were run" in text and "makes no claim" in text
+    assert "dense query-only 20.0, PGR-ToT 40.0" in text
+    assert "beats" not in text
+
+
+def test_headline_prefers_the_provenance_judge_and_flags_simulated_text() -> None:
+    rows = rows_for([4] * 4, {QO: [3] * 4})
+    rows += [
+        r.model_copy(
+            update={
+                "judge": JudgeKind.EMBEDDING,
+                "recall": 0.0,
+                "result_id": make_id("result", r.result_id),
+            }
+        )
+        for r in rows
+    ]
+    text = headline(rows, simulated=True)
+    assert "under the `provenance` judge" in text
+    assert "simulated text" in text
+
+
+def test_statistics_keep_baseline_rows_out_of_the_per_method_table() -> None:
+    stats = compute_statistics(
+        GeneratedDataset(validation=rows_for([4, 2], {QO: [2, 2]})), bootstrap_samples=200
+    )
+    assert [(s.method, s.queries, s.mean_retrieved) for s in stats.validation] == [
+        ("query_only", 2, 20.0),
+        ("pgr_tot", 2, 40.0),
+    ]
+    (comparison,) = stats.budget_matched
+    assert (comparison.method, comparison.baseline, comparison.n) == (TOT, QO, 2)
+    assert stats.bootstrap_samples == 200
+
+
+def test_baseline_rows_survive_the_arrow_round_trip() -> None:
+    rows = rows_for([3], {BM25: [1]})
+    schema = arrow_schema(ValidationResult, "validation")
+    assert schema.field("baseline_for").nullable and str(schema.field("budget").type) == "int64"
+    assert table_to_rows(rows_to_table(rows, schema), ValidationResult) == rows
+
+
+# --------------------------------------------------------------------------- publish end to end
+
+
+def with_baselines(dataset: GeneratedDataset) -> GeneratedDataset:
+    """The fixture plus a BM25 row at each PGR row's budget, finding one reference fewer."""
+    extra = []
+    for result in dataset.validation:
+        if result.method in (COT, TOT):
+            judgements = [
+                j.model_copy(update={"found": j.found and i > 0})
+                for i, j in enumerate(result.judgements)
+            ]
+            extra.append(
+                result.model_copy(
+                    update={
+                        "result_id": make_id(
+                            "result",
+                            result.query_id,
+                            "bm25",
+                            result.judge.value,
+                            "budget_of",
+                            result.method.value,
+                        ),
+                        "method": BM25,
+                        "baseline_for": result.method,
+                        "budget": len(result.retrieved_fids),
+                        "judgements": judgements,
+                        "recall": sum(j.found for j in judgements) / len(judgements),
+                        "recall_exact": all(j.found for j in judgements),
+                        "llm_calls": 0,
+                        "iterations": [],
+                        "augmented_query": None,
+                        "summary": None,
+                    }
+                )
+            )
+    copy = dataset.model_copy(deep=True)
+    copy.validation.extend(extra)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[GeneratedDataset, Path]:
+    dataset = with_baselines(build_publish_fixture(users=3, queries_per_user=2))
+    destination = tmp_path_factory.mktemp("card") / "memoryquest"
+    publish_dataset(dataset, destination, Settings())
+    return dataset, destination
+
+
+def test_published_card_states_budget_matched_results(
+    published: tuple[GeneratedDataset, Path],
+) -> None:
+    _, root = published
+    card = (root / "README.md").read_text(encoding="utf-8")
+    assert "## Headline results" in card and "#### Budget-matched baselines" in card
+    assert "PGR-ToT" in card and "PGR-CoT" in card
+    assert "budget-matched baseline (BM25)" in card or "budget-matched baseline (BM25," in card
+    assert "budget: facts retrieved / query" in card and "Recall 95% CI" in card
+    assert card.index("## Headline results") < card.index("## Provenance")
+    assert "doubles" not in card.lower()
+
+
+def test_published_validation_table_holds_the_baseline_rows(
+    published: tuple[GeneratedDataset, Path],
+) -> None:
+    dataset, root = published
+    table = pq.read_table(sorted((root / "data" / "validation").glob("*.parquet")))
+    matched = [r for r in table.to_pylist() if r["baseline_for"] is not None]
+    assert len(matched) == sum(1 for r in dataset.validation if r.baseline_for is not None) > 0
+    assert all(r["method"] == "bm25" and r["budget"] == len(r["retrieved_fids"]) for r in matched)
+    reloaded = load_published(root)
+    assert sorted(r.result_id for r in reloaded.validation) == sorted(
+        r.result_id for r in dataset.validation
+    )
