@@ -162,8 +162,13 @@ async def generate_benchmark(
     config_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     publish: bool = True,
+    allow_failed_audit: bool = False,
 ) -> str:
-    """Generate (and publish) a MemoryQuest dataset; returns the output directory."""
+    """Generate (and publish) a MemoryQuest dataset; returns the output directory.
+
+    Publishing runs the validity audit and refuses a dataset that fails it
+    (the working dataset is kept) unless ``allow_failed_audit``.
+    """
     from memoryquest.publish import publish_dataset
 
     started = time.perf_counter()
@@ -216,7 +221,7 @@ async def generate_benchmark(
             markdown=summary_markdown(summarise(dataset.validation)), key="memoryquest-pgr", description="PGR validation"
         )
     if publish:
-        publish_dataset(dataset, output_dir / "published", settings)
+        publish_dataset(dataset, output_dir / "published", settings, allow_failed_audit=allow_failed_audit)
     logger.info("dataset written to %s", dataset_dir)
     return str(output_dir)
 
@@ -227,6 +232,7 @@ def run_generation(
     count: int | None = None,
     publish: bool = True,
     config_file: Path | None = None,
+    allow_failed_audit: bool = False,
 ) -> str:
     """Run the flow from the command line (a temporary local Prefect API starts if none is set)."""
     overrides = settings.model_dump(mode="json", exclude={"output_dir", "persona_source"}, exclude_unset=True)
@@ -240,6 +246,7 @@ def run_generation(
             config_file=str(config_file) if config_file else None,
             overrides=overrides,
             publish=publish,
+            allow_failed_audit=allow_failed_audit,
         )
     )
     return result

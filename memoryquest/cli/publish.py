@@ -8,7 +8,7 @@ from typing import Any
 
 from memoryquest.cli.main import settings_from_args
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.publish import publish_dataset
+from memoryquest.publish import AuditFailedError, publish_dataset
 from memoryquest.publish.splits import SPLITS
 
 
@@ -26,13 +26,22 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("dataset_dir", type=Path, help="output directory of `memoryquest generate`")
     parser.add_argument("--to", dest="destination", type=Path, required=True, help="where to write the published dataset")
+    parser.add_argument(
+        "--allow-failed-audit",
+        action="store_true",
+        help="publish even when the validity audit fails; the card's first line then says it failed",
+    )
     parser.set_defaults(func=_publish)
 
 
 def _publish(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     dataset = GeneratedDataset.load(args.dataset_dir)
-    report = publish_dataset(dataset, args.destination, settings)
+    try:
+        report = publish_dataset(dataset, args.destination, settings, allow_failed_audit=args.allow_failed_audit)
+    except AuditFailedError as exc:
+        print(f"error: {exc}")
+        return 1
     print(f"published to {report.destination}")
     width = max(len(name) for name in report.row_counts)
     print(f"  {'config':<{width}}  " + "  ".join(f"{split:>10}" for split in SPLITS))

@@ -70,6 +70,8 @@ class CardInputs:
     plots: Sequence[tuple[str, str]]  # (relative path, alt text)
     has_personalens: bool
     licence_file: str | None
+    audit_markdown: str | None = None  # the validity audit's table (memoryquest audit)
+    audit_failures: Sequence[str] = ()  # failed gates, when publishing anyway (--allow-failed-audit)
 
 
 def _q(text: str) -> str:
@@ -516,8 +518,39 @@ def _licence_section(inputs: CardInputs) -> list[str]:
     return lines
 
 
+def _audit_stamp(inputs: CardInputs) -> list[str]:
+    """A dataset that failed its audit says so before anything else."""
+    if not inputs.audit_failures:
+        return []
+    return [
+        "**WARNING: this dataset FAILED its validity audit and was published anyway (--allow-failed-audit): "
+        + "; ".join(inputs.audit_failures)
+        + ".** Results on it may reward shortcuts rather than memory retrieval.",
+        "",
+    ]
+
+
+def _audit_section(inputs: CardInputs) -> list[str]:
+    if inputs.audit_markdown is None:
+        return ["## Validity audit", "", "No audit was run on this dataset (`memoryquest audit`).", ""]
+    verdict = "failed" if inputs.audit_failures else "passed"
+    return [
+        "## Validity audit",
+        "",
+        f"The dataset {verdict} `memoryquest audit`, which looks for shortcuts a generator can leave without "
+        "breaking any invariant: wording that marks the turns stating a reference (n-grams found only there, "
+        "and a classifier trained on other users), query words that already point at the references "
+        "(BM25 beside dense query-only recall), templated text (distinct n-grams, repeated sentences), and "
+        "references that memory does not cover on the query date or that expired before it.",
+        "",
+        inputs.audit_markdown.strip(),
+        "",
+    ]
+
+
 def render_card(inputs: CardInputs) -> str:
     body = [
+        *_audit_stamp(inputs),
         f"# {PRETTY_NAME}",
         "",
         "MemoryQuest is a multi-session long-term-memory benchmark: each in-situ planning query depends on",
@@ -533,6 +566,7 @@ def render_card(inputs: CardInputs) -> str:
     body += _provenance(inputs)
     body += _splits_section(inputs)
     body += _statistics_section(inputs)
+    body += _audit_section(inputs)
     body += _loading_section(inputs)
     body += _schema_section(inputs)
     body += _licence_section(inputs)
