@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from memoryquest.cli.main import main
 from memoryquest.contracts import TABLES, Turn
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.publish import PRIMARY_KEYS, PublishError, load_published, publish_dataset
+from memoryquest.publish import PRIMARY_KEYS, AuditFailedError, PublishError, load_published, publish_dataset
 from memoryquest.publish import plots as publish_plots
 from memoryquest.publish.parquet import sha256_file
 from memoryquest.publish.splits import SPLITS
@@ -51,7 +51,7 @@ def dataset() -> GeneratedDataset:
 @pytest.fixture(scope="module")
 def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
     destination = tmp_path_factory.mktemp("published") / "memoryquest"
-    publish_dataset(dataset, destination, Settings())
+    publish_dataset(dataset, destination, Settings(), allow_failed_audit=True)
     return destination
 
 
@@ -95,7 +95,7 @@ def test_publishing_twice_gives_identical_bytes(dataset: GeneratedDataset, publi
     for name in TABLES:
         rng.shuffle(getattr(shuffled, name))
     again = tmp_path / "elsewhere" / "memoryquest-copy"
-    publish_dataset(shuffled, again, Settings())
+    publish_dataset(shuffled, again, Settings(), allow_failed_audit=True)
     first, second = _files(published), _files(again)
     assert first.keys() == second.keys()
     differing = [name for name in first if first[name] != second[name]]
@@ -181,7 +181,8 @@ def test_load_published_round_trips(published: Path, dataset: GeneratedDataset) 
     for name in TABLES:
         assert _by_id(loaded, name) == _by_id(dataset, name), name
         assert len(getattr(loaded, name)) == len(getattr(dataset, name))
-    assert loaded.manifest == dataset.manifest
+    assert loaded.manifest is not None and loaded.manifest.audit is not None  # publish adds the audit
+    assert loaded.manifest.model_copy(update={"audit": None}) == dataset.manifest
 
 
 def test_load_published_detects_tampering(published: Path, tmp_path: Path) -> None:
@@ -209,13 +210,13 @@ def test_crash_midway_keeps_previous_dataset(
     changed = dataset.model_copy(deep=True)
     changed.queries = changed.queries[:5]
     with pytest.raises(OSError, match="disk full"):
-        publish_dataset(changed, destination, Settings())
+        publish_dataset(changed, destination, Settings(), allow_failed_audit=True)
     assert _files(destination) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
     fresh = tmp_path / "never"
     with pytest.raises(OSError, match="disk full"):
-        publish_dataset(changed, fresh, Settings())
+        publish_dataset(changed, fresh, Settings(), allow_failed_audit=True)
     assert not fresh.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -227,7 +228,7 @@ def test_republishing_replaces_the_previous_dataset(
     shutil.copytree(published, destination)  # an earlier publish
     smaller = dataset.model_copy(deep=True)
     smaller.rejected = []
-    publish_dataset(smaller, destination, Settings())
+    publish_dataset(smaller, destination, Settings(), allow_failed_audit=True)
     assert not (destination / "data" / "rejected").exists()
     meta = _front_matter((destination / "README.md").read_text(encoding="utf-8"))
     assert "rejected" not in {c["config_name"] for c in meta["configs"]}
@@ -240,23 +241,23 @@ def test_refuses_to_replace_a_directory_that_is_not_a_published_dataset(dataset:
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me", encoding="utf-8")
     with pytest.raises(PublishError, match="not a published dataset"):
-        publish_dataset(dataset, precious, Settings())
+        publish_dataset(dataset, precious, Settings(), allow_failed_audit=True)
     assert (precious / "notes.txt").read_text(encoding="utf-8") == "keep me"
     dataset.save(tmp_path / "generated")  # a generator output is not a published dataset either
     with pytest.raises(PublishError, match="refusing to replace"):
-        publish_dataset(dataset, tmp_path / "generated", Settings())
+        publish_dataset(dataset, tmp_path / "generated", Settings(), allow_failed_audit=True)
 
 
 def test_missing_manifest_is_a_clear_error(dataset: GeneratedDataset, tmp_path: Path) -> None:
     bare = dataset.model_copy(update={"manifest": None})
     with pytest.raises(PublishError, match="no run manifest"):
-        publish_dataset(bare, tmp_path / "out", Settings())
+        publish_dataset(bare, tmp_path / "out", Settings(), allow_failed_audit=True)
     assert not (tmp_path / "out").exists()
 
 
 def test_empty_splits_are_left_out(tmp_path: Path) -> None:
     small = build_publish_fixture(users=2, queries_per_user=1)
-    report = publish_dataset(small, tmp_path / "out", Settings())
+    report = publish_dataset(small, tmp_path / "out", Settings(), allow_failed_audit=True)
     assert report.row_counts["personas"] == {"train": 1, "validation": 1, "test": 0}
     assert not list((tmp_path / "out").rglob("test-*.parquet"))
     assert not list((tmp_path / "out").rglob("test.jsonl"))
@@ -271,7 +272,7 @@ def test_non_simulated_card_names_model_and_endpoint(dataset: GeneratedDataset, 
     real.manifest = real.manifest.model_copy(
         update={"simulated": False, "backend": "openai", "chat_model": "gpt-4o", "base_url": "https://llm.example.org/v1"}
     )
-    report = publish_dataset(real, tmp_path / "out", Settings())
+    report = publish_dataset(real, tmp_path / "out", Settings(), allow_failed_audit=True)
     card = report.card.read_text(encoding="utf-8")
     assert "SIMULATED" not in card
     assert "chat model `gpt-4o` via `openai` at https://llm.example.org/v1" in card
@@ -288,7 +289,7 @@ def test_secrets_never_reach_the_output(dataset: GeneratedDataset, tmp_path: Pat
     leaky.manifest = leaky.manifest.model_copy(
         update={"settings": run_settings, "base_url": f"https://user:{SECRET}@llm.example.org/v1?api-key={SECRET}&deployment=x"}
     )
-    report = publish_dataset(leaky, tmp_path / "out", settings)
+    report = publish_dataset(leaky, tmp_path / "out", settings, allow_failed_audit=True)
     for relative, content in _files(report.destination).items():
         assert SECRET.encode() not in content, relative
         if relative.endswith(".parquet"):
@@ -303,15 +304,15 @@ def test_a_secret_inside_the_data_stops_publishing(dataset: GeneratedDataset, tm
     settings = Settings(endpoint={"api_key": SecretStr(SECRET)})
     leaky = dataset.model_copy(deep=True)
     leaky.sessions[0].turns.append(Turn(role="user", content=f"my key is {SECRET}"))
-    with pytest.raises(PublishError, match="secret appears in jsonl/sessions"):
-        publish_dataset(leaky, tmp_path / "out", settings)
+    with pytest.raises(PublishError, match=r"secret appears in (explorer/data|jsonl/sessions)"):
+        publish_dataset(leaky, tmp_path / "out", settings, allow_failed_audit=True)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_publish(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = dataset.save(tmp_path / "generated")
     destination = tmp_path / "hub" / "memoryquest"
-    assert main(["publish", str(source), "--to", str(destination), "--set", "publish.split_seed=5"]) == 0
+    assert main(["publish", str(source), "--to", str(destination), "--set", "publish.split_seed=5", "--allow-failed-audit"]) == 0
     out = capsys.readouterr().out
     assert f"published to {destination}" in out
     assert f"dataset card: {destination / 'README.md'}" in out
@@ -329,3 +330,32 @@ def test_cli_publish(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.C
     (tmp_path / "occupied" / "file.txt").write_text("x", encoding="utf-8")
     assert main(["publish", str(source), "--to", str(tmp_path / "occupied")]) == 2
     assert "refusing to replace" in capsys.readouterr().err
+
+
+def test_a_dataset_that_fails_its_audit_is_not_published(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    # The fixture states every reference after the same words ("By the way, for context: ..."): a marker.
+    with pytest.raises(AuditFailedError, match="exclusive_ngram: 'by the way for context'") as caught:
+        publish_dataset(dataset, tmp_path / "out", Settings())
+    assert not caught.value.report.passed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_publishing_a_failed_audit_anyway_says_so_first(published: Path) -> None:
+    card = (published / "README.md").read_text(encoding="utf-8")
+    body = card.split("---\n", 2)[2].lstrip("\n")
+    assert body.startswith("**WARNING: this dataset FAILED its validity audit")
+    assert "exclusive_ngram" in body.splitlines()[0]
+    assert "## Validity audit" in card
+    manifest = json.loads((published / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["audit"]["passed"] is False
+    assert manifest["audit"]["seconds"] is None  # timing would break byte-reproducibility
+
+
+def test_the_publish_command_refuses_a_failed_audit_in_one_line(
+    dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = dataset.save(tmp_path / "dataset")
+    assert main(["publish", str(source), "--to", str(tmp_path / "out")]) == 1
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: refusing to publish: the validity audit failed")
+    assert not (tmp_path / "out").exists()

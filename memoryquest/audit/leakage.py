@@ -9,6 +9,7 @@ and each reference are the direct cause of lexical leakage.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
@@ -85,12 +86,12 @@ def leakage(
     return Leakage(
         k=k,
         queries=len(queries),
-        bm25_recall=sum(recalls) / len(recalls) if recalls else None,
+        bm25_recall=math.fsum(recalls) / len(recalls) if recalls else None,
         bm25_recall_exact=sum(r == 1.0 for r in recalls) / len(recalls) if recalls else None,
-        dense_recall=sum(dense_values) / len(dense_values) if dense_values else None,
+        dense_recall=math.fsum(dense_values) / len(dense_values) if dense_values else None,
         dense_queries=len(dense_values),
         references=len(shared),
-        shared_words_mean=sum(shared) / len(shared) if shared else None,
+        shared_words_mean=math.fsum(shared) / len(shared) if shared else None,
         shared_words_max=max(shared, default=0),
         references_sharing_3_plus=sum(n >= SHARED_WORDS_NOTED for n in shared),
     )

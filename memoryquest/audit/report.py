@@ -54,7 +54,7 @@ class AuditReport(BaseModel):
     leakage: Leakage
     diversity: list[Diversity]
     ground_truth: GroundTruth
-    seconds: float
+    seconds: float | None = Field(default=None, description="Wall time of the audit; left out where output must be reproducible.")
 
     def check(self, name: str) -> AuditCheck:
         """The check called ``name`` (KeyError when there is none)."""
@@ -89,7 +89,8 @@ def audit_markdown(report: AuditReport) -> str:
     )
     lines = [
         f"**Validity audit: {verdict}** — {size.users} users, {size.queries} queries, {size.references} references, "
-        f"{size.sessions} sessions, {size.turns} turns, {size.facts} facts ({report.seconds:.1f} s).",
+        f"{size.sessions} sessions, {size.turns} turns, {size.facts} facts"
+        + (f" ({report.seconds:.1f} s)." if report.seconds is not None else "."),
         "",
         "| Check | Value | Limit | Result | Detail |",
         "|---|---:|---|---|---|",

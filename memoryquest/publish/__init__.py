@@ -28,11 +28,13 @@ from typing import Any
 from pydantic import BaseModel
 
 import memoryquest
+from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
 from memoryquest.publish.card import CardInputs, render_card
+from memoryquest.publish.explorer import EXPLORER_DIR, Plot, write_explorer
 from memoryquest.publish.parquet import (
     parquet_name,
     read_parquet,
@@ -42,6 +44,7 @@ from memoryquest.publish.parquet import (
 )
 from memoryquest.publish.redact import redact
 from memoryquest.publish.splits import SPLITS, assign_splits
+from memoryquest.publish.staging import clean_staging, staging_prefix
 from memoryquest.publish.stats import compute_statistics
 from memoryquest.settings import Settings
 
@@ -66,6 +69,18 @@ PERSONA_KEY = "persona_id"  # every table has it; rows follow their persona's sp
 
 class PublishError(ValueError):
     pass
+
+
+class AuditFailedError(PublishError):
+    """The dataset failed its validity audit; nothing was published."""
+
+    def __init__(self, report: AuditReport) -> None:
+        self.report = report
+        super().__init__(
+            "refusing to publish: the validity audit failed — "
+            + "; ".join(report.failures)
+            + " (run `memoryquest audit DIR` for the details; --allow-failed-audit publishes anyway and says so on the card)"
+        )
 
 
 @dataclass(frozen=True)
@@ -164,13 +179,15 @@ def _scan_for_secrets(root: Path, secrets: Sequence[str]) -> None:
         return
     encoded = [s.encode("utf-8") for s in secrets]
     for path in sorted(root.rglob("*")):
-        if path.is_file() and path.suffix in {".md", ".json", ".jsonl"}:
+        if path.is_file() and path.suffix in {".md", ".json", ".jsonl", ".js", ".html"}:
             content = path.read_bytes()
             if any(secret in content for secret in encoded):
                 raise PublishError(f"a configured secret appears in {path.relative_to(root)}; not publishing")
 
 
-def _build(dataset: GeneratedDataset, manifest: RunManifest, root: Path, settings: Settings) -> PublishReport:
+def _build(
+    dataset: GeneratedDataset, manifest: RunManifest, root: Path, settings: Settings, audit: AuditReport
+) -> PublishReport:
     secrets = _secrets(settings)
     assignment = assign_splits(_persona_ids(dataset), settings.publish)
     schemas = {name: arrow_schema(model, name) for name, model in TABLES.items()}
@@ -215,9 +232,12 @@ def _build(dataset: GeneratedDataset, manifest: RunManifest, root: Path, setting
             plots=figures,
             has_personalens=any(p.source is PersonaSource.PERSONALENS for p in dataset.personas),
             licence_file=LICENCE_FILE if licence is not None else None,
+            audit_markdown=audit_markdown(audit),
+            audit_failures=audit.failures,
         )
     )
     (root / CARD_FILE).write_text(card, encoding="utf-8")
+    write_explorer(dataset, root / EXPLORER_DIR, manifest=public_manifest, plots=[Plot(root / path, caption) for path, caption in figures])
 
     files = tuple(
         PublishedFile(path=path.relative_to(root).as_posix(), bytes=path.stat().st_size, sha256=sha256_file(path))
@@ -249,11 +269,15 @@ def _build(dataset: GeneratedDataset, manifest: RunManifest, root: Path, setting
     )
 
 
-def publish_dataset(dataset: GeneratedDataset, destination: Path, settings: Settings) -> PublishReport:
+def publish_dataset(
+    dataset: GeneratedDataset, destination: Path, settings: Settings, *, allow_failed_audit: bool = False
+) -> PublishReport:
     """Write ``dataset`` to ``destination`` in the published layout, atomically.
 
     ``destination`` may not exist yet, be empty, or hold an earlier published
-    dataset (which is replaced only once the new one is complete).
+    dataset (which is replaced only once the new one is complete). The
+    validity audit runs first; a dataset that fails it is refused, unless
+    ``allow_failed_audit``, in which case the card's first line says so.
     """
     started = time.perf_counter()
     if dataset.manifest is None:
@@ -263,11 +287,17 @@ def publish_dataset(dataset: GeneratedDataset, destination: Path, settings: Sett
         )
     destination = Path(destination).absolute()
     _check_destination(destination)
+    audit = audit_dataset(dataset, settings)
+    if audit.failures and not allow_failed_audit:
+        raise AuditFailedError(audit)
+    audit = audit.model_copy(update={"seconds": None})  # a published dataset is byte-reproducible
+    manifest = dataset.manifest.model_copy(update={"audit": audit.model_dump(mode="json")})
     destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.publish-", dir=destination.parent))
+    clean_staging(destination)  # leftovers of killed publishes (memoryquest.publish.staging)
+    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(destination), dir=destination.parent))
     try:
         staging.chmod(0o755)
-        report = _build(dataset, dataset.manifest, staging, settings)
+        report = _build(dataset, manifest, staging, settings, audit)
         _swap_into_place(staging, destination)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

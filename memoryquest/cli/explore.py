@@ -1,0 +1,175 @@
+"""``memoryquest explore DIR``: the static dataset explorer for a generated or published dataset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+from memoryquest.cli.main import settings_from_args
+
+AUDIT_FILE = "audit.json"  # written next to a generated dataset by `memoryquest audit DIR --write`
+GENERATED_MARKER = "queries.jsonl"
+PUBLISHED_MARKER = "manifest.json"
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "explore",
+        parents=[common],
+        help="build (or find) the static HTML explorer of a dataset and print where it is",
+        description=(
+            "Show a dataset in the browser: personas and their queries (gamma, cosines, difficulty, recall "
+            "per method), one query's references and timeline, each session's dialogue with the reference "
+            "sentence highlighted and the facts extracted from it, what each retrieval method found, and "
+            "the audit beside the card's plots. A published dataset already holds one in explorer/; for a "
+            "generated dataset (or to rebuild) the explorer is written to --output. It is a folder of "
+            "static files: open index.html from disk, no server needed."
+        ),
+    )
+    parser.add_argument(
+        "dataset_dir", type=Path, help="a generated dataset (queries.jsonl, ...) or a published one"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="where to write the explorer (default: DATASET_DIR/explorer); replaced if it holds an earlier explorer",
+    )
+    parser.add_argument(
+        "--open", action="store_true", help="open the explorer in the default web browser"
+    )
+    parser.set_defaults(func=_explore)
+
+
+class ExploreError(ValueError):
+    pass
+
+
+def _is_published(path: Path) -> bool:
+    manifest = path / PUBLISHED_MARKER
+    if not manifest.is_file() or not (path / "data").is_dir():
+        return False
+    try:
+        return isinstance(json.loads(manifest.read_text(encoding="utf-8")).get("publish"), dict)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _check_dataset_dir(path: Path) -> str:
+    """'generated' or 'published', or a one-line error."""
+    if not path.exists():
+        raise ExploreError(f"{path} does not exist")
+    if not path.is_dir():
+        raise ExploreError(f"{path} is not a directory")
+    if (path / GENERATED_MARKER).is_file():
+        return "generated"
+    if _is_published(path):
+        return "published"
+    hint = ""
+    for child in ("dataset", "published"):
+        if (path / child).is_dir():
+            hint = f" (did you mean {path / child}?)"
+            break
+    raise ExploreError(
+        f"{path} is not a dataset: expected {GENERATED_MARKER} (generated) or {PUBLISHED_MARKER} "
+        f"with a 'publish' section and data/ (published){hint}"
+    )
+
+
+def _is_explorer(path: Path) -> bool:
+    from memoryquest.publish.explorer import DATA_DIR, ENTRY_FILE, INDEX_FILE
+
+    return (path / ENTRY_FILE).is_file() and (path / DATA_DIR / INDEX_FILE).is_file()
+
+
+def _check_output(output: Path) -> None:
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise ExploreError(f"--output {output} exists and is not a directory")
+    if any(output.iterdir()) and not _is_explorer(output):
+        raise ExploreError(
+            f"--output {output} exists, is not empty and holds no explorer; refusing to replace it"
+        )
+
+
+def _audit(kind: str, dataset_dir: Path) -> dict[str, object] | None:
+    """The audit report `memoryquest audit --write` left next to a generated dataset, if any."""
+    path = dataset_dir / AUDIT_FILE
+    if kind != "generated" or not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ExploreError(f"{path} is not valid JSON: {exc}") from exc
+    return document if isinstance(document, dict) else None
+
+
+def _build(args: argparse.Namespace, kind: str, output: Path) -> tuple[int, int, float]:
+    from memoryquest.dataset import GeneratedDataset
+    from memoryquest.publish import load_published
+    from memoryquest.publish.explorer import PLOT_CAPTIONS, Plot, write_explorer
+
+    started = time.perf_counter()
+    dataset_dir: Path = args.dataset_dir
+    dataset = (
+        GeneratedDataset.load(dataset_dir) if kind == "generated" else load_published(dataset_dir)
+    )
+    audit = (
+        None
+        if dataset.manifest is not None and dataset.manifest.audit is not None
+        else _audit(kind, dataset_dir)
+    )
+    plots = []
+    if kind == "published":
+        plots = [
+            Plot(p, PLOT_CAPTIONS.get(p.name, p.stem.replace("_", " ")))
+            for p in sorted((dataset_dir / "plots").glob("*.png"))
+        ]
+    output = output.absolute()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.explore-", dir=output.parent))
+    try:
+        staging.chmod(0o755)
+        files = write_explorer(dataset, staging, audit=audit, plots=plots)
+        if output.exists():
+            backup = output.with_name(f".{output.name}.old")
+            shutil.rmtree(backup, ignore_errors=True)
+            os.replace(output, backup)
+            os.replace(staging, output)
+            shutil.rmtree(backup, ignore_errors=True)
+        else:
+            os.replace(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    size = sum(path.stat().st_size for path in output.rglob("*") if path.is_file())
+    return len(files), size, time.perf_counter() - started
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from memoryquest.publish.explorer import ENTRY_FILE, EXPLORER_DIR
+
+    settings_from_args(args)  # reject a bad --config / --set like every other subcommand
+    dataset_dir: Path = args.dataset_dir
+    kind = _check_dataset_dir(dataset_dir)
+    output: Path = args.output if args.output is not None else dataset_dir / EXPLORER_DIR
+    if args.output is None and kind == "published" and _is_explorer(output):
+        print(f"explorer: {(output / ENTRY_FILE).absolute()}")
+    else:
+        _check_output(output)
+        files, size, seconds = _build(args, kind, output)
+        print(f"explorer: {(output / ENTRY_FILE).absolute()}")
+        print(
+            f"  {files} files, {size:,} bytes, built in {seconds:.2f} s from the {kind} dataset {dataset_dir}"
+        )
+    entry = (output / ENTRY_FILE).absolute()
+    if args.open and not webbrowser.open(entry.as_uri()):
+        print(f"could not start a web browser; open {entry.as_uri()}")
+    return 0

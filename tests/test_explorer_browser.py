@@ -1,0 +1,320 @@
+"""The published explorer in a real headless Chromium, opened from disk (file://).
+
+The browser is Debian's ``chromium`` driven through Playwright's Python API
+with ``executable_path`` (Playwright's own browser download is not used). When
+it is missing these tests fail: CI installs it (``.ci/run``); locally run
+``apt-get install chromium``.
+
+Screenshots and load timings are kept under ``output/test-artifacts/``
+(override with ``MEMORYQUEST_TEST_ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from memoryquest.contracts import Session
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.publish.explorer import EXPLORER_DIR, write_explorer
+
+try:
+    from tests.test_explorer_data import (
+        EMOJI_LEAD,
+        HOSTILE,
+        explorer_dataset,
+        publish,
+        recorded_audit,
+    )
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from test_explorer_data import EMOJI_LEAD, HOSTILE, explorer_dataset, publish, recorded_audit
+
+pytestmark = pytest.mark.browser
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(
+    os.environ.get("MEMORYQUEST_TEST_ARTIFACTS", REPO_ROOT / "output" / "test-artifacts")
+)
+VIEWPORT = {"width": 1500, "height": 950}
+
+
+def chromium_path() -> str:
+    found = (
+        os.environ.get("MEMORYQUEST_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
+    if found is None and Path("/usr/bin/chromium").is_file():
+        found = "/usr/bin/chromium"
+    if found is None:
+        pytest.fail(
+            "Chromium is not installed: `apt-get install -y chromium` (Debian), or set MEMORYQUEST_CHROMIUM"
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def dataset() -> GeneratedDataset:
+    return explorer_dataset()
+
+
+@pytest.fixture(scope="module")
+def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return publish(dataset, tmp_path_factory.mktemp("published") / "memoryquest")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(), args=["--no-sandbox"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, published: Path) -> Iterator[Page]:
+    """A fresh page on the published explorer; fails the test on any script error or console error."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"console {message.type}: {message.text}")
+            if message.type == "error"
+            else None
+        ),
+    )
+    page.goto(entry_url(published))
+    page.wait_for_selector("#persona-list a.persona-link")
+    yield page
+    context.close()
+    assert problems == []
+
+
+def entry_url(published: Path) -> str:
+    return (published / EXPLORER_DIR / "index.html").as_uri()
+
+
+def artifact(name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / name
+
+
+def reference_sessions(dataset: GeneratedDataset, persona_id: str) -> list[Session]:
+    return [s for s in dataset.sessions if s.persona_id == persona_id and s.reference_spans]
+
+
+def expected_sentence(session: Session) -> str:
+    span = session.reference_spans[0]
+    return session.turns[span.turn_index].content[span.start : span.end]
+
+
+def test_click_through_persona_query_reference_session(
+    page: Page, dataset: GeneratedDataset
+) -> None:
+    """Persona → query → a reference's session: the highlighted sentence is the recorded span."""
+    session = next(
+        s
+        for s in dataset.sessions
+        if s.reference_spans
+        and s.turns[s.reference_spans[0].turn_index].content.startswith(EMOJI_LEAD)
+    )
+    query = next(q for q in dataset.queries if q.query_id == session.query_id)
+    persona = next(p for p in dataset.personas if p.persona_id == session.persona_id)
+
+    page.click(f'#persona-list a[data-persona-id="{persona.persona_id}"]')
+    page.wait_for_selector(f'tr.query-row[data-query-id="{query.query_id}"]')
+    assert page.locator("article.persona h2").inner_text().startswith(persona.source_user_id)
+
+    page.click(f'a.query-link[data-query-id="{query.query_id}"]')
+    page.wait_for_selector(f'section.query[data-query-id="{query.query_id}"]')
+    references = page.locator("tr.reference-row")
+    assert references.count() == len(query.references)
+    assert page.locator("ol.timeline li.event:not(.query-date)").count() == len(
+        next(t for t in dataset.timelines if t.query_id == query.query_id).events
+    )
+
+    page.click(f'a.session-link[data-reference-id="{session.reference_id}"]')
+    mark = page.locator("#session-pane mark.ref-span")
+    mark.wait_for()
+    span = session.reference_spans[0]
+    assert mark.count() == 1
+    assert mark.inner_text() == expected_sentence(session)
+    assert mark.text_content() == session.turns[span.turn_index].content[span.start : span.end]
+    turn = page.locator(f'#session-pane li.turn[data-turn-index="{span.turn_index}"]')
+    assert turn.locator("mark.ref-span").count() == 1
+    assert turn.locator(".turn-content").text_content() == session.turns[span.turn_index].content
+    # the facts extracted from the session, the credited one marked
+    facts = [f for f in dataset.facts if session.session_id in f.session_ids]
+    assert page.locator("#session-pane ul.session-facts li.fact").count() == len(facts)
+    credited = [f for f in facts if session.reference_id in f.source_reference_ids]
+    assert page.locator("#session-pane li.fact.credits-this").count() == len(credited) > 0
+
+    page.screenshot(path=str(artifact("explorer-session.png")))
+
+
+def test_every_reference_span_is_highlighted_exactly(
+    page: Page, dataset: GeneratedDataset, published: Path
+) -> None:
+    persona = dataset.personas[0].persona_id
+    sessions = reference_sessions(dataset, persona)
+    assert sessions
+    for session in sessions:
+        page.goto(f"{entry_url(published)}#p={persona}&q={session.query_id}&s={session.session_id}")
+        mark = page.locator("#session-pane mark.ref-span")
+        mark.wait_for()
+        assert mark.text_content() == expected_sentence(session), session.session_id
+
+
+def test_retrieval_shows_each_methods_facts_and_covered_references(
+    page: Page, dataset: GeneratedDataset, published: Path
+) -> None:
+    query = dataset.queries[1]
+    page.goto(f"{entry_url(published)}#p={query.persona_id}&q={query.query_id}")
+    page.wait_for_selector("table.retrieval")
+    rows = [
+        v
+        for v in dataset.validation
+        if v.query_id == query.query_id and v.judge.value == "provenance"
+    ]
+    for row in rows:
+        details = page.locator(f'details.retrieved[data-method="{row.method.value}"]')
+        listed = details.locator("ol.fact-list > li.fact")
+        assert listed.count() == len(row.retrieved_fids)
+        assert [
+            listed.nth(i).get_attribute("data-fact-id") for i in range(listed.count())
+        ] == row.retrieved_fids
+        supporting = {fid for j in row.judgements for fid in j.supporting_fids}
+        assert details.locator("li.fact.supports").count() == len(supporting)
+        cells = page.locator(f'table.retrieval tr[data-method="{row.method.value}"] td.found')
+        assert cells.count() == sum(j.found for j in row.judgements)
+    # switching the judge re-renders with that judge's verdicts
+    page.select_option("#judge", "embedding")
+    page.wait_for_selector("text=Retrieval (embedding judge)")
+
+
+def test_persona_data_loads_only_when_opened(page: Page, dataset: GeneratedDataset) -> None:
+    scripts = "Array.from(document.querySelectorAll('script[src^=\"data/\"]'), s => s.getAttribute('src'))"
+    assert page.evaluate(scripts) == ["data/index.js"]
+    second = dataset.personas[1].persona_id
+    page.click(f'#persona-list a[data-persona-id="{second}"]')
+    page.wait_for_selector(f'article.persona[data-persona-id="{second}"]')
+    assert sorted(page.evaluate(scripts)) == sorted(["data/index.js", f"data/{second}.js"])
+
+
+def test_data_is_shown_as_text_never_as_markup(
+    page: Page, dataset: GeneratedDataset, published: Path
+) -> None:
+    query = dataset.queries[0]
+    assert HOSTILE in query.text
+    page.goto(f"{entry_url(published)}#p={query.persona_id}&q={query.query_id}")
+    page.wait_for_selector("blockquote.request-text")
+    assert page.locator("blockquote.request-text").text_content() == query.text
+    hostile = next(s for s in dataset.sessions if any(HOSTILE in t.content for t in s.turns))
+    page.goto(
+        f"{entry_url(published)}#p={hostile.persona_id}&q={hostile.query_id}&s={hostile.session_id}"
+    )
+    page.wait_for_selector("#session-pane li.turn")
+    assert (
+        page.locator("#session-pane li.turn .turn-content").first.text_content()
+        == hostile.turns[0].content
+    )
+    page.goto(f"{entry_url(published)}#view=audit")
+    page.wait_for_selector("table.checks")
+    assert page.evaluate("document.querySelectorAll('img[src=\"x\"], [data-xss]').length") == 0
+    assert page.evaluate("window.__xss === undefined") is True
+
+
+def test_audit_beside_the_plots(page: Page, published: Path) -> None:
+    audit = recorded_audit(published)
+    page.click("#tab-audit")
+    page.wait_for_selector("table.checks")
+    assert page.locator("table.checks tbody tr").count() == len(audit["checks"])
+    failed = [c for c in audit["checks"] if c["threshold"] is not None and not c["passed"]]
+    assert page.locator("table.checks tr.fail").count() == len(failed)
+    assert page.locator(".verdict.pass" if audit["passed"] else ".verdict.fail").count() == 1
+    images = page.locator(".plots img")
+    assert images.count() == 2
+    for i in range(2):
+        images.nth(i).scroll_into_view_if_needed()
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 0", arg=images.nth(i).element_handle()
+        )
+    page.screenshot(path=str(artifact("explorer-audit.png")), full_page=True)
+
+
+def measure_load(browser: Browser, explorer: Path, persona_id: str) -> dict[str, float]:
+    """Milliseconds to the persona list (first contentful paint, index rendered) and to open one persona."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    started = time.perf_counter()
+    page.goto((explorer / "index.html").as_uri())
+    page.wait_for_selector("#persona-list a.persona-link")
+    list_wall = time.perf_counter() - started
+    started = time.perf_counter()
+    page.click(f'#persona-list a[data-persona-id="{persona_id}"]')
+    page.wait_for_selector(f'article.persona[data-persona-id="{persona_id}"]')
+    persona_wall = time.perf_counter() - started
+    marks = page.evaluate(
+        "Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name.split(':')[0], m.startTime]))"
+    )
+    paint = page.evaluate(
+        "Object.fromEntries(performance.getEntriesByType('paint').map(p => [p.name, p.startTime]))"
+    )
+    context.close()
+    return {
+        "first_contentful_paint_ms": round(paint["first-contentful-paint"], 1),
+        "persona_list_rendered_ms": round(marks["mqx-index-rendered"], 1),
+        "persona_list_wall_ms": round(list_wall * 1000, 1),
+        "open_persona_ms": round(marks["mqx-persona-rendered"] - marks["mqx-persona-requested"], 1),
+        "open_persona_wall_ms": round(persona_wall * 1000, 1),
+    }
+
+
+def test_load_timings(browser: Browser, published: Path, dataset: GeneratedDataset) -> None:
+    """Load timings, kept as an artifact (the bounds are generous: this is a record, not a benchmark)."""
+    timings = measure_load(browser, published / EXPLORER_DIR, dataset.personas[0].persona_id)
+    record = {"personas": len(dataset.personas), **timings}
+    artifact("explorer-timings.json").write_text(
+        json.dumps(record, indent=2) + "\n", encoding="utf-8"
+    )
+    assert timings["persona_list_rendered_ms"] < 10_000 and timings["open_persona_ms"] < 10_000
+
+
+def test_a_partial_dataset_renders_without_errors(
+    browser: Browser, dataset: GeneratedDataset, tmp_path: Path
+) -> None:
+    """No validation, timelines, sessions, manifest or plots: every view still renders, without script errors."""
+    persona = dataset.personas[0].persona_id
+    partial = GeneratedDataset(
+        personas=dataset.personas[:1],
+        queries=[q for q in dataset.queries if q.persona_id == persona],
+    )
+    write_explorer(partial, tmp_path / "explorer")
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    url = (tmp_path / "explorer" / "index.html").as_uri()
+    page.goto(f"{url}#p={persona}&q={partial.queries[0].query_id}")
+    page.wait_for_selector("section.query")
+    assert page.locator("text=No validation results for this query.").count() == 1
+    page.goto(f"{url}#view=audit")
+    page.wait_for_selector("text=records no audit")
+    page.goto(f"{url}#p=p_0000000000000000")
+    page.wait_for_selector("text=There is no persona p_0000000000000000 in this dataset.")
+    context.close()
+    assert errors == []
