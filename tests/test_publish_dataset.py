@@ -15,7 +15,13 @@ from pydantic import SecretStr
 from memoryquest.cli.main import main
 from memoryquest.contracts import TABLES, Turn
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.publish import PRIMARY_KEYS, AuditFailedError, PublishError, load_published, publish_dataset
+from memoryquest.publish import (
+    PRIMARY_KEYS,
+    AuditFailedError,
+    PublishError,
+    load_published,
+    publish_dataset,
+)
 from memoryquest.publish import plots as publish_plots
 from memoryquest.publish.parquet import sha256_file
 from memoryquest.publish.splits import SPLITS
