@@ -443,10 +443,28 @@ class RunManifest(Row):
     seed: int
     settings: dict[str, object] = Field(description="Every threshold and constant in force.")
     prompts: list[PromptVersion]
-    usage: list[StageUsage]
-    total_cost_usd: float
+    usage: list[StageUsage] = Field(
+        description="Tokens and cost actually spent, per stage, summed over every attempt of the run "
+        "(a killed and resumed run is several attempts; see usage_this_attempt and reused_from_cache)."
+    )
+    total_cost_usd: float = Field(description="Sum of usage: what the whole run cost, every attempt included.")
     persona_ids: list[Id]
-    wall_seconds: float
+    wall_seconds: float = Field(description="Wall time of the attempt that wrote this manifest.")
+    usage_this_attempt: list[StageUsage] = Field(
+        default_factory=list,
+        description="What the attempt that wrote this manifest spent (empty when the run did not record attempts).",
+    )
+    cost_this_attempt_usd: float = 0.0
+    reused_from_cache: list[StageUsage] = Field(
+        default_factory=list,
+        description="What earlier attempts into the same output directory spent; this attempt took their "
+        "answers from the request cache and Prefect's stage results instead of paying again.",
+    )
+    reused_cost_usd: float = 0.0
+    attempts: int = Field(1, ge=1, description="Attempts (runs into the same output directory) the usage covers.")
+    wall_seconds_all_attempts: float | None = Field(
+        default=None, description="Wall time of every attempt (a killed one up to its last usage record)."
+    )
     audit: dict[str, object] | None = Field(
         default=None, description="The validity audit of the dataset (`memoryquest audit`), when it was run."
     )

@@ -37,7 +37,9 @@ from memoryquest.contracts import Persona, Query, Session
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.fingerprint import stage_fingerprints
 from memoryquest.intake import PersonaSelection, load_personas
+from memoryquest.llm.accounting import USAGE_FILE
 from memoryquest.llm.client import ModelClient
+from memoryquest.llm.errors import retry_unless_permanent
 from memoryquest.llm.factory import build_client
 from memoryquest.memory.extraction import MemoryStageResult
 from memoryquest.pgr.runner import summarise, summary_markdown, validate_queries
@@ -50,6 +52,7 @@ from memoryquest.pipeline import (
     memory_for,
     queries_for,
 )
+from memoryquest.run_lock import RunLock
 from memoryquest.settings import Settings, load_settings
 from memoryquest.stages.queries import QueryStageResult
 
@@ -57,19 +60,19 @@ from memoryquest.stages.queries import QueryStageResult
 STAGE_CACHE = (INPUTS - "client") + TASK_SOURCE
 
 
-@task(name="queries", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE)
+@task(name="queries", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE, retry_condition_fn=retry_unless_permanent)
 async def queries_task(persona: Persona, settings: Settings, fingerprint: str, client: ModelClient) -> QueryStageResult:
     return await queries_for(persona, client, settings)
 
 
-@task(name="conversations", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE)
+@task(name="conversations", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE, retry_condition_fn=retry_unless_permanent)
 async def conversations_task(
     persona: Persona, queries: list[Query], settings: Settings, fingerprint: str, client: ModelClient
 ) -> ConversationsResult:
     return await conversations_for(persona, queries, client, settings)
 
 
-@task(name="memory", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE)
+@task(name="memory", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE, retry_condition_fn=retry_unless_permanent)
 async def memory_task(
     persona: Persona,
     queries: list[Query],
@@ -81,7 +84,7 @@ async def memory_task(
     return await memory_for(persona, queries, history, client, settings)
 
 
-@task(name="pgr-validation", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE)
+@task(name="pgr-validation", retries=2, retry_delay_seconds=5, persist_result=True, cache_policy=STAGE_CACHE, retry_condition_fn=retry_unless_permanent)
 async def validation_task(
     queries: list[Query], facts: list[Any], settings: Settings, fingerprint: str, client: ModelClient
 ) -> list[Any]:
@@ -169,10 +172,7 @@ async def generate_benchmark(
     Publishing runs the validity audit and refuses a dataset that fails it
     (the working dataset is kept) unless ``allow_failed_audit``.
     """
-    from memoryquest.publish import publish_dataset
-
     started = time.perf_counter()
-    logger = get_run_logger()
     merged: dict[str, Any] = dict(overrides or {})
     merged["output_dir"] = output
     if persona_source:
@@ -180,7 +180,23 @@ async def generate_benchmark(
     settings = load_settings(Path(config_file) if config_file else None, merged)
     output_dir = Path(settings.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock.acquire(output_dir, command=f"flow memoryquest-generate into {output_dir}"):  # one writer
+        return await _generate_locked(settings, output_dir, users, count, publish, allow_failed_audit, started)
 
+
+async def _generate_locked(
+    settings: Settings,
+    output_dir: Path,
+    users: list[str] | None,
+    count: int | None,
+    publish: bool,
+    allow_failed_audit: bool,
+    started: float,
+) -> str:
+    """The flow's work, done while it holds the output directory's lock (memoryquest.run_lock)."""
+    from memoryquest.publish import publish_dataset
+
+    logger = get_run_logger()
     intake = load_personas(settings.persona_source, PersonaSelection(user_ids=users, count=count))
     for error in intake.errors:
         logger.error("persona skipped: %s", error)
@@ -188,6 +204,7 @@ async def generate_benchmark(
         raise ValueError(f"no persona could be loaded from {settings.persona_source}")
 
     client = build_client(settings)
+    client.ledger.persist(output_dir / USAGE_FILE)  # what every attempt spent, summed in the manifest
     fingerprints = stage_fingerprints()
     state_dir = (output_dir / ".prefect").resolve()
     progress_id = await acreate_progress_artifact(
@@ -210,8 +227,9 @@ async def generate_benchmark(
     dataset = GeneratedDataset()
     for part in await asyncio.gather(*(tracked(p) for p in intake.personas)):
         dataset.extend(part)
-    dataset.manifest = build_manifest(dataset, client, settings, started)
+    dataset.manifest = client.ledger.annotate(build_manifest(dataset, client, settings, started))
     await client.aclose()  # the SDK's connections belong to this event loop, which ends with the flow
+    client.ledger.close()
     dataset_dir = dataset.save(output_dir / "dataset")
     _write_run_report(output_dir, stage_states, [str(e) for e in intake.errors])
 

@@ -11,21 +11,53 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import stat
 import tomllib
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from memoryquest.contracts import JudgeKind, RetrievalMethod
+
+CONFIG_FILE_MAX_BYTES = 1_000_000
+"""A config file is a small TOML file; anything larger (or not a regular file) is refused unread."""
+
+KNOWN_METHODS = tuple(m.value for m in RetrievalMethod)
+KNOWN_JUDGES = tuple(j.value for j in JudgeKind)
+# memoryquest.pgr.baselines.BASELINE_METHODS (a test keeps the two equal; importing it here would be circular)
+KNOWN_BASELINES = (RetrievalMethod.QUERY_ONLY.value, RetrievalMethod.BM25.value, RetrievalMethod.RANDOM.value)
+
+
+def _known_names(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    unknown = [v for v in values if v not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {', '.join(map(repr, unknown))}; choose from {', '.join(known)}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"a {what} is listed twice: {values}")
+    return values
+
+
+def Cosine(default: float, description: str = "") -> Any:  # noqa: N802 - reads like a type
+    """A cosine threshold: a finite number in [-1, 1]."""
+    return Field(default, ge=-1.0, le=1.0, description=description or None)
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: NaN compares false with everything, so a NaN threshold silently disables its check.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class GenerationSettings(Section):
-    gamma_max: float = Field(0.3, description="Keep queries whose mean query-reference cosine is at most this.")
+    gamma_max: float = Field(
+        0.3,
+        gt=0.0,
+        le=1.0,
+        description="Keep queries whose mean query-reference cosine is at most this "
+        "(above 0: at or below it no real embedder leaves a query).",
+    )
     queries_per_user: int = Field(15, ge=1, description="n_q: at most this many kept queries per user.")
     candidates_per_user: int = Field(24, ge=1, description="Candidate queries asked for per user before filtering.")
     references_min: int = Field(3, ge=1)
@@ -37,28 +69,26 @@ class GenerationSettings(Section):
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
     consolidation_new_facts: int = Field(50, ge=1, description="Consolidate after this many new facts.")
     consolidation_window_days: int = Field(7, ge=0, description="Merge only facts dated within this window.")
-    consolidation_similarity: float = Field(0.75, description="Cosine at which facts cluster together.")
+    consolidation_similarity: float = Cosine(0.75, "Cosine at which facts cluster together.")
     max_regenerations: int = Field(2, ge=0, description="Bounded retries when a stage output breaks an invariant.")
     lead_days_max: int = Field(14, ge=1, description="Timelines start at most this many days before the earliest reference.")
     query_date_start: dt.date = Field(dt.date(2024, 3, 1), description="Earliest query date asked for.")
     query_date_end: dt.date = Field(dt.date(2025, 2, 28), description="Latest query date asked for.")
     reference_window_days: int = Field(90, ge=1, description="References are dated at most this many days before their query.")
-    filler_similarity_max: float = Field(
-        0.6, description="A filler event whose cosine to any reference exceeds this counts as carrying it."
+    filler_similarity_max: float = Cosine(
+        0.6, "A filler event whose cosine to any reference exceeds this counts as carrying it."
     )
-    reference_turn_similarity_min: float = Field(
-        0.45, description="The turn said to convey a reference must reach this cosine to it."
+    reference_turn_similarity_min: float = Cosine(
+        0.45, "The turn said to convey a reference must reach this cosine to it."
     )
-    cosine_tolerance: float = Field(0.002, ge=0, description="Slack when validation recomputes stored cosines.")
-    reference_cosine_max: float = Field(
-        0.5, description="Reject a candidate when any single reference is closer than this to its query."
+    cosine_tolerance: float = Field(0.002, ge=0, le=1, description="Slack when validation recomputes stored cosines.")
+    reference_cosine_max: float = Cosine(
+        0.5, "Reject a candidate when any single reference is closer than this to its query."
     )
     shared_words_max: int = Field(
         2, ge=0, description="Reject a candidate when a reference shares more content words (stemmed) with its query."
     )
-    duplicate_cosine: float = Field(
-        0.9, description="Two references of one user at or above this cosine are near-duplicates."
-    )
+    duplicate_cosine: float = Cosine(0.9, "Two references of one user at or above this cosine are near-duplicates.")
     judge_relevance: bool = Field(
         True, description="Ask the relevance judge whether each reference would change the answer; drop it if not."
     )
@@ -68,28 +98,55 @@ class GenerationSettings(Section):
         for low, high in (("references_min", "references_max"), ("events_min", "events_max"), ("turns_min", "turns_max")):
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} ({getattr(self, low)}) is above {high} ({getattr(self, high)})")
+        if self.query_date_start > self.query_date_end:
+            raise ValueError(
+                f"query_date_start ({self.query_date_start}) is after query_date_end ({self.query_date_end})"
+            )
         return self
 
 
 class PGRSettings(Section):
     query_only_k: int = Field(20, ge=1, description="K of the query-only baseline.")
-    query_only_tau: float = Field(0.0, description="Similarity floor of the query-only baseline.")
+    query_only_tau: float = Cosine(0.0, "Similarity floor of the query-only baseline.")
     step_k: int = Field(5, ge=1, description="K per prospection sub-query.")
-    step_tau: float = Field(0.3, description="tau per prospection sub-query.")
+    step_tau: float = Cosine(0.3, "tau per prospection sub-query.")
     augment_k: int = Field(5, ge=1, description="K_o: context facts for query augmentation.")
-    augment_tau: float = Field(0.6, description="tau_o: similarity floor for augmentation context.")
+    augment_tau: float = Cosine(0.6, "tau_o: similarity floor for augmentation context.")
     delta: int = Field(5, ge=0, description="Stop refining when fewer than delta new facts arrive.")
     max_iterations: int = Field(10, ge=0, description="I_max: at most this many Phase 2 refinements.")
     methods: list[str] = Field(default_factory=lambda: ["query_only", "pgr_cot", "pgr_tot"])
     judges: list[str] = Field(default_factory=lambda: ["provenance", "embedding", "llm"])
-    embedding_judge_threshold: float = Field(0.6, description="Cosine at which the embedding judge counts a reference as found.")
+    embedding_judge_threshold: float = Cosine(0.6, "Cosine at which the embedding judge counts a reference as found.")
     generate_answers: bool = Field(False, description="Also run prospection-augmented answer generation.")
     budget_baselines: list[str] = Field(
         default_factory=lambda: ["query_only", "bm25", "random"],
         description="Baselines run at each PGR method's own budget (facts it retrieved).",
     )
     baseline_seed: int = Field(0, description="Seed of the random baseline.")
-    bootstrap_samples: int = Field(2000, ge=100, description="Resamples for the 95% confidence intervals.")
+    bootstrap_samples: int = Field(
+        2000, ge=100, le=1_000_000, description="Resamples for the 95% confidence intervals."
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, value: list[str]) -> list[str]:
+        return _known_names(value, KNOWN_METHODS, "retrieval method")
+
+    @field_validator("judges")
+    @classmethod
+    def _known_judges(cls, value: list[str]) -> list[str]:
+        return _known_names(value, KNOWN_JUDGES, "judge")
+
+    @field_validator("budget_baselines")
+    @classmethod
+    def _known_baselines(cls, value: list[str]) -> list[str]:
+        return _known_names(value, KNOWN_BASELINES, "budget baseline")
+
+    @model_validator(mode="after")
+    def _judged(self) -> PGRSettings:
+        if self.methods and not self.judges:
+            raise ValueError("judges is empty, but methods are to be scored: name at least one judge")
+        return self
 
 
 class AuditSettings(Section):
@@ -109,6 +166,12 @@ class AuditSettings(Section):
     uncovered_max: int = Field(0, ge=0, description="Fail when more references than this have no credited fact.")
     stale_max: int = Field(0, ge=0, description="Fail when more references than this expired before their query.")
     repeated_sentence_min: int = Field(5, ge=2, description="A sentence counts as repeated at this many occurrences.")
+
+    @model_validator(mode="after")
+    def _ngram_range(self) -> AuditSettings:
+        if self.ngram_min > self.ngram_max:
+            raise ValueError(f"ngram_min ({self.ngram_min}) is above ngram_max ({self.ngram_max})")
+        return self
 
 
 class Backend(StrEnum):
@@ -168,6 +231,14 @@ class LimitSettings(Section):
     retry_base_seconds: float = Field(0.5, gt=0, description="First retry backoff; doubles per attempt, with jitter.")
     retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff between two retries.")
 
+    @model_validator(mode="after")
+    def _backoff_range(self) -> LimitSettings:
+        if self.retry_base_seconds > self.retry_max_seconds:
+            raise ValueError(
+                f"retry_base_seconds ({self.retry_base_seconds:g}) is above retry_max_seconds ({self.retry_max_seconds:g})"
+            )
+        return self
+
 
 class CacheSettings(Section):
     enabled: bool = True
@@ -204,7 +275,7 @@ class Settings(BaseSettings):
         validate_assignment=True,
     )
 
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**63 - 1)
     output_dir: Path = Path("output")
     persona_source: str = Field(
         default_factory=lambda: str(_bundled_personas()),
@@ -266,7 +337,7 @@ class _VendorEnvSource(PydanticBaseSettingsSource):
         return {"endpoint": endpoint} if endpoint else {}
 
 
-__all__ = ["Settings", "load_settings", "parse_assignments"]
+__all__ = ["Settings", "load_settings", "parse_assignments", "read_config_file"]
 
 
 def _set_dotted(target: dict[str, Any], dotted: str, value: Any) -> None:
@@ -303,20 +374,51 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     return overrides
 
 
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML values of a config file: a regular file of at most ``CONFIG_FILE_MAX_BYTES``.
+
+    Checked before it is opened, so ``--config /dev/zero`` or a directory is one
+    clear error rather than an endless read or a traceback.
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ValueError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"config file {path} is a directory, not a TOML file")
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"config file {path} is not a regular file")
+    if info.st_size > CONFIG_FILE_MAX_BYTES:
+        raise ValueError(f"config file {path} is {info.st_size} bytes, above the {CONFIG_FILE_MAX_BYTES}-byte limit")
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(CONFIG_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > CONFIG_FILE_MAX_BYTES:
+        raise ValueError(f"config file {path} is above the {CONFIG_FILE_MAX_BYTES}-byte limit")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"config file {path} is not UTF-8 text (byte offset {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"config file {path} is not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer beyond Python's digit limit, deep nesting
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ValueError(f"config file {path} is not valid TOML: {reason}") from None
+
+
 def load_settings(
     config_file: Path | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> Settings:
     """Build the settings from file < environment < explicit overrides."""
     config_file = config_file or (Path(os.environ["MEMORYQUEST_CONFIG"]) if os.environ.get("MEMORYQUEST_CONFIG") else None)
-    file_values: dict[str, Any] = {}
-    if config_file is not None:
-        try:
-            file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ValueError(f"config file {config_file} does not exist") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"config file {config_file} is not valid TOML: {exc}") from exc
+    file_values: dict[str, Any] = read_config_file(Path(config_file)) if config_file is not None else {}
     # Environment beats the file: read it separately, then lay it over the file values.
     env_only = Settings().model_dump(exclude_unset=True)
     values = _deep_merge(_deep_merge(file_values, env_only), overrides or {})

@@ -57,8 +57,14 @@ def test_flow_rerun_is_served_from_task_cache(small_run: Path, harness) -> None:
     asyncio.run(generate_benchmark(output=str(small_run), users=["user0", "user1"], overrides=SMALL, publish=False))
     after = GeneratedDataset.load(small_run / "dataset")
     assert json.loads((small_run / "run_report.json").read_text())["state_counts"] == {"Cached": 2 * 4}
-    assert after.manifest is not None
-    assert sum(u.requests for u in after.manifest.usage) == 0
+    assert after.manifest is not None and before.manifest is not None
+    assert sum(u.requests for u in after.manifest.usage_this_attempt) == 0  # nothing asked again
+    # The manifest still reports what the run spent: the first attempt's usage, reused.
+    assert after.manifest.attempts == before.manifest.attempts + 1
+    assert [(u.stage, u.requests) for u in after.manifest.usage] == [(u.stage, u.requests) for u in before.manifest.usage]
+    assert [u.model_dump(exclude={"seconds"}) for u in after.manifest.reused_from_cache] == [
+        u.model_dump(exclude={"seconds"}) for u in before.manifest.usage
+    ]
     assert [q.query_id for q in after.queries] == [q.query_id for q in before.queries]
     assert [f.fid for f in after.facts] == [f.fid for f in before.facts]
 

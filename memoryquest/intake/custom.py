@@ -61,8 +61,11 @@ from memoryquest.ids import make_id
 from memoryquest.intake.errors import ErrorCollector, IntakeError, IntakeResult, type_name
 from memoryquest.intake.normalise import (
     DOMAIN_ORDER,
+    JsonProblem,
     canonical_affinity_name,
-    decode_json,
+    check_json,
+    parse_json,
+    unsafe_id,
     unsafe_user_id,
 )
 from memoryquest.intake.selection import PersonaSelection
@@ -93,14 +96,27 @@ class CustomTask(_Strict):
 
     task_id: str = Field(min_length=1, description="Unique within the persona.")
     kind: TaskKind | None = Field(
-        default=None, description="Defaults to single_domain for one domain, multi_domain otherwise."
+        default=None,
+        description="Defaults to single_domain for one domain, multi_domain otherwise.",
     )
     description: str = Field(min_length=1)
     user_intent: str = Field(min_length=1)
     goal: str = Field(min_length=1)
     domains: list[Domain] = Field(min_length=1)
-    affinity_types: list[str] = Field(default_factory=list, description="Affinity names the task relies on.")
-    situations: dict[str, str] = Field(default_factory=dict, description="Context, e.g. Location, Device.")
+    affinity_types: list[str] = Field(
+        default_factory=list, description="Affinity names the task relies on."
+    )
+    situations: dict[str, str] = Field(
+        default_factory=dict, description="Context, e.g. Location, Device."
+    )
+
+    @field_validator("task_id")
+    @classmethod
+    def _plain_task_id(cls, value: str) -> str:
+        problem = unsafe_id(value, "task id")
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class CustomPersona(_Strict):
@@ -109,13 +125,15 @@ class CustomPersona(_Strict):
     user_id: str = Field(description="Letters, digits, '_', '-' and '.'; unique within the file.")
     demographics: Demographics
     interests: list[Domain] | None = Field(
-        default=None, description="Domains the user cares about; defaults to the domains with affinities."
+        default=None,
+        description="Domains the user cares about; defaults to the domains with affinities.",
     )
     affinities: dict[Domain, dict[str, AffinityValues]] = Field(
         min_length=1, description="Domain -> attribute -> value(s)."
     )
     interactions: dict[Domain, str] = Field(
-        min_length=1, description="Domain -> summary of the user's past conversations in that domain."
+        min_length=1,
+        description="Domain -> summary of the user's past conversations in that domain.",
     )
     tasks: list[CustomTask] = Field(min_length=1)
 
@@ -148,11 +166,15 @@ def to_persona(custom: CustomPersona) -> Persona:
     """The contract row for a validated custom persona (deterministic ordering as for PersonaLens)."""
     affinities: list[Affinity] = []
     for domain in sorted(custom.affinities, key=DOMAIN_ORDER.__getitem__):
-        by_name: dict[str, list[str]] = {}
+        by_name: dict[str, dict[str, None]] = {}
         for raw_name, values in custom.affinities[domain].items():
-            merged = by_name.setdefault(canonical_affinity_name(raw_name), [])
-            merged.extend(v.strip() for v in values if v.strip() and v.strip() not in merged)
-        affinities.extend(Affinity(domain=domain, name=name, values=values) for name, values in by_name.items())
+            # An insertion-ordered set: de-duplication stays linear.
+            merged = by_name.setdefault(canonical_affinity_name(raw_name), {})
+            merged.update(dict.fromkeys(v.strip() for v in values if v.strip()))
+        affinities.extend(
+            Affinity(domain=domain, name=name, values=list(values))
+            for name, values in by_name.items()
+        )
     interests = custom.interests if custom.interests is not None else list(custom.affinities)
     interactions = [
         Interaction(domain=domain, summary=custom.interactions[domain].strip())
@@ -162,13 +184,18 @@ def to_persona(custom: CustomPersona) -> Persona:
     tasks = [
         PersonaTask(
             task_id=task.task_id,
-            kind=task.kind or (TaskKind.SINGLE_DOMAIN if len(set(task.domains)) == 1 else TaskKind.MULTI_DOMAIN),
+            kind=task.kind
+            or (TaskKind.SINGLE_DOMAIN if len(set(task.domains)) == 1 else TaskKind.MULTI_DOMAIN),
             description=task.description,
             user_intent=task.user_intent,
             goal=task.goal,
             domains=list(dict.fromkeys(task.domains)),
-            affinity_types=list(dict.fromkeys(canonical_affinity_name(n) for n in task.affinity_types)),
-            situations=[Situation(name=name, value=value) for name, value in task.situations.items()],
+            affinity_types=list(
+                dict.fromkeys(canonical_affinity_name(n) for n in task.affinity_types)
+            ),
+            situations=[
+                Situation(name=name, value=value) for name, value in task.situations.items()
+            ],
         )
         for task in custom.tasks
     ]
@@ -184,19 +211,46 @@ def to_persona(custom: CustomPersona) -> Persona:
     )
 
 
+def _content_errors(custom: CustomPersona, prefix: str, errors: ErrorCollector) -> bool:
+    """Rules the schema cannot say: names that normalise to nothing, unique task ids. True when clean."""
+    before = len(errors.errors)
+    for domain, attributes in custom.affinities.items():
+        for raw_name in attributes:
+            if not canonical_affinity_name(raw_name):
+                errors.add(
+                    _field_path(prefix, ("affinities", domain.value, raw_name)),
+                    "attribute name is empty",
+                )
+    seen: set[str] = set()
+    for index, task in enumerate(custom.tasks):
+        if task.task_id in seen:
+            errors.add(
+                _field_path(prefix, ("tasks", index, "task_id")),
+                f"task id {task.task_id!r} is used twice",
+            )
+        seen.add(task.task_id)
+    return len(errors.errors) == before
+
+
 def _persona_or_errors(value: object, prefix: str, errors: ErrorCollector) -> Persona | None:
+    """One entry of the file as a persona, or None with its errors reported (whatever goes wrong)."""
+    try:
+        check_json(value, path=prefix, depth=1 if prefix else 0)
+    except JsonProblem as problem:
+        errors.add(problem.field, problem.message)
+        return None
     try:
         custom = CustomPersona.model_validate(value)
+        if not _content_errors(custom, prefix, errors):
+            return None
+        return to_persona(custom)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             errors.add(_field_path(prefix, tuple(error["loc"])) or None, error["msg"])
         return None
-    task_ids = [task.task_id for task in custom.tasks]
-    for index, task_id in enumerate(task_ids):
-        if task_id in task_ids[:index]:
-            errors.add(_field_path(prefix, ("tasks", index, "task_id")), f"task id {task_id!r} is used twice")
-            return None
-    return to_persona(custom)
+    except Exception as exc:  # one bad persona must never take the good ones beside it down
+        errors.add(prefix or None, f"could not be loaded: {type(exc).__name__}: {exc}")
+        return None
 
 
 def load_custom_personas(
@@ -211,8 +265,15 @@ def load_custom_personas(
     result = IntakeResult()
     try:
         size = path.stat().st_size
+        if not path.is_file():
+            result.errors.append(IntakeError(label, None, "not a regular file"))
+            return result
         if size > max_file_bytes:
-            result.errors.append(IntakeError(label, None, f"file is {size} bytes, above the {max_file_bytes}-byte limit"))
+            result.errors.append(
+                IntakeError(
+                    label, None, f"file is {size} bytes, above the {max_file_bytes}-byte limit"
+                )
+            )
             return result
         with path.open("rb") as handle:
             raw = handle.read(max_file_bytes + 1)
@@ -223,11 +284,15 @@ def load_custom_personas(
         result.errors.append(IntakeError(label, None, f"cannot read file: {exc.strerror or exc}"))
         return result
     if len(raw) > max_file_bytes:
-        result.errors.append(IntakeError(label, None, f"file is {len(raw)} bytes, above the {max_file_bytes}-byte limit"))
+        result.errors.append(
+            IntakeError(
+                label, None, f"file is {len(raw)} bytes, above the {max_file_bytes}-byte limit"
+            )
+        )
         return result
-    document, problem = decode_json(raw)
+    document, problem = parse_json(raw, check=False)  # limits per persona, below
     if problem is not None:
-        result.errors.append(IntakeError(label, None, problem))
+        result.errors.append(IntakeError(label, problem.field, problem.message))
         return result
 
     errors = ErrorCollector(label)
@@ -246,18 +311,23 @@ def load_custom_personas(
         if persona is None:
             continue
         if persona.source_user_id in personas:
-            errors.add(_field_path(prefix, ("user_id",)), f"user id {persona.source_user_id!r} is used twice")
+            errors.add(
+                _field_path(prefix, ("user_id",)),
+                f"user id {persona.source_user_id!r} is used twice",
+            )
             continue
         personas[persona.source_user_id] = persona
 
     selection = selection or PersonaSelection()
     if selection.user_ids is not None:
         for user_id in selection.user_ids:
-            problem = unsafe_user_id(user_id)
-            if problem:
-                errors.add("user_ids", f"rejected: {problem}")
+            unsafe = unsafe_user_id(user_id)
+            if unsafe:
+                errors.add("user_ids", f"rejected: {unsafe}")
             elif user_id not in personas:
-                errors.add(None, f"unknown user id {user_id!r}: no persona with this user_id in the file")
+                errors.add(
+                    None, f"unknown user id {user_id!r}: no persona with this user_id in the file"
+                )
         chosen = [u for u in selection.user_ids if u in personas]
     elif selection.is_everything:
         chosen = list(personas)  # file order

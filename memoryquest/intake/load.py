@@ -30,4 +30,6 @@ def load_personas(
     selection = selection or PersonaSelection()
     if not is_http_source(source) and str(source).lower().endswith(".json"):
         return load_custom_personas(source, selection, max_file_bytes=max_file_bytes)
-    return load_personalens(source, selection, max_file_bytes=max_file_bytes, timeout_seconds=timeout_seconds)
+    return load_personalens(
+        source, selection, max_file_bytes=max_file_bytes, timeout_seconds=timeout_seconds
+    )

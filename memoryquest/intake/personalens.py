@@ -20,7 +20,10 @@ Mapping rules (the same for every user, so the output is deterministic):
 * ``tasks``: tasks.json (single_domain) then tasks_md.json (multi_domain), each by
   task number; task keys are matched ignoring case, spacing and underscores.
 
-A user with any error is not loaded; all of its errors are reported.
+A user with any error is not loaded; all of its errors are reported. Whatever
+goes wrong with one user — a limit (see :class:`~memoryquest.intake.normalise.JsonLimits`),
+a duplicate key, a symlink leaving the source, or an exception nobody
+foresaw — becomes an error naming that user's file, and the other users load.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from memoryquest.contracts import (
     Affinity,
@@ -56,11 +61,12 @@ from memoryquest.intake.normalise import (
     DOMAIN_ORDER,
     canonical_affinity_name,
     collapse_spaces,
-    decode_json,
     field_key,
     natural_key,
     parse_domain,
+    parse_json,
     unknown_domain_message,
+    unsafe_id,
     unsafe_user_id,
 )
 from memoryquest.intake.selection import PersonaSelection
@@ -104,7 +110,10 @@ def _domain_keys(
             errors.add(f"{prefix}.{key}", unknown_domain_message(key))
             continue
         if domain in seen:
-            errors.add(f"{prefix}.{key}", f"domain {domain.value!r} is given twice (also as {seen[domain]!r})")
+            errors.add(
+                f"{prefix}.{key}",
+                f"domain {domain.value!r} is given twice (also as {seen[domain]!r})",
+            )
             continue
         seen[domain] = key
         entries.append((domain, key, value))
@@ -130,7 +139,26 @@ def _string_list(value: object, field_path: str, errors: ErrorCollector) -> list
     return items if ok else None
 
 
-def _object(value: object, field_path: str | None, errors: ErrorCollector) -> dict[str, object] | None:
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _validated(
+    model: type[ModelT], values: dict[str, Any], prefix: str | None, errors: ErrorCollector
+) -> ModelT | None:
+    """``model`` built from ``values``, or None after reporting each validation error at its field."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            parts = [str(part) for part in error["loc"]]
+            field = ".".join([prefix, *parts] if prefix else parts) or None
+            errors.add(field, error["msg"])
+        return None
+
+
+def _object(
+    value: object, field_path: str | None, errors: ErrorCollector
+) -> dict[str, object] | None:
     if not isinstance(value, dict):
         errors.add(field_path, f"expected an object, got {type_name(value)}")
         return None
@@ -142,9 +170,14 @@ def map_demographics(value: object, user_id: str, errors: ErrorCollector) -> Dem
     if section is None:
         return None
     values: dict[str, str | None] = {}
+    written: dict[str, str] = {}
     for key, item in section.items():
         name = field_key(key).replace(" ", "_")
         path = f"demographics.{key}"
+        if name in written:
+            errors.add(path, f"conflicts with {written[name]!r} (same field)")
+            continue
+        written[name] = key
         if name == "user_id":
             if item != user_id:
                 errors.add(path, f"{item!r} does not match the user id {user_id!r} of this profile")
@@ -157,7 +190,7 @@ def map_demographics(value: object, user_id: str, errors: ErrorCollector) -> Dem
             values[name] = str(item)
         else:
             errors.add(path, f"expected a string, got {type_name(item)}")
-    return Demographics(**values)
+    return _validated(Demographics, values, "demographics", errors)
 
 
 def map_interests(value: object, errors: ErrorCollector) -> list[Domain] | None:
@@ -186,7 +219,7 @@ def map_affinities(
         attribute_map = _object(attributes, f"{section_name}.{key}", errors)
         if attribute_map is None:
             continue
-        by_name: dict[str, list[str]] = {}
+        by_name: dict[str, dict[str, None]] = {}
         for raw_name, raw_values in attribute_map.items():
             path = f"{section_name}.{key}.{raw_name}"
             name = canonical_affinity_name(raw_name)
@@ -196,9 +229,11 @@ def map_affinities(
             values = _string_list(raw_values, path, errors)
             if values is None:
                 continue
-            merged = by_name.setdefault(name, [])
-            merged.extend(v for v in values if v not in merged)
-        affinities.extend(Affinity(domain=domain, name=n, values=v) for n, v in by_name.items())
+            merged = by_name.setdefault(name, {})  # an insertion-ordered set: linear de-duplication
+            merged.update(dict.fromkeys(values))
+        affinities.extend(
+            Affinity(domain=domain, name=n, values=list(v)) for n, v in by_name.items()
+        )
     return affinities
 
 
@@ -217,9 +252,13 @@ def map_interactions(
     return interactions
 
 
-def _task_fields(task: dict[str, object], prefix: str, errors: ErrorCollector) -> dict[str, tuple[str, object]]:
+def _task_fields(
+    task: dict[str, object], prefix: str, errors: ErrorCollector
+) -> dict[str, tuple[str, object]]:
     """Canonical upstream key -> (key as written, value); reports missing and conflicting keys."""
-    spelling = {alias: canonical for canonical, (_, aliases) in TASK_FIELDS.items() for alias in aliases}
+    spelling = {
+        alias: canonical for canonical, (_, aliases) in TASK_FIELDS.items() for alias in aliases
+    }
     found: dict[str, tuple[str, object]] = {}
     for key, value in task.items():
         canonical = spelling.get(field_key(key))
@@ -235,7 +274,9 @@ def _task_fields(task: dict[str, object], prefix: str, errors: ErrorCollector) -
     return found
 
 
-def map_task(task_key: str, value: object, kind: TaskKind, errors: ErrorCollector) -> PersonaTask | None:
+def map_task(
+    task_key: str, value: object, kind: TaskKind, errors: ErrorCollector
+) -> PersonaTask | None:
     task = _object(value, task_key, errors)
     if task is None:
         return None
@@ -250,6 +291,8 @@ def map_task(task_key: str, value: object, kind: TaskKind, errors: ErrorCollecto
                 errors.add(path, f"expected a string, got {type_name(item)}")
             elif not item.strip():
                 errors.add(path, "is empty")
+            elif target == "task_id" and (problem := unsafe_id(item.strip(), "task id")):
+                errors.add(path, problem)
             else:
                 mapped[target] = item.strip()
         elif target == "domains":
@@ -270,14 +313,16 @@ def map_task(task_key: str, value: object, kind: TaskKind, errors: ErrorCollecto
         elif target == "affinity_types":
             names = _string_list(item, path, errors)
             if names is not None:
-                mapped["affinity_types"] = list(dict.fromkeys(canonical_affinity_name(n) for n in names))
+                mapped["affinity_types"] = list(
+                    dict.fromkeys(canonical_affinity_name(n) for n in names)
+                )
         else:  # situations
             situations = map_situations(item, path, errors)
             if situations is not None:
                 mapped["situations"] = situations
     if len(errors.errors) > before:
         return None
-    return PersonaTask.model_validate(mapped)
+    return _validated(PersonaTask, mapped, task_key, errors)
 
 
 def map_situations(value: object, path: str, errors: ErrorCollector) -> list[Situation] | None:
@@ -323,15 +368,29 @@ def map_personalens_user(
     sections: dict[str, object] = {}
     if _object(profile_value, None, errors) is not None:
         assert isinstance(profile_value, dict)
+        written: dict[str, str] = {}
         for key, value in profile_value.items():
-            sections.setdefault(field_key(key), value)
+            name = field_key(key)
+            if name in written:
+                errors.add(key, f"conflicts with {written[name]!r} (same field)")
+                continue
+            written[name] = key
+            sections[name] = value
         for name in PROFILE_SECTIONS:
             if name not in sections:
                 errors.add(name, "missing field")
-    demographics = map_demographics(sections["demographics"], user_id, errors) if "demographics" in sections else None
+    demographics = (
+        map_demographics(sections["demographics"], user_id, errors)
+        if "demographics" in sections
+        else None
+    )
     interests = map_interests(sections["interests"], errors) if "interests" in sections else None
-    affinities = map_affinities(sections["affinities"], errors) if "affinities" in sections else None
-    interactions = map_interactions(sections["interactions"], errors) if "interactions" in sections else None
+    affinities = (
+        map_affinities(sections["affinities"], errors) if "affinities" in sections else None
+    )
+    interactions = (
+        map_interactions(sections["interactions"], errors) if "interactions" in sections else None
+    )
     all_errors = list(errors.errors)
 
     tasks: list[PersonaTask] = []
@@ -340,25 +399,35 @@ def map_personalens_user(
         task_errors = ErrorCollector(task_file)
         for task in map_tasks(value, kind, task_errors) or []:
             if task.task_id in seen_task_ids:
-                task_errors.add("task_id", f"task id {task.task_id!r} is used twice (also in {seen_task_ids[task.task_id]})")
+                task_errors.add(
+                    "task_id",
+                    f"task id {task.task_id!r} is used twice (also in {seen_task_ids[task.task_id]})",
+                )
                 continue
             seen_task_ids[task.task_id] = task_file
             tasks.append(task)
         all_errors.extend(task_errors.errors)
 
-    if all_errors or demographics is None or interests is None or affinities is None or interactions is None:
+    if (
+        all_errors
+        or demographics is None
+        or interests is None
+        or affinities is None
+        or interactions is None
+    ):
         return None, all_errors
-    persona = Persona(
-        persona_id=make_id("persona", PersonaSource.PERSONALENS.value, user_id),
-        source=PersonaSource.PERSONALENS,
-        source_user_id=user_id,
-        demographics=demographics,
-        interests=interests,
-        affinities=affinities,
-        interactions=interactions,
-        tasks=tasks,
-    )
-    return persona, []
+    values = {
+        "persona_id": make_id("persona", PersonaSource.PERSONALENS.value, user_id),
+        "source": PersonaSource.PERSONALENS,
+        "source_user_id": user_id,
+        "demographics": demographics,
+        "interests": interests,
+        "affinities": affinities,
+        "interactions": interactions,
+        "tasks": tasks,
+    }
+    persona = _validated(Persona, values, None, errors)
+    return persona, list(errors.errors)
 
 
 # --------------------------------------------------------------------------- reading
@@ -376,7 +445,7 @@ class Fetched:
 
 
 class LocalReader:
-    """Reads ``<root>/profile/<user>/<file>`` with a size cap."""
+    """Reads ``<root>/profile/<user>/<file>`` with a size cap, never following a symlink out of ``profile/``."""
 
     def __init__(self, root: Path, max_file_bytes: int) -> None:
         self.root = root
@@ -385,17 +454,35 @@ class LocalReader:
         if not root.is_dir():
             raise IntakeSourceError(f"persona source {root} is not a directory")
         if not self.profiles.is_dir():
-            raise IntakeSourceError(f"persona source {root} has no profile/ directory (expected the PersonaLens data/ layout)")
+            raise IntakeSourceError(
+                f"persona source {root} has no profile/ directory (expected the PersonaLens data/ layout)"
+            )
+        self.boundary = self.profiles.resolve()
+
+    def escapes(self, path: Path) -> str | None:
+        """Why ``path`` must not be read (a symlink leading outside the source), or None."""
+        try:
+            target = path.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            return f"refused: cannot resolve the path ({exc})"
+        if target != self.boundary and not target.is_relative_to(self.boundary):
+            return f"refused: a symlink leads outside the persona source (to {target})"
+        return None
 
     def list_users(self) -> tuple[list[str], list[IntakeError]]:
         users: list[str] = []
         errors: list[IntakeError] = []
-        for entry in self.profiles.iterdir():
+        try:
+            entries = list(self.profiles.iterdir())
+        except OSError as exc:
+            raise IntakeSourceError(f"cannot list {self.profiles}: {exc.strerror or exc}") from None
+        for entry in entries:
             if entry.name.startswith(".") or not entry.is_dir():
                 continue
-            problem = unsafe_user_id(entry.name)
+            problem = unsafe_user_id(entry.name) or self.escapes(entry)
             if problem:
-                errors.append(IntakeError(str(entry), None, f"skipped: {problem}"))
+                shown = str(entry) if str(entry).isprintable() else repr(str(entry))[1:-1]
+                errors.append(IntakeError(shown, None, f"skipped: {problem}"))
             else:
                 users.append(entry.name)
         return sorted(users, key=natural_key), errors
@@ -405,7 +492,17 @@ class LocalReader:
         path = user_dir / name
         label = str(path)
         if not user_dir.is_dir():
-            return Fetched(str(user_dir), error=f"unknown user id {user_id!r}: no such directory", unknown_user=True)
+            return Fetched(
+                str(user_dir),
+                error=f"unknown user id {user_id!r}: no such directory",
+                unknown_user=True,
+            )
+        problem = self.escapes(user_dir)
+        if problem:
+            return Fetched(str(user_dir), error=problem, unknown_user=True)
+        problem = self.escapes(path)
+        if problem:
+            return Fetched(label, error=problem)
         try:
             size = path.stat().st_size
             if not path.is_file():
@@ -456,12 +553,18 @@ class HttpReader:
                 for chunk in response.iter_bytes():
                     total += len(chunk)
                     if total > self.max_file_bytes:
-                        return Fetched(url, error=f"file is larger than the {self.max_file_bytes}-byte limit")
+                        return Fetched(
+                            url, error=f"file is larger than the {self.max_file_bytes}-byte limit"
+                        )
                     chunks.append(chunk)
         except httpx.TimeoutException:
-            return Fetched(url, error=f"timed out after {self.timeout_seconds:g} s", unreachable=True)
+            return Fetched(
+                url, error=f"timed out after {self.timeout_seconds:g} s", unreachable=True
+            )
         except httpx.HTTPError as exc:
-            return Fetched(url, error=f"request failed: {type(exc).__name__}: {exc}", unreachable=True)
+            return Fetched(
+                url, error=f"request failed: {type(exc).__name__}: {exc}", unreachable=True
+            )
         return Fetched(url, raw=b"".join(chunks))
 
     @staticmethod
@@ -489,25 +592,35 @@ def load_user(user_id: str, fetch: Fetcher) -> tuple[Persona | None, list[Intake
     The profile comes first: when the user does not exist or the server cannot be
     reached, that one error is reported and the other files are not requested.
     """
-    profile = fetch(user_id, PROFILE_FILE)
-    if profile.unknown_user or profile.unreachable:
-        return None, [IntakeError(profile.label, None, profile.error or "unknown user id")]
-    fetched = [profile, *(fetch(user_id, name) for name in TASK_FILES)]
-    errors: list[IntakeError] = []
-    decoded: list[tuple[str, object]] = []
-    for item in fetched:
-        if item.error is not None or item.raw is None:
-            errors.append(IntakeError(item.label, None, item.error or "no content"))
-            decoded.append((item.label, None))
-            continue
-        value, problem = decode_json(item.raw)
-        if problem is not None:
-            errors.append(IntakeError(item.label, None, problem))
-        decoded.append((item.label, value))
-    if errors:
-        return None, errors
-    task_files = [(label, kind, value) for (label, value), kind in zip(decoded[1:], TASK_FILES.values(), strict=True)]
-    return map_personalens_user(user_id, decoded[0], task_files)
+    label = user_id
+    try:
+        profile = fetch(user_id, PROFILE_FILE)
+        label = profile.label
+        if profile.unknown_user or profile.unreachable:
+            return None, [IntakeError(profile.label, None, profile.error or "unknown user id")]
+        fetched = [profile, *(fetch(user_id, name) for name in TASK_FILES)]
+        errors: list[IntakeError] = []
+        decoded: list[tuple[str, object]] = []
+        for item in fetched:
+            label = item.label
+            if item.error is not None or item.raw is None:
+                errors.append(IntakeError(item.label, None, item.error or "no content"))
+                decoded.append((item.label, None))
+                continue
+            value, problem = parse_json(item.raw)
+            if problem is not None:
+                errors.append(IntakeError(item.label, problem.field, problem.message))
+            decoded.append((item.label, value))
+        if errors:
+            return None, errors
+        label = profile.label
+        task_files = [
+            (file, kind, value)
+            for (file, value), kind in zip(decoded[1:], TASK_FILES.values(), strict=True)
+        ]
+        return map_personalens_user(user_id, decoded[0], task_files)
+    except Exception as exc:  # one user's bad input must never stop the others
+        return None, [IntakeError(label, None, f"could not be loaded: {type(exc).__name__}: {exc}")]
 
 
 def _checked_ids(requested: list[str], source: str) -> tuple[list[str], list[IntakeError]]:
@@ -522,7 +635,9 @@ def _checked_ids(requested: list[str], source: str) -> tuple[list[str], list[Int
     return safe, errors
 
 
-def _gather(users: list[str], fetch: Fetcher, workers: int) -> Iterator[tuple[Persona | None, list[IntakeError]]]:
+def _gather(
+    users: list[str], fetch: Fetcher, workers: int
+) -> Iterator[tuple[Persona | None, list[IntakeError]]]:
     if workers <= 1 or len(users) <= 1:
         yield from (load_user(user, fetch) for user in users)
         return

@@ -44,13 +44,17 @@ class PersonaSelection:
         ranged = self.start is not None or self.stop is not None
         chosen = [self.user_ids is not None, self.count is not None, ranged]
         if sum(chosen) > 1:
-            raise ValueError("choose personas by user ids, by count or by range, not several at once")
+            raise ValueError(
+                "choose personas by user ids, by count or by range, not several at once"
+            )
         if self.count is not None and self.count < 1:
             raise ValueError(f"count must be at least 1, got {self.count}")
         if self.start is not None and self.start < 0:
             raise ValueError(f"range start must not be negative, got {self.start}")
         if self.stop is not None and self.stop <= (self.start or 0):
-            raise ValueError(f"range stop ({self.stop}) must be above its start ({self.start or 0})")
+            raise ValueError(
+                f"range stop ({self.stop}) must be above its start ({self.start or 0})"
+            )
 
     @classmethod
     def parse(
@@ -67,18 +71,27 @@ class PersonaSelection:
                 start = int(start_text) if start_text.strip() else 0
                 stop = int(stop_text) if stop_text.strip() else None
             except ValueError as exc:
-                raise ValueError(f"range must look like START:STOP (e.g. 0:10), got {range_text!r}") from exc
+                raise ValueError(
+                    f"range must look like START:STOP (e.g. 0:10), got {range_text!r}"
+                ) from exc
         return cls(user_ids=user_ids, count=count, start=start, stop=stop)
 
     @property
     def is_everything(self) -> bool:
-        return self.user_ids is None and self.count is None and self.start is None and self.stop is None
+        return (
+            self.user_ids is None
+            and self.count is None
+            and self.start is None
+            and self.stop is None
+        )
 
     def pick(self, available: Sequence[str]) -> tuple[list[str], list[str]]:
         """Apply to the ids a source has: (selected ids in order, requested ids it lacks)."""
         if self.user_ids is not None:
             present = set(available)
-            return [u for u in self.user_ids if u in present], [u for u in self.user_ids if u not in present]
+            return [u for u in self.user_ids if u in present], [
+                u for u in self.user_ids if u not in present
+            ]
         ordered = sorted(available, key=natural_key)
         if self.count is not None:
             return ordered[: self.count], []

@@ -36,7 +36,10 @@ from memoryquest.llm.backends import (
 from memoryquest.llm.batch import BatchOptions, BatchRunner
 from memoryquest.llm.cache import CacheStats, ResponseCache, chat_key, embedding_key
 from memoryquest.llm.errors import (
+    AuthenticationBackendError,
+    BackendError,
     CircuitOpenError,
+    LLMAuthenticationError,
     LLMConfigurationError,
     LLMContentFilterError,
     LLMError,
@@ -62,9 +65,11 @@ from memoryquest.llm.schema import (
     strict_json_schema,
 )
 from memoryquest.llm.tokens import TokenCounter, token_counter
+from memoryquest.redaction import redact_loggers
 
 __all__ = [
     "CircuitOpenError",
+    "LLMAuthenticationError",
     "LLMConfigurationError",
     "LLMContentFilterError",
     "LLMError",
@@ -76,6 +81,17 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# Whatever the client layer logs is redacted too (its errors redact themselves: memoryquest.llm.errors).
+redact_loggers(
+    "memoryquest.llm.client",
+    "memoryquest.llm.batch",
+    "memoryquest.llm.openai_backend",
+    "memoryquest.llm.prices",
+    "memoryquest.llm.tokens",
+    "openai",
+    "httpx",
+)
 
 # A truncated answer is retried with twice the output budget, up to this many tokens.
 TRUNCATION_BUDGET_CAP = 16_384
@@ -146,7 +162,9 @@ class ModelClient:
             from memoryquest.settings import LimitSettings
 
             defaults = LimitSettings()
-            limiter = RateLimiter(defaults.requests_per_minute, defaults.tokens_per_minute, defaults.max_concurrency)
+            limiter = RateLimiter(
+                defaults.requests_per_minute, defaults.tokens_per_minute, defaults.max_concurrency
+            )
         self.limiter = limiter
         self.retry = retry or RetryPolicy()
         self.prices = prices or PriceTable.load()
@@ -159,14 +177,18 @@ class ModelClient:
         # Batch API mode for complete and complete_all (None: online); see memoryquest.llm.batch.
         self.batch = BatchRunner(self, batch) if batch is not None else None
         self.ledger = UsageLedger()
+        # A paid answer's usage is on disk before the next answer arrives.
+        self.ledger.write_through = not chat.simulated
         self._rng = rng or random.Random()
         self._modes: dict[str, OutputMode] = {}
         self._schema_token_counts: dict[str, int] = {}
-        self._inflight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Future[str]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._inflight: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Future[str]]
+        ] = weakref.WeakKeyDictionary()
         self._chat_tokens = token_counter(chat.model)
         self._embedding_tokens = token_counter(self._embedding_model)
+        # The message of a refused key; once set, nothing more is sent.
+        self._auth_failure: str | None = None
 
     # --- what the rest of the code reads ---------------------------------------------------
 
@@ -196,6 +218,25 @@ class ModelClient:
 
     def _cache_on(self) -> bool:
         return self.cache is not None and self.cache.enabled
+
+    @property
+    def endpoint_url(self) -> str:
+        """The chat endpoint, for messages: its base URL (or the SDK's default), else the backend name."""
+        return endpoint_label(self.chat_backend)
+
+    def _authentication_failed(self, exc: BackendError) -> LLMAuthenticationError:
+        """One message for a refused key, remembered so no later request is sent with it."""
+        if self._auth_failure is None:
+            self._auth_failure = str(authentication_error(self.endpoint_url, exc))
+        return LLMAuthenticationError(self._auth_failure)
+
+    async def check_access(self) -> None:
+        """Fail fast, before any work, when the endpoint refuses the key (see :func:`check_access`)."""
+        try:
+            await check_access(self.chat_backend)
+        except LLMAuthenticationError as exc:
+            self._auth_failure = str(exc)
+            raise
 
     # --- chat ------------------------------------------------------------------------------
 
@@ -245,7 +286,13 @@ class ModelClient:
     def _template(self, request: LLMRequest[Any]) -> PromptTemplate:
         return load_template(request.template_id, self.prompts_dir)
 
-    def _key(self, request: LLMRequest[Any], template: PromptTemplate, messages: list[dict[str, str]], seed: int) -> str:
+    def _key(
+        self,
+        request: LLMRequest[Any],
+        template: PromptTemplate,
+        messages: list[dict[str, str]],
+        seed: int,
+    ) -> str:
         backend = self.chat_backend
         return chat_key(
             backend=backend.name,
@@ -267,7 +314,9 @@ class ModelClient:
         template = self._template(request)
         messages = template.render(request.variables)
         seed = int(getattr(self.chat_backend, "seed", 0)) + request.seed
-        cacheable = self._cache_on() and bool(getattr(self.chat_backend, "cacheable", not self.simulated))
+        cacheable = self._cache_on() and bool(
+            getattr(self.chat_backend, "cacheable", not self.simulated)
+        )
         if not cacheable:
             value, _, _ = await self._ask(request, template, messages, seed)
             return value
@@ -321,13 +370,21 @@ class ModelClient:
         return OutputMode.JSON_OBJECT
 
     async def _ask(
-        self, request: LLMRequest[ResponseT], template: PromptTemplate, messages: list[dict[str, str]], seed: int
+        self,
+        request: LLMRequest[ResponseT],
+        template: PromptTemplate,
+        messages: list[dict[str, str]],
+        seed: int,
     ) -> tuple[ResponseT, ChatResult, dict[str, Any]]:
         """Send, check and validate; repair or retry bad answers a bounded number of times."""
         return await self._ask_from(self._attempt(request, template, messages, seed))
 
     def _attempt(
-        self, request: LLMRequest[Any], template: PromptTemplate, messages: list[dict[str, str]], seed: int
+        self,
+        request: LLMRequest[Any],
+        template: PromptTemplate,
+        messages: list[dict[str, str]],
+        seed: int,
     ) -> Attempt:
         return Attempt(
             request=request,
@@ -374,7 +431,9 @@ class ModelClient:
         """Remember that the server refuses ``call.mode`` for this schema, or give up."""
         weaker = call.mode.weaker()
         if weaker is None:
-            raise LLMConfigurationError(f"{where}: the server rejects every output format: {exc}") from exc
+            raise LLMConfigurationError(
+                f"{where}: the server rejects every output format: {exc}"
+            ) from exc
         self._modes[call.schema_name] = weaker
 
     def _judge(self, attempt: Attempt, result: ChatResult) -> Any | None:
@@ -390,7 +449,8 @@ class ModelClient:
             attempt.refusals += 1
             if attempt.refusals > self.output_retries:
                 raise LLMRefusalError(
-                    f"{where}: the model refused {attempt.refusals} times; reason: {result.refusal}", result.refusal
+                    f"{where}: the model refused {attempt.refusals} times; reason: {result.refusal}",
+                    result.refusal,
                 )
             return None
         if result.finish_reason == "content_filter":
@@ -421,7 +481,9 @@ class ModelClient:
             attempt.repairs += 1
             if self.simulated or attempt.repairs > self.repair_attempts:
                 tries = "" if self.simulated else f" after {self.repair_attempts} repair attempts"
-                raise LLMOutputError(f"{where}: answer does not fit {model.__name__}{tries}: {problem}") from exc
+                raise LLMOutputError(
+                    f"{where}: answer does not fit {model.__name__}{tries}: {problem}"
+                ) from exc
             attempt.conversation = [
                 *attempt.messages,
                 {"role": "assistant", "content": text},
@@ -429,7 +491,14 @@ class ModelClient:
             ]
             return None
 
-    def _remember(self, key: str, template: PromptTemplate, text: str, model: str | None, spent: dict[str, Any]) -> None:
+    def _remember(
+        self,
+        key: str,
+        template: PromptTemplate,
+        text: str,
+        model: str | None,
+        spent: dict[str, Any],
+    ) -> None:
         """Store an answer under its cache key with what it cost."""
         assert self.cache is not None
         self.cache.put_chat(
@@ -448,7 +517,9 @@ class ModelClient:
         counter = self._chat_tokens
         if self.simulated:  # counts its own tokens; nothing to limit or retry
             result = await self.chat_backend.chat(call)
-            return result, self._account_chat(call.request.stage, result, result.input_tokens, counter)
+            return result, self._account_chat(
+                call.request.stage, result, result.input_tokens, counter
+            )
         prompt_tokens = counter.count_messages(call.messages)
         if call.mode is OutputMode.JSON_SCHEMA:  # the schema is billed as prompt tokens
             prompt_tokens += self._schema_tokens(call)
@@ -470,11 +541,21 @@ class ModelClient:
         return self._schema_token_counts[call.schema_name]
 
     def _account_chat(
-        self, stage: str, result: ChatResult, prompt_tokens: int, counter: TokenCounter, *, batch: bool | None = None
+        self,
+        stage: str,
+        result: ChatResult,
+        prompt_tokens: int,
+        counter: TokenCounter,
+        *,
+        batch: bool | None = None,
     ) -> dict[str, Any]:
         """``batch``: priced as a Batch API answer (default: ``self.batch_pricing``)."""
         if result.usage_reported or self.simulated:
-            input_tokens, output_tokens, approximate = result.input_tokens, result.output_tokens, False
+            input_tokens, output_tokens, approximate = (
+                result.input_tokens,
+                result.output_tokens,
+                False,
+            )
         else:
             input_tokens = prompt_tokens
             output_tokens = counter.count(result.text or result.refusal or "")
@@ -482,9 +563,15 @@ class ModelClient:
         if self.simulated:
             cost = 0.0
         else:
-            model = result.model if result.model and self.prices.price(result.model) else self.chat_backend.model
+            model = (
+                result.model
+                if result.model and self.prices.price(result.model)
+                else self.chat_backend.model
+            )
             discounted = self.batch_pricing if batch is None else batch
-            cost = self.prices.cost(model, input_tokens, output_tokens, result.cached_tokens, batch=discounted)
+            cost = self.prices.cost(
+                model, input_tokens, output_tokens, result.cached_tokens, batch=discounted
+            )
         self.ledger.chat(
             stage,
             input_tokens=input_tokens,
@@ -502,12 +589,19 @@ class ModelClient:
         }
 
     async def _call_endpoint(
-        self, send: Callable[[], Awaitable[T]], *, reserve: int, used: Callable[[T], int], where: str
+        self,
+        send: Callable[[], Awaitable[T]],
+        *,
+        reserve: int,
+        used: Callable[[T], int],
+        where: str,
     ) -> T:
         """One logical request: limiter, retries with backoff, circuit breaker."""
         assert self.limiter is not None
         attempt = 0
         while True:
+            if self._auth_failure is not None:
+                raise LLMAuthenticationError(self._auth_failure)
             self.breaker.check()
             try:
                 async with self.limiter.slot(reserve) as permit:
@@ -516,8 +610,12 @@ class ModelClient:
                     permit.settle(used(result))
             except ResponseFormatRejectedError:
                 raise
+            except AuthenticationBackendError as exc:
+                raise self._authentication_failed(exc) from None
             except PermanentBackendError as exc:
-                raise LLMConfigurationError(f"{where}: {self.breaker.endpoint} rejected the request: {exc}") from exc
+                raise LLMConfigurationError(
+                    f"{where}: {self.breaker.endpoint} rejected the request: {exc}"
+                ) from exc
             except TransientBackendError as exc:
                 attempt += 1
                 if exc.rate_limited:
@@ -590,7 +688,9 @@ class ModelClient:
         tokens = 0
         for text in texts:
             size = self._embedding_tokens.count(text)
-            if batches[-1] and (len(batches[-1]) >= limit or tokens + size > EMBEDDING_BATCH_TOKENS):
+            if batches[-1] and (
+                len(batches[-1]) >= limit or tokens + size > EMBEDDING_BATCH_TOKENS
+            ):
                 batches.append([])
                 tokens = 0
             batches[-1].append(text)
@@ -613,18 +713,27 @@ class ModelClient:
             counted = self._embedding_tokens.count_many(batch)
             reserve = counted
             result = await self._call_endpoint(
-                send, reserve=reserve, used=lambda r: r.tokens or reserve, where=f"embeddings (stage {stage})"
+                send,
+                reserve=reserve,
+                used=lambda r: r.tokens or reserve,
+                where=f"embeddings (stage {stage})",
             )
         else:
             result = await send()
         if len(result.vectors) != len(batch):
-            raise LLMOutputError(f"embedder {embedder.name} returned {len(result.vectors)} vectors for {len(batch)} texts")
+            raise LLMOutputError(
+                f"embedder {embedder.name} returned {len(result.vectors)} vectors for {len(batch)} texts"
+            )
         if result.usage_reported:
             tokens, approximate = result.tokens, False
         else:
             tokens = counted if counted is not None else self._embedding_tokens.count_many(batch)
             approximate = self._embedding_tokens.approximate
-        cost = self.prices.cost(self._embedding_model, tokens, batch=self.batch_pricing) if remote else 0.0
+        cost = (
+            self.prices.cost(self._embedding_model, tokens, batch=self.batch_pricing)
+            if remote
+            else 0.0
+        )
         self.ledger.embedding(stage, tokens=tokens, cost_usd=cost, approximate=approximate)
         return normalise_rows(result.vectors)
 
@@ -638,8 +747,44 @@ class ModelClient:
                 await close()
 
 
+def endpoint_label(backend: ChatBackend) -> str:
+    """Where a backend sends requests, for messages: its URL (the SDK's default included), else its name."""
+    return str(getattr(backend, "endpoint_url", None) or backend.base_url or backend.name)
+
+
+def authentication_error(endpoint: str, exc: BackendError) -> LLMAuthenticationError:
+    """One line: where, the server's (redacted, shortened) reason, and what to check."""
+    reason = " ".join(str(exc).split())
+    if len(reason) > 200:
+        reason = reason[:199] + "…"
+    return LLMAuthenticationError(
+        f"authentication failed for {endpoint} ({reason}); check endpoint.api_key "
+        "(or OPENAI_API_KEY / AZURE_OPENAI_API_KEY)"
+    )
+
+
+async def check_access(backend: ChatBackend) -> None:
+    """Raise :class:`LLMAuthenticationError` when ``backend``'s endpoint refuses the key.
+
+    One free request (``GET /models``). Only a refused key (401/403) is
+    conclusive; any other answer (a server without ``/models``, a slow start)
+    is left for the run itself to report. The simulator has nothing to check.
+    """
+    check = getattr(backend, "check_access", None)
+    if backend.simulated or not callable(check):
+        return
+    try:
+        await check()
+    except AuthenticationBackendError as exc:
+        raise authentication_error(endpoint_label(backend), exc) from None
+    except BackendError:
+        return
+
+
 def _embedder_kind(embedder: EmbeddingBackend) -> str:
-    return str(getattr(embedder, "kind", "remote" if getattr(embedder, "remote", False) else "local"))
+    return str(
+        getattr(embedder, "kind", "remote" if getattr(embedder, "remote", False) else "local")
+    )
 
 
 def _used_chat_tokens(result: ChatResult, prompt_tokens: int, counter: TokenCounter) -> int:

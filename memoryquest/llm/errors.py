@@ -5,13 +5,25 @@ refusal / truncation / content-filter subclasses), or the *endpoint* was
 (``LLMTransportError``, ``CircuitOpenError``, ``LLMConfigurationError``).
 Backends raise the small ``BackendError`` types below; only the client turns
 them into retries or into one of the public errors.
+
+Every message passes through :func:`memoryquest.redaction.redact_text` when
+the error is made, so neither the configured API key nor anything shaped
+like a key (an endpoint that echoes the key in its error body) can reach a
+log, a traceback or Prefect's database through these errors.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from memoryquest.redaction import redact_text
+
 
 class LLMError(RuntimeError):
     """Base of every error the client layer raises on purpose."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(redact_text(str(message)), *args)
 
 
 class LLMOutputError(LLMError):
@@ -37,7 +49,9 @@ class LLMContentFilterError(LLMOutputError):
 class LLMTransportError(LLMError):
     """The endpoint kept failing (429, 5xx, timeouts, connection errors) past the retry budget."""
 
-    def __init__(self, message: str, attempts: int, last_error: BaseException | None = None) -> None:
+    def __init__(
+        self, message: str, attempts: int, last_error: BaseException | None = None
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.last_error = last_error
@@ -51,6 +65,24 @@ class LLMConfigurationError(LLMError):
     """The endpoint rejected the request for a reason retrying cannot fix (key, model, quota, input)."""
 
 
+class LLMAuthenticationError(LLMConfigurationError):
+    """HTTP 401/403: the key (or its permissions) was refused. Never retried."""
+
+
+# Errors that another attempt of the same work cannot fix: Prefect must not retry a stage for them.
+PERMANENT_ERRORS: tuple[type[BaseException], ...] = (LLMConfigurationError, CircuitOpenError)
+
+
+def retry_unless_permanent(task: Any, task_run: Any, state: Any) -> bool:
+    """A Prefect ``retry_condition_fn``: retry a failed stage unless its error is permanent.
+
+    A refused key, a rejected model or an open circuit fail the same way on
+    every attempt; retrying only repeats the request (and the error) twice more.
+    """
+    error = getattr(state, "data", None)
+    return not isinstance(error, PERMANENT_ERRORS)
+
+
 # --- raised by backends, consumed by the client -------------------------------------------
 
 
@@ -58,7 +90,7 @@ class BackendError(Exception):
     """One failed attempt, as a backend saw it."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redact_text(message))
         self.status = status
 
 
@@ -84,6 +116,10 @@ class TransientBackendError(BackendError):
 
 class PermanentBackendError(BackendError):
     """Retrying the same request cannot succeed (bad key, unknown model, invalid input, no quota)."""
+
+
+class AuthenticationBackendError(PermanentBackendError):
+    """HTTP 401 or 403: the endpoint refused the credentials."""
 
 
 class ResponseFormatRejectedError(PermanentBackendError):

@@ -3,7 +3,9 @@
 The SDK runs with ``max_retries=0``: one HTTP attempt per call, so the
 client's own limiter, backoff and circuit breaker are the only policy.
 SDK exceptions become ``memoryquest.llm.errors`` backend errors here and
-nowhere else; stages never import ``openai``.
+nowhere else; stages never import ``openai``. On the way, the SDK exception
+itself is scrubbed (:func:`scrub_sdk_error`): an endpoint that echoes the key
+in its error body must not get it into a traceback.
 
 The SDK's HTTP connection pool belongs to the event loop that created it,
 so one SDK client is kept per running loop.
@@ -22,6 +24,7 @@ import numpy as np
 
 from memoryquest.llm.backends import ChatCall, ChatResult, EmbeddingResult, OutputMode
 from memoryquest.llm.errors import (
+    AuthenticationBackendError,
     LLMConfigurationError,
     PermanentBackendError,
     ResponseFormatRejectedError,
@@ -29,11 +32,24 @@ from memoryquest.llm.errors import (
 )
 from memoryquest.llm.hints import encode_hints, is_loopback
 from memoryquest.llm.schema import schema_instruction
+from memoryquest.redaction import redact, redact_text, register_secret
+
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
 # Models that reject temperature other than the default (reasoning models).
 _FIXED_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
-_RESPONSE_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output", "strict")
-EMBEDDING_DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+_RESPONSE_FORMAT_WORDS = (
+    "response_format",
+    "json_schema",
+    "json_object",
+    "structured output",
+    "strict",
+)
+EMBEDDING_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
 
 
 class _SdkClients:
@@ -41,7 +57,9 @@ class _SdkClients:
 
     def __init__(self, factory: Any) -> None:
         self._factory = factory
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def get(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -70,8 +88,11 @@ def make_sdk_factory(
 
     ``openai`` takes seconds to import, so it is imported here, when the
     backend is built, rather than inside the first request on the event loop.
+    The key is registered with the redactor, so no message can carry it.
     """
     import openai
+
+    register_secret(api_key)
 
     def build() -> Any:
         try:
@@ -91,9 +112,20 @@ def make_sdk_factory(
                 max_retries=0,
             )
         except openai.OpenAIError as exc:
-            raise LLMConfigurationError(f"cannot build the {kind} client: {exc}") from exc
+            raise LLMConfigurationError(f"cannot build the {kind} client: {exc}") from None
 
     return build
+
+
+def scrub_sdk_error(exc: BaseException) -> None:
+    """Redact an SDK exception in place: its args, ``message`` and ``body`` (the server's error text)."""
+    exc.args = tuple(redact_text(a) if isinstance(a, str) else a for a in exc.args)
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        exc.message = redact_text(message)  # type: ignore[attr-defined]
+    body = getattr(exc, "body", None)
+    if body is not None:
+        exc.body = redact(body)  # type: ignore[attr-defined]
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -119,27 +151,39 @@ def parse_retry_after(headers: Any) -> float | None:
 
 
 def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception:
-    """An SDK exception as a backend error the client knows how to handle."""
+    """An SDK exception as a backend error the client knows how to handle (both redacted)."""
     import openai
+
+    scrub_sdk_error(exc)
 
     if isinstance(exc, openai.APITimeoutError):
         return TransientBackendError(f"request timed out: {exc}", kind="timeout")
     if isinstance(exc, openai.APIConnectionError):
         return TransientBackendError(f"connection failed: {exc}", kind="connection")
     if isinstance(exc, openai.APIResponseValidationError):
-        return TransientBackendError(f"malformed response body: {exc}", kind="server", status=exc.response.status_code)
+        return TransientBackendError(
+            f"malformed response body: {exc}", kind="server", status=exc.response.status_code
+        )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = parse_retry_after(exc.response.headers)
         body = exc.body if isinstance(exc.body, dict) else {}
         code = str(body.get("code") or "")
         detail = f"HTTP {status}: {exc.message}"
+        if status in (401, 403):
+            return AuthenticationBackendError(detail, status=status)
         if status == 429:
             if code == "insufficient_quota" or "insufficient_quota" in exc.message:
-                return PermanentBackendError(f"{detail} (the account has no quota left)", status=status)
-            return TransientBackendError(detail, kind="rate_limit", status=status, retry_after=retry_after)
+                return PermanentBackendError(
+                    f"{detail} (the account has no quota left)", status=status
+                )
+            return TransientBackendError(
+                detail, kind="rate_limit", status=status, retry_after=retry_after
+            )
         if status >= 500 or status in (408, 409):
-            return TransientBackendError(detail, kind="server", status=status, retry_after=retry_after)
+            return TransientBackendError(
+                detail, kind="server", status=status, retry_after=retry_after
+            )
         if status == 400 and mode in (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT):
             text = f"{exc.message} {body.get('param') or ''}".lower()
             if any(word in text for word in _RESPONSE_FORMAT_WORDS):
@@ -172,7 +216,9 @@ class OpenAIChatBackend:
         self.base_url = azure_endpoint if kind == "azure" else base_url
         self.seed = seed
         # Variables go along only to loopback test servers unless asked explicitly.
-        self.send_variables = is_loopback(self.base_url) if send_variables is None else send_variables
+        self.send_variables = (
+            is_loopback(self.base_url) if send_variables is None else send_variables
+        )
         # Official endpoints want max_completion_tokens; compatible servers mostly know max_tokens.
         self._official = kind == "azure" or base_url is None or "api.openai.com" in (base_url or "")
         self._clients = _SdkClients(
@@ -203,7 +249,11 @@ class OpenAIChatBackend:
         if call.mode is OutputMode.JSON_SCHEMA and call.strict_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": call.schema_name, "schema": call.strict_schema, "strict": True},
+                "json_schema": {
+                    "name": call.schema_name,
+                    "schema": call.strict_schema,
+                    "strict": True,
+                },
             }
         elif call.mode is OutputMode.JSON_OBJECT:
             body["response_format"] = {"type": "json_object"}
@@ -221,6 +271,21 @@ class OpenAIChatBackend:
     def sdk_client(self) -> Any:
         """The SDK client of the running event loop (the Batch API runner's Files and Batches calls)."""
         return self._clients.get()
+
+    @property
+    def endpoint_url(self) -> str:
+        """Where requests go, for messages (the SDK's default for the official endpoint)."""
+        return self.base_url or OPENAI_DEFAULT_URL
+
+    async def check_access(self) -> None:
+        """One free request (``GET /models``); raises the translated error when it fails."""
+        import openai
+
+        client = self._clients.get()
+        try:
+            await client.models.list()
+        except openai.OpenAIError as exc:
+            raise translate_error(exc) from None
 
     async def chat(self, call: ChatCall) -> ChatResult:
         import openai

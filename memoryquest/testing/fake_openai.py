@@ -82,6 +82,7 @@ class FaultKind(StrEnum):
     TRUNCATED = "truncated"  # finish_reason length, content cut in half
     REFUSAL = "refusal"  # message.refusal set, no content
     CONTENT_FILTER = "content_filter"  # finish_reason content_filter, no content
+    UNAUTHORIZED = "unauthorized"  # 401 (or ``status`` 403) whose body echoes the presented key
 
 
 # Faults that only make sense for a chat answer.
@@ -144,6 +145,11 @@ class Fault:
     @classmethod
     def content_filter(cls) -> Fault:
         return cls(FaultKind.CONTENT_FILTER)
+
+    @classmethod
+    def unauthorized(cls, status: int = 401, *, endpoint: str = "chat") -> Fault:
+        """The key is refused (revoked mid-run); the error body repeats it, as careless servers do."""
+        return cls(FaultKind.UNAUTHORIZED, status=status, endpoint=endpoint)
 
     @classmethod
     def of(cls, kind: FaultKind) -> Fault:
@@ -319,6 +325,7 @@ class FakeOpenAIServer:
         batch_polls: int = 1,
         batch_delay: float = 0.0,
         batch_expire_after: int | None = None,
+        echo_key: bool = False,
     ) -> None:
         self._default_rpm = requests_per_minute
         self._defaults: dict[str, Any] = {
@@ -332,6 +339,7 @@ class FakeOpenAIServer:
             "batch_polls": batch_polls,
             "batch_delay": batch_delay,
             "batch_expire_after": batch_expire_after,
+            "echo_key": echo_key,
         }
         self.latency = latency
         self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
@@ -345,6 +353,7 @@ class FakeOpenAIServer:
         self.batch_polls = batch_polls  # retrieves that see a batch in progress before it completes
         self.batch_delay = batch_delay  # and the seconds it stays in progress at least
         self.batch_expire_after = batch_expire_after  # lines run before a batch expires (None: all)
+        self.echo_key = echo_key  # a refused key is repeated in the 401 body (a careless server)
         self.files: dict[str, _StoredFile] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines: list[LoggedRequest] = []
@@ -528,7 +537,7 @@ class FakeOpenAIServer:
     ) -> Fault | None:
         """Auth, rate limit and transport faults; returns the content fault, if any."""
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            raise _ErrorAnswer(401, "Incorrect API key provided.", code="invalid_api_key")
+            raise self._refused(headers)
         if limited and self.rate_limit is not None:
             wait = self.rate_limit.take()
             if wait is not None:
@@ -542,6 +551,8 @@ class FakeOpenAIServer:
             raise _RateLimited(fault.retry_after, ms=fault.retry_after_ms)
         if fault.kind is FaultKind.SERVER_ERROR:
             raise _ErrorAnswer(fault.status, "The server had an error while processing your request.", code="server_error")
+        if fault.kind is FaultKind.UNAUTHORIZED:
+            raise self._refused(headers, status=fault.status, echo=True)
         if fault.kind is FaultKind.TIMEOUT:
             raise _Stall(fault.delay)
         if fault.kind is FaultKind.DISCONNECT:
@@ -666,7 +677,18 @@ class FakeOpenAIServer:
             {},
         )
 
+    def _refused(self, headers: dict[str, str], *, status: int = 401, echo: bool | None = None) -> _ErrorAnswer:
+        """The answer to a refused key; with ``echo`` (default ``self.echo_key``) it repeats the key."""
+        presented = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if echo if echo is not None else self.echo_key:
+            message = f"Incorrect API key provided: {presented}. Authorization: Bearer {presented}"
+        else:
+            message = "Incorrect API key provided."
+        return _ErrorAnswer(status, message, code="invalid_api_key")
+
     def _models(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            raise self._refused(headers)
         return 200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "memoryquest"}]}, {}
 
     # --- Batch API ------------------------------------------------------------------------

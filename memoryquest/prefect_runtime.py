@@ -1,0 +1,227 @@
+"""Prefect, quiet and offline by default: the project's defaults and its temporary API server.
+
+Defaults (:func:`apply_defaults`, run when ``memoryquest`` is imported, so
+before Prefect reads its settings; each only when the variable is not set):
+
+* ``DO_NOT_TRACK=1`` — Prefect's client-side SDK telemetry stays off;
+* ``PREFECT_SERVER_ANALYTICS_ENABLED=false`` — the server's telemetry
+  heartbeat stays off (it looked up a public host name on every run, and on a
+  fresh Prefect home its first write raced the database migration and printed
+  a "database is locked" traceback in a run that succeeded);
+* ``PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY=false`` — no run spans;
+* ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180`` — a busy laptop
+  may need longer than Prefect's 20 s to bring a server up.
+
+A command-line run without ``PREFECT_API_URL`` gets a temporary server from
+:func:`local_prefect_api` instead of Prefect's own ephemeral one, because that
+one outlives a killed CLI (it stays up, listening, at about 225 MB). Ours is
+started in its own process group (a Ctrl-C at the terminal reaches only the
+CLI, which stops it cleanly) and, on Linux, with a parent-death signal
+(``prctl(PR_SET_PDEATHSIG, SIGTERM)``), so it goes away when the CLI dies,
+even by ``kill -9``. Its output goes to a log file in the Prefect home, never
+to the CLI's stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+PREFECT_DEFAULTS: dict[str, str] = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+}
+
+# Runs in the server's process before uvicorn: die with the parent, then become uvicorn (same pid).
+_LAUNCHER = """
+import os, signal, sys
+parent = int(sys.argv[1])
+if sys.platform.startswith("linux"):
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+if os.getppid() != parent:  # the parent died before the signal was armed
+    sys.exit(0)
+os.execv(sys.executable, [sys.executable, "-m", "uvicorn", *sys.argv[2:]])
+"""
+PORT_IN_USE = 3  # uvicorn's exit code when it cannot bind
+
+
+def apply_defaults() -> None:
+    """Set the project's Prefect defaults in the environment, keeping anything already set."""
+    for name, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TemporaryPrefectServer:
+    """A Prefect API on 127.0.0.1 that lives exactly as long as this process (see the module docstring)."""
+
+    def __init__(self, home: Path, startup_seconds: float) -> None:
+        self.home = home
+        self.startup_seconds = startup_seconds
+        self.log_path = home / f"memoryquest-server-{os.getpid()}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def _environment(self) -> dict[str, str]:
+        from prefect.settings import get_current_settings
+
+        env = {**os.environ, **get_current_settings().to_environment_variables(exclude_unset=True)}
+        for name, value in PREFECT_DEFAULTS.items():
+            env.setdefault(name, value)
+        env.pop("PREFECT_API_URL", None)
+        env.update(
+            {
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT__SERVER_FINAL": "1",
+            }
+        )
+        return env
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        import prefect
+
+        self.port = _free_port()
+        arguments = [
+            "--app-dir",
+            str(Path(prefect.__file__).parent.parent),
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "error",
+            "--lifespan",
+            "on",
+        ]
+        with open(self.log_path, "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *arguments],
+                env=self._environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def start(self) -> TemporaryPrefectServer:
+        import httpx
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.startup_seconds
+        self.process = self._spawn()
+        attempts = 1
+        with httpx.Client(timeout=2.0) as http:
+            while True:
+                code = self.process.poll()
+                if code == PORT_IN_USE and attempts < 5:
+                    attempts += 1
+                    self.process = self._spawn()
+                    continue
+                if code is not None:
+                    raise RuntimeError(
+                        f"the temporary Prefect server exited with code {code} while starting; see {self.log_path}"
+                    )
+                try:
+                    if http.get(f"{self.api_url}/health").status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(
+                        f"the temporary Prefect server did not answer within {self.startup_seconds:g} s "
+                        f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); see {self.log_path}"
+                    )
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        crashed = process.poll() is not None
+        if not crashed:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if not crashed:
+            self.log_path.unlink(missing_ok=True)  # kept only when the server died on its own
+
+
+def drain_prefect_workers() -> None:
+    """Send the logs and events this process still holds to the API before it goes away."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def drain() -> None:
+        try:
+            drained: object = APILogWorker.instance().drain()
+            if inspect.isawaitable(drained):
+                await drained
+        except RuntimeError:  # the worker never started
+            pass
+        events: object = EventsWorker.drain_all()
+        if inspect.isawaitable(events):
+            await events
+
+    with contextlib.suppress(Exception):
+        run_coro_as_sync(drain())
+
+
+@contextlib.contextmanager
+def local_prefect_api() -> Iterator[str]:
+    """The configured Prefect API, or a temporary server for the duration of the block; yields its URL."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        get_current_settings,
+        temporary_settings,
+    )
+
+    settings = get_current_settings()
+    if settings.api.url:
+        yield str(settings.api.url)
+        return
+    server = TemporaryPrefectServer(
+        Path(settings.home), float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    )
+    server.start()
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            try:
+                yield server.api_url
+            finally:
+                drain_prefect_workers()
+    finally:
+        server.stop()
