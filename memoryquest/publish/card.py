@@ -270,7 +270,13 @@ def _provenance(inputs: CardInputs) -> list[str]:
         lines.append(f"- Text: chat model `{manifest.chat_model}` via `{manifest.backend}` at {endpoint}")
     lines += [
         f"- Embedder: `{manifest.embedder}`",
-        f"- Seed: {manifest.seed}; wall time {manifest.wall_seconds:.1f} s; total cost ${manifest.total_cost_usd:.4f}",
+        f"- Seed: {manifest.seed}; wall time {manifest.wall_seconds:.1f} s; total cost ${manifest.total_cost_usd:.4f}"
+        + (
+            f" over {manifest.attempts} attempts (${manifest.cost_this_attempt_usd:.4f} in the last one, "
+            f"${manifest.reused_cost_usd:.4f} spent earlier and reused from the cache)"
+            if manifest.attempts > 1
+            else ""
+        ),
         f"- Personas: {len(manifest.persona_ids)} in the run",
         "- Full details (every threshold, prompt version, token count and sha256 of every file): `manifest.json`",
         "",
