@@ -65,7 +65,7 @@ async def test_facts_two_days_apart_are_merged_with_aggregated_provenance(client
     assert len(result.facts) == 4 and len(originals) == 2
     assert merged.fid == make_id("fact", "merge", *sorted(f.fid for f in originals))
     assert merged.merged_fids == sorted(f.fid for f in originals)
-    assert merged.info == "Enjoys reading sci-fi novels; loves science-fiction books"
+    assert merged.info == "Enjoys reading sci-fi novels"  # one member, never a concatenation
     assert merged.frequency == 2 and merged.state is FactState.ADD and merged.status is FactStatus.ACTIVE
     assert merged.session_ids == [sessions[0].session_id, sessions[1].session_id]
     assert merged.source_reference_ids == [sessions[0].reference_id]

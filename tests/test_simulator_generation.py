@@ -18,15 +18,10 @@ from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.persona_grounding import (
-    LIFE_UPDATES,
     PersonaMaterial,
     affinity_statements,
     contains_verbatim,
-    echo_update,
-    fill_life_update,
     interaction_sentences,
-    paraphrase_reference,
-    reference_slots,
     shift_person,
     split_sentences,
     task_scenarios,
@@ -101,98 +96,8 @@ def test_task_scenarios_turn_intents_into_in_situ_requests(user0: Persona) -> No
     assert getaway.situation_phrase() == "I'm on my laptop in Toronto, Canada this evening."
 
 
-def test_every_life_update_paraphrase_conveys_without_repeating(personas: list[Persona]) -> None:
-    """Exhaustive over all 30 sample personas: fillable templates never leave a slot or repeat the text."""
-    rng = random.Random(7)
-    date = dt.date(2024, 6, 14)
-    filled = 0
-    for persona in personas:
-        mat = material(persona)
-        for template in LIFE_UPDATES:
-            update = fill_life_update(template, mat, date, rng)
-            if update is None:
-                continue
-            filled += 1
-            assert "{" not in update.text and "(" not in update.text, update.text
-            assert reference_slots(update.text) == update.slots
-            for _ in range(3):
-                said = paraphrase_reference(update.text, rng)
-                assert not contains_verbatim(said, update.text), (update.text, said)
-                assert re.search(r"\b(I|my|me|I'm|I've)\b", said, re.IGNORECASE), said
-    assert filled > 30 * 40
-
-
-def test_foreign_references_get_a_first_person_paraphrase() -> None:
-    rng = random.Random(1)
-    for text in (
-        "Switched to a 6:30 AM weekday alarm after starting a new shift in March",
-        "Allergic to tree nuts since childhood",
-        "Prefers quiet hotels",
-        "I moved to Ottawa in May",
-    ):
-        said = paraphrase_reference(text, rng)
-        assert not contains_verbatim(said, text), said
-    echo = echo_update("plan a weekend getaway", Domain.HOTELS, rng)
-    assert "plan a weekend getaway" in echo.text
-    assert not contains_verbatim(paraphrase_reference(echo.text, rng), echo.text)
-
-
 # --------------------------------------------------------------------------- query_generation
-
-
-def test_simulated_queries_obey_the_candidate_rules(user0: Persona) -> None:
-    settings = GenerationSettings()
-    answer = json.loads(simulate("query_generation", query_variables(user0, settings), seed=0))
-    candidates = answer["candidates"]
-    assert len(candidates) == settings.candidates_per_user
-    texts = [c["query"] for c in candidates]
-    assert len(set(texts)) == len(texts)
-    weekdays = {s.task_id: s.situation.get("Day of the Week") for s in task_scenarios(user0.tasks)}
-    used_refs: set[str] = set()
-    for c in candidates:
-        query_date = dt.date.fromisoformat(c["query_date"])
-        assert settings.query_date_start <= query_date <= settings.query_date_end
-        assert settings.references_min <= len(c["references"]) <= settings.references_max
-        domains = [r["domain"] for r in c["references"]]
-        assert c["domain"] not in domains and len(set(domains)) == len(domains)
-        dates = [dt.date.fromisoformat(r["date"]) for r in c["references"]]
-        assert all(0 < (query_date - d).days <= settings.reference_window_days for d in dates)
-        assert len(set(dates)) == len(dates)
-        assert c["reasoning"].strip()
-        for r in c["references"]:
-            assert r["text"] not in used_refs  # no reference is reused across a persona's candidates
-            used_refs.add(r["text"])
-    # Queries are dated on the weekday of their task's situation.
-    assert any(dt.date.fromisoformat(c["query_date"]).strftime("%A") in set(weekdays.values()) for c in candidates)
-
-
-def test_simulated_queries_are_grounded_in_the_persona(user0: Persona) -> None:
-    settings = GenerationSettings()
-    candidates = json.loads(simulate("query_generation", query_variables(user0, settings), seed=0))["candidates"]
-    cores = [s.core for s in task_scenarios(user0.tasks)]
-    values = {v for a in user0.affinities for v in a.values if len(v) > 3}
-    for c in candidates:
-        # an in-situ request built on one of the persona's tasks, not a quiz question
-        assert any(core in c["query"] for core in cores), c["query"]
-        assert not c["query"].lower().startswith(("what is my", "what's my", "do i "))
-    refs = [r["text"] for c in candidates for r in c["references"]]
-    grounded = [t for t in refs if any(v in t for v in values)]
-    assert len(grounded) / len(refs) > 0.5
-
-
-def test_simulated_queries_are_deterministic_per_seed(user0: Persona) -> None:
-    settings = GenerationSettings()
-    variables = query_variables(user0, settings)
-    assert simulate("query_generation", variables, seed=3) == simulate("query_generation", variables, seed=3)
-    assert simulate("query_generation", variables, seed=3) != simulate("query_generation", variables, seed=4)
-
-
-def test_a_re_ask_avoids_the_requests_already_proposed(user0: Persona) -> None:
-    settings = GenerationSettings()
-    first = json.loads(simulate("query_generation", query_variables(user0, settings), seed=0))["candidates"]
-    proposed = [c["query"] for c in first]
-    again = json.loads(simulate("query_generation", query_variables(user0, settings, proposed), seed=1))["candidates"]
-    assert not set(proposed) & {c["query"] for c in again}
+# Requests and their references are tested in test_simulator_queries.py.
 
 
 # --------------------------------------------------------------------------- timeline_synthesis
@@ -254,22 +159,34 @@ def dialogue_variables(persona: Persona, domain: Domain, description: str, refer
 
 
 def test_simulated_dialogue_conveys_the_reference_in_the_reported_user_turn(user0: Persona) -> None:
-    reference = {"text": "Moved the weekday alarm from 7:00 AM to 6:30 AM after starting an early shift",
-                 "date": "2024-05-10", "domain": "Alarm"}
+    from memoryquest.simulator.needs import distractor_update
+
+    update = distractor_update(material(user0), Domain.ALARM, dt.date(2024, 5, 10), random.Random(3), set(), set())
+    assert update is not None
+    reference = {"text": update.text, "date": "2024-05-10", "domain": "Alarm"}
     description = ("The user wants to review and potentially modify their existing alarm settings. Chatting in "
                    "Toronto, Canada on their smartphone in the morning. In passing, the user shares an update: "
                    f"{reference['text']}.")
     answer = json.loads(simulate("dialogue_expansion", dialogue_variables(user0, Domain.ALARM, description, reference)))
     turns = answer["turns"]
     assert [t["role"] for t in turns] == ["user", "assistant"] * (len(turns) // 2)
-    assert turns[0]["content"].count("I want to review and potentially modify my existing alarm settings.") == 1
+    assert "review and potentially modify my existing alarm settings" in turns[0]["content"]
     (index,) = answer["reference_turn_indices"]
     assert turns[index]["role"] == "user"
-    assert "6:30 AM" in turns[index]["content"]
+    assert answer["reference_sentence"] in split_sentences(turns[index]["content"])
     assert all(not contains_verbatim(t["content"], reference["text"]) for t in turns)
-    # the profile's 7:00 AM preference would contradict the update, so the session avoids restating it elsewhere
-    others = [t["content"] for i, t in enumerate(turns) if i != index]
-    assert not any("7:00 AM" in text for text in others)
+
+
+def test_a_dialogue_never_restates_a_profile_value_its_update_changes(user0: Persona) -> None:
+    reference = {"text": "Moved the weekday alarm from 7:00 AM to 6:30 AM after starting an early shift",
+                 "date": "2024-05-10", "domain": "Alarm"}
+    description = ("The user wants to review and potentially modify their existing alarm settings. "
+                   f"In passing, the user shares an update: {reference['text']}.")
+    for seed in range(10):
+        answer = json.loads(simulate("dialogue_expansion", dialogue_variables(user0, Domain.ALARM, description, reference), seed=seed))
+        (index,) = answer["reference_turn_indices"]
+        others = [t["content"] for i, t in enumerate(answer["turns"]) if i != index]
+        assert not any("7:00 AM" in text for text in others)
 
 
 def test_simulated_dialogues_sound_like_the_persona(user0: Persona) -> None:
@@ -280,11 +197,11 @@ def test_simulated_dialogues_sound_like_the_persona(user0: Persona) -> None:
         answer = json.loads(simulate("dialogue_expansion", dialogue_variables(user0, Domain.BOOKS, description, None), seed=seed))
         turns = answer["turns"]
         lengths.append(len(turns))
-        assert answer["reference_turn_indices"] == []
+        assert answer["reference_turn_indices"] == [] and answer["reference_sentence"] == ""
         user_text = " ".join(t["content"] for t in turns if t["role"] == "user")
-        assert re.search(r"\bI (?:mostly|love|really|read|like|usually|pick|have|prefer|am|'m)\b|\bMy\b", user_text), user_text
+        assert re.search(r"\b(?:I|I'm|I've|my|My)\b", user_text), user_text
         all_text = " ".join(t["content"] for t in turns)
-        mentions += any(v in all_text for v in ("Carl Sagan", "Stephen Hawking", "Yuval Noah Harari", "science-fiction"))
+        mentions += any(v in all_text for v in ("Carl Sagan", "Stephen Hawking", "Yuval Noah Harari", "science-fiction", "The Martian"))
     assert min(lengths) >= 5 and max(lengths) <= 30
     assert 10 <= sum(lengths) / len(lengths) <= 15  # about six exchanges, as in the paper
     assert len(set(lengths)) >= 4

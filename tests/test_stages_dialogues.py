@@ -131,9 +131,11 @@ def reference_case(run: GeneratedRun) -> tuple:
     timeline = run.timelines[q.query_id].timeline
     session = next(s for s in sessions_of(run, q.query_id) if s.reference_id)
     event = next(e for e in timeline.events if e.event_id == session.event_id)
+    span = session.reference_spans[0] if session.reference_spans else None
     draft = DialogueDraft(
         turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
         reference_turn_indices=session.reference_turn_indices,
+        reference_sentence=session.turns[span.turn_index].content[span.start : span.end] if span else "",
     )
     persona = next(p for p in run.personas if p.persona_id == q.persona_id)
     return persona, q, event, draft, session

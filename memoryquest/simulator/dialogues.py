@@ -1,17 +1,25 @@
 """Simulated answer for ``dialogue_expansion``: one conversation, in this persona's voice.
 
-The user opens with the event's own request (moved into the first person) and
-its situation, then states things about themselves that come from the real
-profile — affinities ("My favorite authors are Carl Sagan and Stephen
-Hawking.") and the domain's interaction summary ("I prefer to set a recurring
-alarm for 7:00 AM on weekdays.") — one clear first-person sentence at a time.
-A reference event's update is said once, as its own sentence, in a paraphrase
-that never repeats the stored text; the index of that user turn is reported.
-The assistant answers helpfully from the same profile (second person, "you
-usually prefer ...") with concrete options built from the affinities.
+The user opens with the event's request in their own words; the assistant
+works on that request — its proposals, questions and closing come from the
+request's topic (:class:`~memoryquest.simulator.phrasing.Topic`) and the
+domain's affinities. Along the way the user makes personal remarks in most
+turns: preferences from the affinities, small recent things built on them,
+the situation they are chatting in, who they are.
+
+The life updates written into the event — its reference, if it carries one,
+and the distractors the timeline put next to it (all after the same marker) —
+are each said once, by :func:`memoryquest.simulator.needs.say_update`, in user
+turns picked at random, as one of that turn's personal remarks: with the same
+lead-ins, at the same place in the turn and answered by the same assistant
+reply as any other remark. Whether the assistant has just asked a personal
+question ("Is there anything going on lately that I should plan around?") is
+decided independently of where the updates go, in filler and reference
+sessions alike. So nothing around a reference marks it; only its content does.
 
 Turn counts follow the paper's shape: about six exchanges on average (three to
-ten), always alternating and starting with the user.
+ten), always alternating and starting with the user. The answer names the
+reference turn and the exact sentence in it that states the reference.
 """
 
 from __future__ import annotations
@@ -20,170 +28,61 @@ import datetime as dt
 import math
 import random
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain
-from memoryquest.simulator import simulates
-from memoryquest.simulator.persona_grounding import (
-    PersonaMaterial,
-    affinity_statements,
-    clean_value,
-    fix_articles,
-    identity_statements,
-    interaction_sentences,
-    lower_first,
-    paraphrase_reference,
-    reference_slots,
-    sentence,
-    shift_person,
-)
-from memoryquest.simulator.timelines import REFERENCE_MARKER
+from memoryquest.simulator import phrasing, simulates
+from memoryquest.simulator.grammar import normalise_text
+from memoryquest.simulator.needs import say_update as needs_say_update
+from memoryquest.simulator.phrasing import Options, Setting, Topic, Voice
+from memoryquest.simulator.timelines import described_updates
 
 EXCHANGES = range(3, 11)
 EXCHANGE_WEIGHTS = (5, 11, 17, 20, 17, 13, 10, 7)  # mean ≈ 6.2 exchanges, as in the paper
 
-_GREETINGS = ("Hi!", "Hey there.", "Hello,", "", "Hi there,", "")
-_ASKS = (
-    "Can you help me with that?",
-    "Could you sort this out for me?",
-    "What do you suggest?",
-    "Where should we start?",
-    "Can you give me a hand?",
-)
-_FOLLOW_UPS = (
-    "What would you recommend?",
-    "Can you narrow it down to two options?",
-    "Any other options?",
-    "What do you think?",
-    "Does that change your suggestion?",
-    "Can you take that into account?",
-    "What are the pros and cons?",
-    "Could you give me a bit more detail?",
-    "Which one would you pick?",
-    "Is there anything that fits better?",
-)
-_CLOSINGS = (
-    "Perfect, let's go with that. Thanks!",
-    "Great — please book it.",
-    "That works for me, thank you.",
-    "Sounds good. I'll take it from here.",
-    "Thanks, that's exactly what I needed.",
-    "Okay, let's do that. Appreciate the help!",
-)
-_ASSISTANT_OPENERS = ("Of course!", "Happy to help.", "Sure thing.", "Absolutely.", "Glad to help with that.")
-_RECALL_FRAMES = ("{s}", "From our past chats, I remember that {l}", "As I recall, {l}", "Last time we talked, I noted that {l}")
-_PROPOSALS = ("How about {o}?", "I'd suggest {o}.", "One good fit would be {o}.", "I can set up {o}.", "What do you think of {o}?")
-_NOTED = ("Noted.", "Got it.", "Good to know.", "Makes sense.", "Understood.")
-_REFERENCE_ACKS = (
-    "Thanks for telling me — I'll plan around that.",
-    "That's useful to know; I'll keep it in mind from now on.",
-    "Understood, I'll factor that in.",
-    "Good to know, I'll make sure my suggestions account for it.",
-)
-_ASSISTANT_QUESTIONS = (
-    "Do you want me to check availability?",
-    "Should I keep your usual timing?",
-    "Would you like a reminder as well?",
-    "Shall I compare a couple of alternatives?",
-    "Want me to save this for later?",
-)
-_ASSISTANT_CLOSINGS = (
-    "Done — it's all set for {weekday}. Anything else?",
-    "You're all set. Enjoy!",
-    "Great choice. I've saved the details for you.",
-    "All sorted. Let me know if anything changes.",
-    "Booked and noted. Have a good {weekday}!",
+PERSONAL_QUESTION_SHARE = 0.22
+"""Assistant turns (before the last) that ask about the user's circumstances, in every session alike."""
+TOPIC_QUESTION_SHARE = 0.3
+VOLUNTEERED_LEAD_SHARE = 0.3
+"""Personal remarks (updates included) opened with a lead-in such as "By the way,"."""
+ACK_SHARE = 0.6
+"""Assistant turns after a user turn with a personal remark that open by acknowledging it."""
+
+_SETTING = re.compile(
+    r"\s*Chatting(?: in (?P<location>.+?))?(?: on their (?P<device>[\w -]+?))?(?: in the (?P<time>\w+))?\.\s*$"
 )
 
-# A concrete option per domain, filled from the persona's affinities.
-_OPTIONS: dict[Domain, tuple[str, ...]] = {
-    Domain.ALARM: ("an alarm at {Alarm Time Preference} with {Alarm Sound Preference}, repeating on {Alarm Recurring Preference}",),
-    Domain.BOOKS: ("the latest from {Favorite Authors}", "another {Genre} title in {Reading Format} format"),
-    Domain.BUSES: ("a {Departure Time Preference} {Preferred Bus Company} departure with a {Seat Preference} seat",),
-    Domain.CALENDAR: ("a slot with a reminder {Notification Preference}", "blocking time for {Event Type Preference}"),
-    Domain.EVENTS: ("some {Event Type Preference} on {Days of Week Preference}, around {Price Range}",),
-    Domain.FINANCE: ("a short briefing on {Financial Company} from {News Sources}",),
-    Domain.FLIGHTS: ("a {Layover Preference} {Preferred Airline} flight in {Seat Class Preference} with an {Seat Preference} seat",),
-    Domain.GAMES: ("something in the {Preferred Game Genres} vein on {Gaming Platforms}, a bit like {Preferred Game Name}",),
-    Domain.HOTELS: ("a {Star Rating Preference} {Hotel Chains Preference} option in the {Location Preference} with {Amenity Preference}",),
-    Domain.MEDIA: ("a {Preferred Genres} title on {Viewing Platform Preference}, in the spirit of {Favorite Media}",),
-    Domain.MESSAGING: ("a {Preferred Communication Style} note on {Preferred Messaging Apps}",),
-    Domain.MOVIES: ("a {Preferred Genres} film in {Theater Type Preference}, with {Seat Type Preference} seats",),
-    Domain.MUSIC: ("some {Preferred Genres} picks on {Platform Preference}, starting with {Favorite Artists}", "a mix built around {Favorite Albums}"),
-    Domain.RENTAL_CARS: ("a {Car Type Preference} {Preferred Car Brand} from {Preferred Rental Company} with {Additional Feature Preference}",),
-    Domain.RESTAURANTS: ("a {Ambiance Preference} {Cuisine Preference} place in the {Price Range} range",),
-    Domain.SERVICES: ("an {Appointment Time Preference} appointment with a {Preferred Service Provider Types} provider {Location Preference}",),
-    Domain.SHOPPING: ("{Brand Preference} options in {Preferred Product Category}, {Price Range Preference}",),
-    Domain.SPORTS: ("the next {Favorite Team} game, {Viewing Preference}", "catching some {Favorite Sports} {Viewing Preference}"),
-    Domain.TRAIN: ("a {Travel Time Preference} train in {Preferred Train Class} with an {Preferred Seat Type} seat and {Amenity Preference}",),
-    Domain.TRAVEL: ("a {Duration Preference} {Preferred Destination Types} trip to {Frequent Travel Destination} in {Travel Season Preference}",),
-}
 
-_SETTING = re.compile(r"\s*Chatting(?: in (?P<location>.+?))?(?: on their (?P<device>[\w-]+))?(?: in the (?P<time>\w+))?\.\s*$")
+@dataclass
+class Conversation:
+    """The turns so far, and which sentence states the update."""
+
+    turns: list[dict[str, str]] = field(default_factory=list)
+    update_turn: int | None = None
+    update_sentence: str = ""
 
 
-def _split_description(description: str) -> tuple[str, dict[str, str]]:
-    """(activity sentence, setting) from a timeline event description."""
-    activity = description.split(REFERENCE_MARKER)[0].strip()
+def split_description(description: str) -> tuple[str, dict[str, str], list[str]]:
+    """(activity, setting, life updates) of a timeline event description."""
+    activity, updates = described_updates(description)
     setting: dict[str, str] = {}
     match = _SETTING.search(activity)
     if match:
         setting = {k: v for k, v in match.groupdict().items() if v}
         activity = activity[: match.start()].strip()
-    return activity, setting
+    return activity, setting, updates
 
 
-def _opening(activity: str, domain: Domain) -> str:
-    if activity.startswith("The user checks in with the assistant about"):
-        return f"I could use some help with {domain.value.lower()} today."
-    first = activity.split(". ")[0]
-    moved = shift_person(first, "first", they_is_user=True)
-    return moved or f"I could use some help with {domain.value.lower()} today."
-
-
-def _setting_sentence(setting: dict[str, str], weekday: str, rng: random.Random) -> str:
-    bits = []
-    if setting.get("device"):
-        bits.append(f"on my {setting['device']}")
-    if setting.get("location"):
-        bits.append(f"in {setting['location']}")
-    if setting.get("time"):
-        bits.append(f"this {weekday} {setting['time']}" if rng.random() < 0.5 else f"this {setting['time']}")
-    return sentence("I'm " + " ".join(bits)) if bits else ""
-
-
-def _option(material: PersonaMaterial, domain: Domain, rng: random.Random, avoid: list[str]) -> str:
-    """A concrete suggestion from the affinities, never restating a value the reference changed."""
-    templates = list(_OPTIONS.get(domain, ()))
-    rng.shuffle(templates)
-    for template in templates:
-        values: dict[str, str] = {}
-        for name in re.findall(r"\{([^}]+)\}", template):
-            choices = [v for v in material.values(domain, name) if not _mentions_any(v, avoid)]
-            if not choices:
-                break
-            values[name] = clean_value(rng.choice(choices))
-        else:
-            text = template
-            for name, value in values.items():
-                text = text.replace("{" + name + "}", value)
-            return fix_articles(text)
-    return "a couple of options that match what you usually go for"
-
-
-def _to_second(first_person: str) -> str:
-    text = first_person
-    for pattern, repl in (
-        (r"\bI'm\b", "you're"), (r"\bI've\b", "you've"), (r"\bI'd\b", "you'd"), (r"\bI am\b", "you are"),
-        (r"\bI\b", "you"), (r"\bmy\b", "your"), (r"\bMy\b", "Your"), (r"\bme\b", "you"), (r"\bmyself\b", "yourself"),
-    ):
-        text = re.sub(pattern, repl, text)
-    return sentence(text)
-
-
-def _mentions_any(text: str, values: list[str]) -> bool:
-    lowered = text.casefold()
-    return any(v.casefold() in lowered for v in values if len(v) > 2)
+def _setting(setting: dict[str, str], situations: list[dict[str, str]], weekday: str) -> Setting:
+    situation = situations[0] if situations else {}
+    return Setting(
+        location=setting.get("location") or situation.get("Location", ""),
+        device=setting.get("device") or situation.get("Device", ""),
+        time_of_day=setting.get("time") or situation.get("Time of Day", ""),
+        environment=situation.get("Environment", ""),
+        weekday=weekday,
+    )
 
 
 def _exchange_count(turns_min: int, turns_max: int, rng: random.Random) -> int:
@@ -192,75 +91,179 @@ def _exchange_count(turns_min: int, turns_max: int, rng: random.Random) -> int:
     return max(1, min(exchanges, turns_max // 2))
 
 
+def _avoided_values(affinities: list[Affinity], update: str) -> list[str]:
+    """Affinity values the update talks about: restating them elsewhere could contradict it."""
+    lowered = update.casefold()
+    return [v for a in affinities for v in a.values if len(v) > 2 and v.casefold() in lowered]
+
+
+_SAYING_OPENER = re.compile(
+    r"^(?:by the way|oh,? and|also|actually|for context|side note|one more thing|just an update|fyi|"
+    r"just so you know|quick update)\s*[,:—–-]?\s+",
+    re.IGNORECASE,
+)
+
+
+def say_update(text: str, rng: random.Random) -> str:
+    """The update in the user's words (the needs model's phrasing, shared with the query side).
+
+    Any lead-in the saying came with is dropped: lead-ins are added by
+    :func:`user_turn`, at the same rate for every personal remark.
+    """
+    said = needs_say_update(text, rng).strip()
+    bare = _SAYING_OPENER.sub("", said, count=1)
+    if bare != said and bare:
+        said = bare[:1].upper() + bare[1:]
+    return said
+
+
+def user_turn(
+    k: int,
+    last: bool,
+    asked: str,
+    topic: Topic,
+    options: Options,
+    voice: Voice,
+    updates: list[str],
+    rng: random.Random,
+) -> tuple[str, list[str], bool]:
+    """(turn text, the sentence stating each of ``updates``, whether the turn has a personal remark).
+
+    ``asked`` is what the assistant's previous turn asked: "topic", "personal" or "".
+    """
+    head: list[str] = []
+    react = ""
+    if k == 0:
+        head.append(phrasing.opening_request(topic, options, rng))
+        if topic.background and rng.random() < 0.5:
+            head.append(phrasing.background_sentence(topic, rng))
+        count = rng.choice((1, 1, 2))
+    else:
+        if asked == "topic":
+            head.append(phrasing.answer_topic_question(options, rng))
+        elif asked != "personal" and rng.random() < 0.6:
+            react = phrasing.reaction(topic, options, rng)
+        count = 1 if last else rng.choice((1, 1, 2))
+    if asked == "personal":
+        count = max(count, 1)
+    remarks = [r for r in (voice.remark(rng) for _ in range(max(0, count - len(updates)))) if r]
+    slots: list[int] = []  # where each update sits among the remarks
+    for update in updates:
+        at = rng.randint(0, len(remarks))
+        slots = [s + 1 if s >= at else s for s in slots]
+        slots.append(at)
+        remarks.insert(at, update)
+    said = ["" for _ in updates]
+    for position, remark in enumerate(remarks):
+        lead = ""
+        if position == 0 and asked == "personal":
+            lead = phrasing.pick(rng, phrasing.ANSWERS)
+        elif rng.random() < VOLUNTEERED_LEAD_SHARE:
+            lead = phrasing.pick(rng, phrasing.VOLUNTEERED)
+        remarks[position] = phrasing.with_lead(remark, lead)
+        if position in slots:
+            said[slots.index(position)] = remarks[position]
+    # A short answer or reaction never stands alone: it opens the turn's last sentence.
+    short = react or (head.pop() if k > 0 and head else "")
+    tail: list[str] = []
+    if last and k > 0:
+        tail.append(phrasing.user_closing(topic, options, rng, lead=short))
+    elif k > 0 and (short or rng.random() < 0.85 or not remarks):
+        tail.append(phrasing.follow_up(topic, options, rng, lead=short))
+    text = " ".join(p for p in [*head, *remarks, *tail] if p)
+    return text, said, bool(remarks)
+
+
+def assistant_turn(
+    k: int, last: bool, personal: bool, topic: Topic, options: Options, rng: random.Random
+) -> tuple[str, str]:
+    """(turn text, what it asks: "topic", "personal" or "").
+
+    ``personal`` is only whether the user's turn had a personal remark; what the
+    remark was (an update or not) never reaches this function.
+    """
+    parts: list[str] = []
+    lead = ""
+    if personal and rng.random() < ACK_SHARE:
+        lead = phrasing.acknowledgement(topic, rng)
+    elif k > 0 and rng.random() < 0.5:
+        lead = phrasing.lead_word(rng)
+    if k == 0:
+        opener = phrasing.assistant_opener(topic, rng)
+        lead = f"{lead.rstrip(' .!,')}, and {phrasing.lower_start(opener)}" if lead else opener
+    if last and k > 0:
+        parts.append(phrasing.assistant_closing(topic, options, rng, lead=lead))
+        return " ".join(parts), ""
+    parts.append(phrasing.proposal(topic, options, rng, lead=lead))
+    roll = rng.random()
+    if roll < 0.3:
+        parts.append(phrasing.reason(topic, options, rng))
+    elif roll < 0.65:
+        parts.append(phrasing.detail(topic, options, rng))
+    asks = ""
+    roll = rng.random()
+    if roll < PERSONAL_QUESTION_SHARE:
+        parts.append(phrasing.personal_question(options, rng))
+        asks = "personal"
+    elif roll < PERSONAL_QUESTION_SHARE + TOPIC_QUESTION_SHARE:
+        parts.append(phrasing.topic_question(topic, options, rng))
+        asks = "topic"
+    return " ".join(p for p in parts if p), asks
+
+
 @simulates("dialogue_expansion")
 def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     event = variables["event"]
     domain = Domain(event["domain"])
     weekday = event.get("weekday") or dt.date.fromisoformat(event["date"]).strftime("%A")
     reference = variables.get("reference")
-    material = PersonaMaterial(
-        demographics=Demographics.model_validate(variables.get("demographics") or {}),
-        affinities=[Affinity.model_validate(a) for a in variables.get("affinities") or []],
-        interactions=[],
-        tasks=[],
+    activity, setting, updates = split_description(event["description"])
+    reference_at: int | None = None
+    if reference:
+        wanted = normalise_text(reference["text"])
+        reference_at = next((i for i, u in enumerate(updates) if normalise_text(u) == wanted), None)
+        if reference_at is None:  # a description written by someone else: say the reference anyway
+            updates.append(reference["text"].strip().rstrip("."))
+            reference_at = len(updates) - 1
+    affinities = [Affinity.model_validate(a) for a in variables.get("affinities") or []]
+    demographics = Demographics.model_validate(variables.get("demographics") or {})
+    avoid = [v for u in updates for v in _avoided_values(affinities, u)]
+    topic = phrasing.parse_topic(activity, domain)
+    where = _setting(setting, list(variables.get("situations") or []), weekday)
+    options = Options(topic, affinities, avoid, device=where.device)
+    voice = Voice(
+        affinities,
+        demographics,
+        domain,
+        where,
+        avoid=avoid,
+        emphasis=str(variables.get("interaction_summary") or ""),
     )
-    summary = variables.get("interaction_summary")
-    activity, setting = _split_description(event["description"])
-
-    # What the user can say about themselves, and what the assistant remembers.
-    avoid = list(reference_slots(reference["text"]).values()) if reference else []
-    user_facts = [s for s in affinity_statements(material.affinities, domain, rng) + interaction_sentences(summary, "first")
-                  if not _mentions_any(s, avoid)]
-    rng.shuffle(user_facts)
-    identity = identity_statements(material.demographics)
-    if identity and rng.random() < 0.5:
-        user_facts.insert(rng.randint(0, min(2, len(user_facts))), rng.choice(identity))
-    recalls = [s for s in interaction_sentences(summary, "second") if not _mentions_any(s, avoid)]
-    recalls += [_to_second(s) for s in affinity_statements(material.affinities, domain, rng) if not _mentions_any(s, avoid)]
-    rng.shuffle(recalls)
-
     exchanges = _exchange_count(int(variables["turns_min"]), int(variables["turns_max"]), rng)
-    ref_exchange = rng.randrange(0, max(1, exchanges - 1)) if reference else None
-    said_reference = paraphrase_reference(reference["text"], rng) if reference else ""
+    # Each update goes to its own exchange while there are enough of them, picked at random.
+    order = list(range(exchanges))
+    rng.shuffle(order)
+    placed = [order[i % exchanges] for i in range(len(updates))]
+    sayings = [say_update(u, rng) for u in updates]
 
-    turns: list[dict[str, str]] = []
-    reference_turns: list[int] = []
+    conversation = Conversation()
+    asked = ""
     for k in range(exchanges):
-        # ---- user
-        parts: list[str] = []
-        if k == 0:
-            parts += [rng.choice(_GREETINGS), _opening(activity, domain)]
-            if rng.random() < 0.7:
-                parts.append(_setting_sentence(setting, weekday, rng))
-        if k == ref_exchange:
-            parts.append(said_reference)
-        if k == exchanges - 1 and k > 0:
-            if user_facts and rng.random() < 0.4:
-                parts.append(user_facts.pop())
-            parts.append(rng.choice(_CLOSINGS))
-        else:
-            for _ in range(1 if k == 0 else rng.choice((1, 1, 2))):
-                if user_facts:
-                    parts.append(user_facts.pop())
-            parts.append(rng.choice(_ASKS if k == 0 else _FOLLOW_UPS))
-        if k == ref_exchange:
-            reference_turns.append(len(turns))
-        turns.append({"role": "user", "content": " ".join(p for p in parts if p)})
+        last = k == exchanges - 1
+        here = [i for i in range(len(updates)) if placed[i] == k]
+        text, said, personal = user_turn(
+            k, last, asked, topic, options, voice, [sayings[i] for i in here], rng
+        )
+        if reference_at in here:
+            conversation.update_turn = len(conversation.turns)
+            conversation.update_sentence = said[here.index(reference_at)]
+        conversation.turns.append({"role": "user", "content": text})
+        reply, asked = assistant_turn(k, last, personal, topic, options, rng)
+        conversation.turns.append({"role": "assistant", "content": reply})
 
-        # ---- assistant
-        reply: list[str] = []
-        if k == exchanges - 1 and k > 0:
-            reply.append(rng.choice(_ASSISTANT_CLOSINGS).format(weekday=weekday))
-        else:
-            if k == ref_exchange:
-                reply.append(rng.choice(_REFERENCE_ACKS))
-            else:
-                reply.append(rng.choice(_ASSISTANT_OPENERS) if k == 0 else rng.choice(_NOTED))
-            if recalls and rng.random() < 0.6:
-                recall = recalls.pop()
-                reply.append(sentence(rng.choice(_RECALL_FRAMES).format(s=recall, l=lower_first(recall))))
-            reply.append(rng.choice(_PROPOSALS).format(o=_option(material, domain, rng, avoid)))
-            if rng.random() < 0.4:
-                reply.append(rng.choice(_ASSISTANT_QUESTIONS))
-        turns.append({"role": "assistant", "content": " ".join(reply)})
-    return {"turns": turns, "reference_turn_indices": reference_turns}
+    is_reference = reference is not None and conversation.update_turn is not None
+    return {
+        "turns": conversation.turns,
+        "reference_turn_indices": [conversation.update_turn] if is_reference else [],
+        "reference_sentence": conversation.update_sentence if is_reference else "",
+    }

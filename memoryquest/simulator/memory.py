@@ -1,50 +1,42 @@
 """Simulated answers for memory extraction and consolidation, built from the dialogue text.
 
 Extraction (``memory_extraction``) reads only the USER turns of the sessions it is
-given and the existing facts:
+given, plus the existing facts, and yields at most one fact per sentence:
 
-* Statements. A turn is split into sentences; leading discourse markers ("By the
-  way,", "Also,", "Oh, and ...") are dropped; a sentence is a statement when it
-  then starts with a first-person subject (I, I'm, I've, I'd, I'll, My), or with a
-  short non-first-person lead-in phrase followed by a comma and such a subject
-  ("Last spring, I moved to Toronto" -> the lead-in moves to the end), or when it
-  has a first-person word anywhere ("Sunday mornings I play in a hockey league"
-  is kept whole and only its pronouns change) unless it is an imperative
-  ("Please set my alarm", "Book me a table"). A trailing
-  request or aside is cut off ("..., so can you find ...?", "..., as you know").
-  Compound sentences split before a new first-person clause (", and I ...",
-  ", so I ...", " but I'm ..."). Questions, requests aimed at
-  the assistant (any statement mentioning "you"/"your"), hedges and small talk
-  ("I see", "I think that works", "I'm not sure", ...) and statements under three
-  words are skipped.
-* Third person. The subject is dropped and the verb conjugated ("I moved ..." ->
-  "Moved ...", "I love ..." -> "Loves ...", "I'm ..." -> "Is ...", "I've been
-  ..." -> "Has been ...", "I'd like to ..." -> "Would like to ..."); a leading
-  "My X" becomes "User's X", "My X and I" becomes "User and their X", "A friend
-  and I" becomes "User and a friend"; other first-person words become
-  they/their/them.
-* Type, by the first matching cue family, in this order: Event (injury, surgery,
-  moved, lost my, got married, promotion, new job, laid off, allergy, ...),
-  Preference (I love/like/prefer/enjoy/hate..., favourite, rather), Interest
-  (interested in, fan of, passionate about, I'm into, ...), Goal (going to, plan,
-  will, want to, would like to, hope to, next week, ...), Identity (I'm a, work
-  as, years old, live in, my sister/wife/..., degree, full-time, ...), else Activity.
-* Related entities: capitalised spans after the first word (names, places,
-  brands), the session's domain, then the longest content words until there
-  are four; at most five.
-* Evidence: the session id and index of the turn the statement came from.
-* Upsert. Facts are compared by token Jaccard over content-word stems; a
-  statement at Jaccard >= ``UPDATE_JACCARD`` (0.6) to an existing fact updates
-  that fid (frequency + 1, info replaced by the newer wording when it adds
-  words, entities united up to six, evidence of every matching turn); one at >= 0.6 to a
-  statement already taken from this batch joins it as more evidence; anything
-  else is a new fact ``NEW_<n>``.
+* Sentences. Each user turn is split with :func:`memoryquest.text.split_sentences`
+  (the splitter the stages use), and every fact quotes the sentence it came from
+  exactly as it stands in the turn, so the stage can tell which sentence a fact
+  was learnt from.
+* Statements. Leading discourse markers ("By the way,", "Oh, also —", "For
+  context:") are dropped and a trailing request or aside is cut off ("..., so
+  can you find ...?", "..., if you can"). What is left is a statement when it
+  speaks about the user in the first person (I, I'm, my, me ...), is not a
+  question, an instruction ("Please set my alarm") or small talk ("I think that
+  works"), and has at least three words. A clause addressed to the assistant
+  ("..., so keep that in mind when you plan") is cut; a sentence that is about
+  the assistant through and through is skipped.
+* Third person, without a subject: "I moved ..." -> "Moved ...", "I love ..."
+  -> "Loves ...", "I'm ..." -> "Is ...", "My X ..." -> "User's X ..."; a
+  sentence whose subject is not the user ("Sunday mornings I play ...") keeps
+  its shape with they/their/them. A comma lead-in ("Last spring, I moved ...")
+  moves to the end. The fact is the whole sentence: never clauses joined by ";".
+* Type, by the first matching cue family: Event, Preference, Interest, Goal,
+  Identity, else Activity.
+* Related entities: proper names from inside the sentence (runs of capitalised
+  words, never the sentence's first word, never "I"/"I'm", weekdays, months or
+  AM/PM), then the session's domain, then a topic noun or two.
+* Upsert. Facts are compared by Jaccard over content-word stems
+  (:func:`memoryquest.text.content_words`); a statement at Jaccard >=
+  ``UPDATE_JACCARD`` to an existing fact updates that fid (frequency + 1, the
+  newer wording when it adds words, entities united), one that close to a
+  statement already taken from this batch becomes more evidence for it, and
+  anything else is a new fact ``NEW_<n>``.
 
-Consolidation (``memory_consolidation``): the info is the most informative member
-(most content words) followed by every other member clause (earlier merges are
-split at "; ") that adds words, at most four clauses joined by "; "; the type is the most common one (ties: the most informative member's);
-entities are the ordered, case-insensitive union (at most eight); frequency is
-the sum.
+Consolidation (``memory_consolidation``): the merged info is ONE of the members
+(the most informative: most content words, then the most recent) — an atomic
+statement, never a concatenation; the type is the most common one (ties: the
+chosen member's); entities are the cleaned, case-insensitive union (at most
+eight); frequency is the sum.
 """
 
 from __future__ import annotations
@@ -57,64 +49,192 @@ from functools import lru_cache
 from typing import Any
 
 from memoryquest.simulator import simulates
+from memoryquest.text import STOPWORDS, content_words, split_sentences
 
 UPDATE_JACCARD = 0.6
 MIN_WORDS = 3
 MAX_ENTITIES = 5
 MAX_UPDATED_ENTITIES = 6
 MAX_MERGED_ENTITIES = 8
-MAX_MERGED_PARTS = 4
+MAX_TOPICS = 2
 
-_SENTENCE_END = re.compile(r"[.!?]+\s+|\n+")
-_ABBREVIATIONS = frozenset(
-    ["inc", "corp", "co", "ltd", "dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "u.s", "u.k", "approx", "dept", "mt", "ft", "ave"]
-)
+_FIRST = r"(?:I|I'm|I've|I'd|I'll|My)"
+# Discourse markers that can open a sentence without punctuation ("Also I ...", "By the way my ...").
 _MARKER = re.compile(
-    r"^(?:oh|well|also|actually|by the way|btw|anyway|honestly|just so you know|fyi|for context|"
-    r"for what it's worth|and|but|so|plus|incidentally|as i mentioned|as i said|as you know|yeah|yes|"
-    r"no|sure|okay|ok|hmm|hi|hey|hello|great|perfect|thanks|thank you|one more thing|oh and|side note|"
-    r"in fact|funny enough|to be honest|truth be told)\b[,!.:]?\s+",
+    r"^(?:also|actually|by the way|btw|anyway|honestly|just so you know|fyi|for context|for the record|"
+    r"for what it's worth|and|but|so|plus|incidentally|as i mentioned|as i said|as you know|one more thing|"
+    r"oh and|side note|in fact|funny enough|to be honest|truth be told|speaking of which|now that i think of it|"
+    r"come to think of it|before i forget|on that note|quick note|worth saying|worth mentioning|"
+    r"in case it matters|if it helps|if it matters|in any case|either way|let me think|let me see|let's see|"
+    r"now that you ask|now that you mention it|since you ask|good question|off the top of my head|right,? so|"
+    r"well,? one thing|on that note)\b[,!.:]?\s*(?:[—–-]+\s*)?",
     re.IGNORECASE,
 )
-_SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|I'll|My)\b")
-_LEAD_IN = re.compile(r"^(?P<lead>[^,]{2,48}),\s+(?P<clause>(?:I|I'm|I've|I'd|I'll|My)\b.*)$")
-_I_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll)\b")
+# Interjections, only when punctuation closes them ("Oh, ...", "No — ...", "Thanks!").
+_INTERJECTION = re.compile(
+    r"^(?:oh|well|yeah|yes|no|sure|okay|ok|hmm|right|hi there|hey there|hi again|hello again|hi|hey|hello|hiya|"
+    r"good morning|good evening|morning|evening|great|perfect|thanks|thank you|ah|alright|"
+    r"got it|fair enough|true|good point|nice|cool)\s*(?:[,!.:]+|\s[—–-]+)\s*",
+    re.IGNORECASE,
+)
+# "Since you asked, ...", "As you may remember, ..." — a lead-in about the assistant.
+_YOU_LEAD = re.compile(r"^[^,]{0,40}\byou\b[^,]{0,30},\s+(?=\S)", re.IGNORECASE)
+# "Oh, one more thing —", "Quick context:" — a short lead-in closed by a dash or a colon.
+_DASH_LEAD = re.compile(r"^(?P<lead>[^—–:;]{1,40}?)\s*(?:[—–]|\s-\s|:)\s+(?P<rest>\S.*)$")
+_SUBJECT = re.compile(rf"^{_FIRST}\b")
+_LEAD_IN = re.compile(rf"^(?P<lead>[^,]{{2,48}}),\s+(?P<clause>{_FIRST}\b.*)$")
 _IMPERATIVE = re.compile(
     r"^(?:please|set|book|find|show|tell|give|help|remind|add|check|send|make|get|play|search|look|"
     r"suggest|recommend|schedule|cancel|change|update|let|list|compare|reserve|order|buy|plan|text|"
-    r"call|message|email|draft|write|put|move|turn|keep|note|remember|save|track|sort|pick|choose)\b",
+    r"call|message|email|draft|write|put|move|turn|keep|note|remember|save|track|sort|pick|choose|"
+    r"go ahead|skip|drop|swap|lock|hold|mute|share|start|try|pull|line|narrow|flag|factor)\b",
     re.IGNORECASE,
 )
 _FIRST_PERSON_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
 _TRAILING_REQUEST = re.compile(
-    r"(?:,|;|\s+-+|\s+—)\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will)\s+you\b.*$"
-    r"|(?:,|;|\s+-+|\s+—)\s*(?:so\s+|and\s+)?(?:please|any (?:ideas|suggestions|recommendations|tips))\b.*$"
+    r"(?:,|;|\s+-+|\s+[—–])\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will)\s+you\b.*$"
+    r"|(?:,|;|\s+-+|\s+[—–])\s*(?:so\s+|and\s+)?(?:please|any (?:ideas|suggestions|recommendations|tips))\b.*$"
     r"|,\s*(?:as you (?:know|said|suggested)|you know|if you can|if possible|thanks|thank you)[.!]?$",
+    re.IGNORECASE,
+)
+# A clause that turns to the assistant: ", so keep that in mind", ", in case you plan ...".
+_ASIDE = re.compile(
+    r"(?:,|;|\s+[—–-]+)\s*(?:so|and|but|which|in case|if|when|just)?\b[^,;—–]*\b(?:you|your|yours)\b.*$",
     re.IGNORECASE,
 )
 _SKIP = re.compile(
     r"^(?:I (?:need|want) you|I'd like you|I would like you|I was wondering|I wonder|I'm wondering|"
-    r"I'd appreciate|I would appreciate|I appreciate|I think (?:that|this|it|so)|I see\b|I guess|I agree|"
-    r"I understand|I'm not sure|I am not sure|I don't know|I do not know|I hope (?:that|this|it)|"
-    r"I'll (?:take|go with|check|think|look|try|keep|do that)|I'm (?:glad|happy|excited) (?:to hear|that|about that|with that)|"
-    r"I (?:love|like) (?:that|this|it|those|these|the sound)\b|I'm (?:all )?set\b|I'm good\b|I'm done\b|"
+    r"I'd appreciate|I would appreciate|I appreciate|I think (?:that|this|it|so)|I guess|I agree|"
+    r"I see(?=[,.!]|$)|I understand|I'm not sure|I am not sure|I don't know|I do not know|I hope (?:that|this|it)|"
+    r"I'll (?:take|go with|check|think|look|try|keep|do that|leave|sort|have a look)|"
+    r"I'm (?:glad|happy|excited) (?:to hear|that|about that|with that)|"
+    r"I (?:love|like) (?:that|this|it|those|these|the sound|the idea|both)\b|I'm (?:all )?set\b|I'm good\b|I'm done\b|"
     r"That's it|I have a question|I have another question|I'm curious (?:if|whether|what|how)|"
-    r"I could use (?:some |a little )?(?:help|assistance)|I need (?:some |a little )?(?:help|assistance)\b|"
+    r"I could use (?:some |a little )?(?:help|assistance|a hand)|I need (?:some |a little )?(?:help|assistance|a hand)\b|"
     r"(?:that|this|it)(?:'s| is| was| works| sounds)\b|sounds\b|works for\b|perfect\b|great\b)",
+    re.IGNORECASE,
+)
+_REQUEST = re.compile(
+    r"^(?:(?:can|could|would|will) (?:you|we)\b|help me\b|let's\b|any chance\b|hoping you can\b|quick one\b|"
+    r"time to\b|I(?:'d| would) (?:like|love)\b|I(?:'m| am) (?:hoping|trying|looking) to\b|I (?:want|need) to\b|"
+    r"today I (?:want|need)\b|I've been meaning to\b|please\b)",
     re.IGNORECASE,
 )
 _ADDRESSES_ASSISTANT = re.compile(r"\b(?:you|your|yours)\b", re.IGNORECASE)
 
-_STOPWORDS = frozenset(
-    ["a", "an", "the", "and", "or", "but", "so", "of", "to", "in", "on", "at", "for", "with", "from", "by", "about", "as", "into", "over", "after", "before", "than", "then", "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "do", "does", "did", "will", "would", "can", "could", "should", "may", "might", "must", "i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "user", "user's", "they", "their", "them", "theirs", "themselves", "it", "its", "this", "that", "these", "those", "there", "here", "very", "really", "just", "also", "too", "quite", "some", "any", "all", "more", "most", "much", "many", "such", "own", "not", "no", "nor", "only", "out", "up", "down", "off", "again", "further", "once", "what", "which", "who", "whom", "when", "where", "why", "how"]
-)
-
 _IRREGULAR_PAST = frozenset(
-    ["went", "got", "took", "bought", "saw", "had", "was", "were", "made", "ran", "began", "left", "met", "lost", "found", "came", "became", "flew", "drove", "wrote", "spent", "sold", "won", "broke", "fell", "felt", "kept", "paid", "quit", "told", "thought", "wore", "gave", "sent", "built", "brought", "caught", "chose", "did", "drank", "ate", "forgot", "grew", "heard", "hit", "hurt", "knew", "led", "lent", "let", "meant", "rode", "rang", "rose", "sang", "sat", "slept", "spoke", "stood", "stole", "swam", "taught", "tore", "understood", "woke", "threw"]
+    [
+        "went",
+        "got",
+        "took",
+        "bought",
+        "saw",
+        "had",
+        "was",
+        "were",
+        "made",
+        "ran",
+        "began",
+        "left",
+        "met",
+        "lost",
+        "found",
+        "came",
+        "became",
+        "flew",
+        "drove",
+        "wrote",
+        "spent",
+        "sold",
+        "won",
+        "broke",
+        "fell",
+        "felt",
+        "kept",
+        "paid",
+        "quit",
+        "told",
+        "thought",
+        "wore",
+        "gave",
+        "sent",
+        "built",
+        "brought",
+        "caught",
+        "chose",
+        "did",
+        "drank",
+        "ate",
+        "forgot",
+        "grew",
+        "heard",
+        "hit",
+        "hurt",
+        "knew",
+        "led",
+        "lent",
+        "let",
+        "meant",
+        "rode",
+        "rang",
+        "rose",
+        "sang",
+        "sat",
+        "slept",
+        "spoke",
+        "stood",
+        "stole",
+        "swam",
+        "taught",
+        "tore",
+        "understood",
+        "woke",
+        "threw",
+        "signed",
+    ]
 )
 _MODALS = frozenset(["can", "could", "should", "must", "might", "may", "shall", "would", "will"])
 _ADVERBS = frozenset(
-    ["usually", "always", "often", "really", "also", "just", "still", "recently", "finally", "never", "sometimes", "mostly", "generally", "absolutely", "definitely", "typically", "only", "actually", "even", "already", "mainly", "normally", "rarely", "occasionally", "frequently", "regularly", "especially", "currently", "truly", "totally"]
+    [
+        "usually",
+        "always",
+        "often",
+        "really",
+        "also",
+        "just",
+        "still",
+        "recently",
+        "finally",
+        "never",
+        "sometimes",
+        "mostly",
+        "generally",
+        "absolutely",
+        "definitely",
+        "typically",
+        "only",
+        "actually",
+        "even",
+        "already",
+        "mainly",
+        "normally",
+        "rarely",
+        "occasionally",
+        "frequently",
+        "regularly",
+        "especially",
+        "currently",
+        "truly",
+        "totally",
+        "basically",
+        "honestly",
+        "lately",
+        "now",
+        "nearly",
+        "almost",
+        "probably",
+        "simply",
+    ]
 )
 _STARTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), replacement)
@@ -165,7 +285,7 @@ _EVENT = re.compile(
     r"pregnan\w*|new baby|had a baby|moved|moving|relocat\w*|lost (?:my|a|an|the|our)|laid off|got fired|"
     r"got married|getting married|engaged|divorc\w*|promot\w*|new job|retir\w*|passed away|accident|"
     r"allerg\w*|graduat\w*|bought a (?:house|home|car|new)|got a raise|pay cut|tight budget|budget is tight|"
-    r"broke up|recover\w*|quit my|started a new|anniversary|birthday|wedding)\b",
+    r"broke up|recover\w*|quit my|started a new|anniversary|birthday|wedding|expir\w*|cancel\w*)\b",
     re.IGNORECASE,
 )
 _PREFERENCE = re.compile(
@@ -193,39 +313,186 @@ _IDENTITY = re.compile(
     r"self-employed|freelanc\w*|unemployed|student)\b",
     re.IGNORECASE,
 )
-_CAPITALISED = re.compile(r"[A-Z][\w'&.+-]*(?:\s+(?:of\s+|the\s+|de\s+|du\s+|la\s+|van\s+|von\s+)?[A-Z0-9][\w'&.+-]*)*")
-_CLAUSE_BREAK = re.compile(r"(?:,|;)\s+(?:and|but|so|while|because)?\s*(?=(?:I|I'm|I've|I'd|I'll|my)\b)|\s+(?:and|but)\s+(?=(?:I'm|I've|I'd|I'll)\b)")
-_NOT_KEYWORDS = frozenset(
-    ["prefer", "prefers", "preferred", "favourite", "favorite", "love", "loves", "like", "likes", "enjoy", "enjoys", "hate", "hates", "going", "usually", "always", "never", "really", "often", "recently", "would", "should", "could"]
+
+# Entities: runs of capitalised tokens (with a few lower-case joiners inside a name).
+_TOKEN = re.compile(r"[A-Za-z0-9][\w'&.+/-]*")
+_JOINERS = frozenset({"of", "the", "de", "du", "la", "van", "von", "and", "&"})
+_CALENDAR_WORDS = frozenset(
+    [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
 )
-_NOT_ENTITIES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "User's", "AM", "PM", "User"})
+_NOT_ENTITIES = frozenset(
+    {"i", "i'm", "i've", "i'd", "i'll", "user", "user's", "am", "pm", "oh", "ok", "okay"}
+)
+# Words that are never topics on their own: verbs, adjectives and fillers a statement is made of.
+_NOT_TOPICS = frozenset(
+    [
+        "prefer",
+        "preferred",
+        "favourite",
+        "favorite",
+        "love",
+        "loves",
+        "like",
+        "likes",
+        "enjoy",
+        "enjoys",
+        "hate",
+        "hates",
+        "going",
+        "usually",
+        "always",
+        "never",
+        "really",
+        "often",
+        "recently",
+        "would",
+        "should",
+        "could",
+        "lately",
+        "these",
+        "days",
+        "since",
+        "until",
+        "after",
+        "before",
+        "still",
+        "pretty",
+        "quite",
+        "whole",
+        "every",
+        "each",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "weekend",
+        "weekends",
+        "morning",
+        "mornings",
+        "evening",
+        "evenings",
+        "night",
+        "nights",
+        "afternoon",
+        "afternoons",
+        "today",
+        "tonight",
+        "tomorrow",
+        "time",
+        "times",
+        "thing",
+        "things",
+        "stuff",
+        "something",
+        "anything",
+        "everything",
+        "someone",
+        "good",
+        "great",
+        "nice",
+        "best",
+        "better",
+        "worst",
+        "fine",
+        "okay",
+        "small",
+        "large",
+        "little",
+        "big",
+        "much",
+        "many",
+        "more",
+        "most",
+        "less",
+        "least",
+        "sure",
+        "keep",
+        "keeps",
+        "kept",
+        "make",
+        "makes",
+        "made",
+        "take",
+        "takes",
+        "took",
+        "started",
+        "start",
+        "stick",
+        "sticking",
+        "trying",
+        "tried",
+        "using",
+        "used",
+        "use",
+        "getting",
+        "gets",
+        "think",
+        "thinking",
+        "feel",
+        "feeling",
+        "looking",
+        "look",
+        "found",
+        "find",
+        "book",
+        "booked",
+        "booking",
+        "plan",
+        "plans",
+        "planning",
+        "least",
+        "kind",
+        "sort",
+        "type",
+        "types",
+        "part",
+        "parts",
+        "place",
+        "places",
+        "usual",
+        "normal",
+        "lately",
+        "mostly",
+        "actually",
+        "probably",
+    ]
+)
 
 
 # --------------------------------------------------------------------------- text helpers
 
 
-def _stem(token: str) -> str:
-    token = token.removesuffix("'s")
-    if len(token) > 4 and token.endswith("ies"):
-        return token[:-3] + "y"
-    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
-        return token[:-1]
-    return token
-
-
 def content_tokens(text: str) -> set[str]:
-    """Lower-cased content-word stems: what two facts must share to be the same fact."""
+    """Content-word stems: what two facts must share to be the same fact."""
     return set(_content_tokens(text))
-
-
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 @lru_cache(maxsize=65536)
 def _content_tokens(text: str) -> frozenset[str]:
     """Memoised: every extraction call re-reads all existing facts of the persona."""
-    words = _WORD.findall(text.lower().replace("’", "'"))
-    return frozenset(_stem(w) for w in words if w not in _STOPWORDS)
+    return frozenset(content_words(text))
 
 
 def jaccard(a: Set[str], b: Set[str]) -> float:
@@ -240,7 +507,11 @@ def _third_singular(verb: str) -> str:
     special = {"have": "has", "do": "does", "go": "goes", "be": "is"}
     if lower in special:
         return special[lower]
-    if lower in _MODALS or lower in _IRREGULAR_PAST or (lower.endswith("ed") and not lower.endswith("eed")):
+    if (
+        lower in _MODALS
+        or lower in _IRREGULAR_PAST
+        or (lower.endswith("ed") and not lower.endswith("eed"))
+    ):
         return verb
     if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
         return verb + "es"
@@ -261,23 +532,29 @@ def _later_first_person(text: str) -> str:
 
 def third_person(clause: str) -> str:
     """'I moved to Toronto' -> 'Moved to Toronto'; 'My sister is a nurse' -> "User's sister is a nurse"."""
-    couple = re.match(r"^My ([\w' -]{1,30}?) and I\b(.*)$", clause)
+    couple = re.match(r"^My ([\w' -]{1,30}?) and I\b(?!')(.*)$", clause)
     if couple:
-        return _capitalise(f"User and their {couple.group(1)}{_later_first_person(couple.group(2))}")
+        return _capitalise(
+            f"User and their {couple.group(1)}{_later_first_person(couple.group(2))}"
+        )
     if clause.startswith("My "):
         return "User's " + _later_first_person(clause[3:])
-    companion = re.match(r"^([A-Z][\w' -]{0,30}?) and I\b(.*)$", clause)
+    companion = re.match(r"^([A-Z][\w' -]{0,30}?) and I\b(?!')(.*)$", clause)
     if companion and not _FIRST_PERSON_WORD.search(companion.group(1)):
         who = companion.group(1)
-        who = who if who.split()[0].lower() in _KEEP_CASE or who[1:2].isupper() else who[:1].lower() + who[1:]
+        who = (
+            who
+            if who.split()[0].lower() in _CALENDAR_WORDS or who[1:2].isupper()
+            else who[:1].lower() + who[1:]
+        )
         return f"User and {who}{_later_first_person(companion.group(2))}"
     for pattern, replacement in _STARTS:
         if pattern.match(clause):
             return replacement + _later_first_person(pattern.sub("", clause, count=1))
-    words = clause.split()
-    if not words or words[0] != "I":
+    tokens = clause.split()
+    if not tokens or tokens[0] != "I":
         return _capitalise(_later_first_person(clause))
-    rest = words[1:]
+    rest = tokens[1:]
     adverbs: list[str] = []
     while rest and rest[0].lower() in _ADVERBS:
         adverbs.append(rest.pop(0))
@@ -287,74 +564,61 @@ def third_person(clause: str) -> str:
     return _capitalise(_later_first_person(" ".join([*adverbs, verb, *rest[1:]])))
 
 
-_KEEP_CASE = frozenset(
-    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
-)
-
-
 def _lead_as_tail(lead: str) -> str:
     """'Last spring' -> ' last spring'; names of days and months keep their capital."""
     first = lead.split()[0]
-    keep = first.lower() in _KEEP_CASE or (len(first) > 1 and (first.isupper() or first[1:] != first[1:].lower()))
+    keep = first.lower() in _CALENDAR_WORDS or (
+        len(first) > 1 and (first.isupper() or first[1:] != first[1:].lower())
+    )
     return " " + (lead if keep else lead[:1].lower() + lead[1:])
 
 
-def _sentences(text: str) -> list[str]:
-    """Split after . ! ? and line breaks, but not after abbreviations like 'Inc.' or 'e.g.'."""
-    pieces: list[str] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        before = text[start : match.start()].split()
-        last = before[-1].lower().rstrip(".") if before else ""
-        if match.group(0).rstrip() == "." and last in _ABBREVIATIONS:
-            continue
-        pieces.append(text[start : match.end()])
-        start = match.end()
-    pieces.append(text[start:])
-    return [p for p in pieces if p.strip()]
+def _strip_lead_ins(text: str) -> str:
+    previous = None
+    while text and text != previous:
+        previous = text
+        text = _INTERJECTION.sub("", text, count=1)
+        text = _MARKER.sub("", text, count=1).lstrip(" ,—–-")
+        text = _YOU_LEAD.sub("", text, count=1)
+        dash = _DASH_LEAD.match(text)
+        if (
+            dash is not None
+            and not _FIRST_PERSON_WORD.search(dash.group("lead"))
+            and len(dash.group("lead").split()) <= 6
+        ):
+            text = dash.group("rest")
+    return text
+
+
+def statement(sentence: str) -> str | None:
+    """The first-person statement one sentence makes about the user, cleaned; None when it makes none."""
+    text = " ".join(sentence.replace("\u2019", "'").split())
+    text = _strip_lead_ins(text)
+    text = _TRAILING_REQUEST.sub("", text)
+    if not text or text.endswith("?"):
+        return None
+    text = text.rstrip(" .!;:,—–-")
+    if _ADDRESSES_ASSISTANT.search(text):
+        text = _ASIDE.sub("", text).rstrip(" .!;:,—–-")
+        if _ADDRESSES_ASSISTANT.search(text):
+            return None
+    tail = ""
+    if not _SUBJECT.match(text):
+        lead_in = _LEAD_IN.match(text)
+        if lead_in is not None and not _FIRST_PERSON_WORD.search(lead_in.group("lead")):
+            tail = _lead_as_tail(lead_in.group("lead"))
+            text = lead_in.group("clause")
+        elif not _FIRST_PERSON_WORD.search(text) or _IMPERATIVE.match(text):
+            return None
+    text = "My" + text[2:] if text.startswith("my ") else _capitalise(text)
+    if _SKIP.match(text) or len(text.split()) < MIN_WORDS:
+        return None
+    return text + tail
 
 
 def statements(text: str) -> list[str]:
-    """First-person declarative clauses of one user turn.
-
-    A comma lead-in ("Last spring, I ...") moves to the end of its clause; a
-    sentence with a first-person word elsewhere ("On Sundays I play ...",
-    "Because of eye strain I only read ...") is kept whole.
-    """
-    found: list[str] = []
-    for raw in _sentences(text.replace("’", "'").strip()):
-        sentence = " ".join(raw.split())
-        previous = None
-        while sentence and sentence != previous:
-            previous = sentence
-            sentence = _MARKER.sub("", sentence, count=1)
-        sentence = _TRAILING_REQUEST.sub("", sentence)
-        if not sentence or sentence.endswith("?"):
-            continue
-        sentence = sentence.rstrip(" .!;:,")
-        tail = ""
-        whole = False
-        if not _SUBJECT.match(sentence):
-            lead_in = _LEAD_IN.match(sentence)
-            if lead_in is not None and not _FIRST_PERSON_WORD.search(lead_in.group("lead")):
-                tail = _lead_as_tail(lead_in.group("lead"))
-                sentence = lead_in.group("clause")
-            elif _FIRST_PERSON_WORD.search(sentence) and not _IMPERATIVE.match(sentence):
-                whole = True
-            else:
-                continue
-        parts = _CLAUSE_BREAK.split(sentence)
-        for k, part in enumerate(parts):
-            part = part.strip(" ,;")
-            part = "My" + part[2:] if part.startswith("my ") else part
-            if not _FIRST_PERSON_WORD.search(part) or _SKIP.match(part) or _ADDRESSES_ASSISTANT.search(part):
-                continue
-            if whole and k == 0 and len(parts) > 1 and not _I_WORD.search(part):
-                continue  # a fragment split off before a new clause: "In addition to my love for ..."
-            if len(part.split()) < MIN_WORDS:
-                continue
-            found.append(part + (tail if k == 0 else ""))
-    return found
+    """The first-person statements of one user turn, one per sentence, in order."""
+    return [s for s in (statement(raw) for raw in split_sentences(text)) if s]
 
 
 def classify(clause: str) -> str:
@@ -371,62 +635,125 @@ def classify(clause: str) -> str:
     return "Activity"
 
 
+def _clean_entity(value: str) -> str:
+    value = value.strip(" .,;:'\"()")
+    value = re.sub(r"'s$", "", value)
+    return value
+
+
+def proper_names(text: str) -> list[str]:
+    """Runs of capitalised words inside ``text`` (not its first word): names, places, brands."""
+    tokens = [(m.group(0), m.start()) for m in _TOKEN.finditer(text)]
+    names: list[str] = []
+    run: list[str] = []
+
+    def close() -> None:
+        while run and run[-1].lower() in _JOINERS:
+            run.pop()
+        if run:
+            name = _clean_entity(" ".join(run))
+            if name and name.lower() not in _NOT_ENTITIES and name.lower() not in _CALENDAR_WORDS:
+                names.append(name)
+        run.clear()
+
+    for position, (token, _start) in enumerate(tokens):
+        bare = token.rstrip(".,'")
+        lower = bare.lower()
+        capital = bare[:1].isupper() or (bare[:1].isdigit() and bool(run))
+        if position == 0 or lower in _NOT_ENTITIES or lower in _CALENDAR_WORDS:
+            close()
+            continue
+        if capital:
+            run.append(bare)
+        elif run and lower in _JOINERS:
+            run.append(lower)
+        else:
+            close()
+        if token.endswith((",", ".")):
+            close()
+    close()
+    return names
+
+
+def _topics(clause: str) -> list[str]:
+    """A couple of content words that name what the statement is about."""
+    candidates: list[str] = []
+    for word in re.findall(r"[A-Za-z][A-Za-z-]+", clause.split(maxsplit=1)[-1]):
+        if not word[0].islower() or len(word) < 4 or word in STOPWORDS or word in _NOT_TOPICS:
+            continue
+        if word.endswith(("ly", "ed", "ing")) and not word.endswith(("ring", "thing")):
+            continue
+        candidates.append(word)
+    unique = list(dict.fromkeys(candidates))
+    return sorted(unique, key=lambda w: (-len(w), unique.index(w)))[:MAX_TOPICS]
+
+
 def entities(clause: str, domain: str) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
 
     def keep(value: str) -> None:
-        value = value.strip(" .,'")
-        if value and value not in _NOT_ENTITIES and value.lower() not in seen:
+        value = _clean_entity(value)
+        if value and value.lower() not in _NOT_ENTITIES and value.lower() not in seen:
             seen.add(value.lower())
             found.append(value)
 
-    words = clause.split(maxsplit=1)
-    for match in _CAPITALISED.finditer(words[1] if len(words) > 1 else ""):
-        keep(match.group(0))
-    keep(domain.lower())
-    if len(found) < 4:
-        candidates = [
-            w
-            for w in re.findall(r"[A-Za-z][A-Za-z-]+", clause.split(maxsplit=2)[-1])
-            if len(w) >= 5 and w.lower() not in _STOPWORDS | _NOT_KEYWORDS and not w.lower().endswith(("ly", "ed"))
-        ]
-        for word in sorted(dict.fromkeys(candidates), key=lambda w: (-len(w), candidates.index(w))):
-            if len(found) >= 4:
-                break
-            if not any(word.lower() in entity.lower() for entity in found):
-                keep(word.lower())
+    for name in proper_names(clause):
+        keep(name)
+    if domain:
+        keep(domain.lower())
+    for word in _topics(clause):
+        if not any(word in entity.lower() for entity in found):
+            keep(word)
     return found[:MAX_ENTITIES]
+
+
+def clean_entities(values: list[str], limit: int) -> list[str]:
+    """Entities from any source, without pronoun fragments or duplicates."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    for value in values:
+        text = _clean_entity(" ".join(str(value).split()))
+        words_ = text.split()
+        while words_ and words_[-1].lower() in _NOT_ENTITIES:
+            words_.pop()
+        while words_ and words_[0].lower() in _NOT_ENTITIES:
+            words_.pop(0)
+        text = " ".join(words_)
+        if text and text.lower() not in seen and text.lower() not in _CALENDAR_WORDS:
+            seen.add(text.lower())
+            kept.append(text)
+    return kept[:limit]
 
 
 # --------------------------------------------------------------------------- answers
 
 
 class _Draft:
-    def __init__(self, fid: str, info: str, fact_type: str, frequency: int, related: list[str], state: str) -> None:
+    def __init__(
+        self, fid: str, info: str, fact_type: str, frequency: int, related: list[str], state: str
+    ) -> None:
         self.fid = fid
         self.info = info
         self.type = fact_type
         self.frequency = frequency
-        self.related = list(related)
+        self.related = clean_entities(list(related), MAX_UPDATED_ENTITIES)
         self.state = state
         self.tokens: Set[str] = _content_tokens(info)
-        self.evidence: dict[str, list[int]] = {}
+        self.evidence: list[dict[str, Any]] = []
 
-    def absorb(self, info: str, related: list[str], session_id: str, turn: int) -> None:
+    def absorb(self, info: str, related: list[str], session_id: str, turn: int, quote: str) -> None:
         tokens = _content_tokens(info)
         if not tokens <= self.tokens:
             self.info = info
             self.tokens = self.tokens | tokens
-        known = {r.lower() for r in self.related}
-        self.related += [r for r in related if r.lower() not in known]
-        self.related = self.related[:MAX_UPDATED_ENTITIES]
-        self.cite(session_id, turn)
+        self.related = clean_entities(self.related + related, MAX_UPDATED_ENTITIES)
+        self.cite(session_id, turn, quote)
 
-    def cite(self, session_id: str, turn: int) -> None:
-        turns = self.evidence.setdefault(session_id, [])
-        if turn not in turns:
-            turns.append(turn)
+    def cite(self, session_id: str, turn: int, quote: str) -> None:
+        item = {"session_id": session_id, "turn_indices": [turn], "quote": quote}
+        if item not in self.evidence:
+            self.evidence.append(item)
 
     def as_answer(self) -> dict[str, Any]:
         return {
@@ -436,7 +763,7 @@ class _Draft:
             "frequency": self.frequency,
             "related_entities": self.related,
             "state": self.state,
-            "evidence": [{"session_id": sid, "turn_indices": turns} for sid, turns in self.evidence.items()],
+            "evidence": self.evidence,
         }
 
 
@@ -450,10 +777,43 @@ def _best_match(tokens: Set[str], drafts: list[_Draft]) -> _Draft | None:
     return best
 
 
+def is_request(sentence: str) -> bool:
+    """Is this the sentence a conversation opens with to ask for help ("Hi, could you help me ...?")?"""
+    return bool(_REQUEST.match(_strip_lead_ins(" ".join(sentence.replace("\u2019", "'").split()))))
+
+
+def facts_of_turn(
+    content: str, domain: str, *, opening: bool = False
+) -> list[tuple[str, str, str, list[str]]]:
+    """(quote, info, type, entities) for every statement sentence of one user turn.
+
+    In the conversation's ``opening`` turn the request itself is not a fact about the user.
+    """
+    out = []
+    for position, raw in enumerate(split_sentences(content)):
+        if opening and position == 0 and is_request(raw):
+            continue
+        clause = statement(raw)
+        if clause is None:
+            continue
+        info = third_person(clause)
+        if ";" in info:
+            info = info.replace(";", ",")
+        out.append((raw, info, classify(clause), entities(clause, domain)))
+    return out
+
+
 @simulates("memory_extraction")
 def extract_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     existing = [
-        _Draft(f["fid"], f["info"], f["type"], int(f["frequency"]), list(f.get("related_entities", [])), "update")
+        _Draft(
+            f["fid"],
+            f["info"],
+            f["type"],
+            int(f["frequency"]),
+            list(f.get("related_entities", [])),
+            "update",
+        )
         for f in variables.get("existing_facts", [])
     ]
     updates: dict[str, _Draft] = {}
@@ -461,32 +821,53 @@ def extract_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, An
     for session in variables.get("sessions", []):
         session_id = session["session_id"]
         domain = str(session.get("domain", ""))
+        first_user = next(
+            (int(t["index"]) for t in session.get("turns", []) if t.get("role") == "user"), -1
+        )
         for turn in session.get("turns", []):
             if turn.get("role") != "user":
                 continue
-            for clause in statements(str(turn.get("content", ""))):
-                info = third_person(clause)
+            index = int(turn["index"])
+            content = str(turn.get("content", ""))
+            for quote, info, fact_type, related in facts_of_turn(
+                content, domain, opening=index == first_user
+            ):
                 tokens = _content_tokens(info)
                 if not tokens:
                     continue
-                related = entities(clause, domain)
                 match = _best_match(tokens, existing)
                 if match is not None:
                     draft = updates.get(match.fid)
                     if draft is None:
-                        draft = _Draft(match.fid, match.info, match.type, match.frequency + 1, match.related, "update")
+                        draft = _Draft(
+                            match.fid,
+                            match.info,
+                            match.type,
+                            match.frequency + 1,
+                            match.related,
+                            "update",
+                        )
                         updates[match.fid] = draft
-                    draft.absorb(info, related, session_id, int(turn["index"]))
+                    draft.absorb(info, related, session_id, index, quote)
                     continue
                 same = _best_match(tokens, new)
                 if same is not None:
-                    same.absorb(info, related, session_id, int(turn["index"]))
+                    same.absorb(info, related, session_id, index, quote)
                     continue
-                draft = _Draft(f"NEW_{len(new) + 1}", info, classify(clause), 1, related, "add")
-                draft.cite(session_id, int(turn["index"]))
+                draft = _Draft(f"NEW_{len(new) + 1}", info, fact_type, 1, related, "add")
+                draft.cite(session_id, index, quote)
                 new.append(draft)
     ordered_updates = [updates[d.fid] for d in existing if d.fid in updates]
     return {"facts": [d.as_answer() for d in [*ordered_updates, *new]]}
+
+
+def _atomic(info: str) -> str:
+    """One statement: the most informative clause of a text an older merge may have joined with ';'."""
+    pieces = [p.strip().rstrip(" .") for p in str(info).split(";") if p.strip()]
+    if not pieces:
+        return str(info).strip()
+    best = max(pieces, key=lambda p: (len(_content_tokens(p)), -pieces.index(p)))
+    return _capitalise(best)
 
 
 @simulates("memory_consolidation")
@@ -494,34 +875,26 @@ def merge_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]
     facts = list(variables.get("facts", []))
     if not facts:
         raise ValueError("memory_consolidation needs at least one fact to merge")
-    tokens = [_content_tokens(f["info"]) for f in facts]
-    main = max(range(len(facts)), key=lambda i: (len(tokens[i]), -i))
-    parts: list[str] = []
-    covered: set[str] = set()
-    for i in [main, *(i for i in range(len(facts)) if i != main)]:
-        for piece in str(facts[i]["info"]).split("; "):  # earlier merges are read clause by clause
-            text = piece.strip().rstrip(" .")
-            piece_tokens = _content_tokens(text)
-            if not text or piece_tokens <= covered or len(parts) >= MAX_MERGED_PARTS:
-                continue
-            keep_case = not parts or text.startswith("User") or (len(text) > 1 and text[1].isupper())
-            parts.append(text if keep_case else text[:1].lower() + text[1:])
-            covered |= piece_tokens
+    infos = [_atomic(f["info"]) for f in facts]
+    tokens = [_content_tokens(info) for info in infos]
+    # The most informative member; among equals the most recent, then the first listed.
+    main = max(
+        range(len(facts)), key=lambda i: (len(tokens[i]), str(facts[i].get("updated_on", "")), -i)
+    )
     counts = Counter(str(f["type"]) for f in facts)
     top = max(counts.values())
-    fact_type = str(facts[main]["type"]) if counts[str(facts[main]["type"])] == top else next(
-        str(f["type"]) for f in facts if counts[str(f["type"])] == top
+    main_type = str(facts[main]["type"])
+    fact_type = (
+        main_type
+        if counts[main_type] == top
+        else next(str(f["type"]) for f in facts if counts[str(f["type"])] == top)
     )
     related: list[str] = []
-    seen: set[str] = set()
     for fact in [facts[main], *facts]:
-        for entity in fact.get("related_entities", []):
-            if entity.lower() not in seen:
-                seen.add(entity.lower())
-                related.append(entity)
+        related.extend(str(e) for e in fact.get("related_entities", []))
     return {
-        "info": "; ".join(parts),
+        "info": infos[main],
         "type": fact_type,
         "frequency": sum(int(f["frequency"]) for f in facts),
-        "related_entities": related[:MAX_MERGED_ENTITIES],
+        "related_entities": clean_entities(related, MAX_MERGED_ENTITIES),
     }

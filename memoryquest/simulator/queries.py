@@ -1,13 +1,29 @@
-"""Simulated answer for ``query_generation``: in-situ requests grounded in the persona.
+"""Simulated answer for ``query_generation``: in-situ requests and the references they depend on.
 
-Queries come from the persona's own tasks (multi-domain first, then the
-single-domain ones that are planning or booking requests), dated on the weekday
-of the task's situation, and anchored with one of the persona's affinities
-("I'm thinking Rome."). References are dated life updates from OTHER domains,
-filled from the persona's affinities (see
-:mod:`memoryquest.simulator.persona_grounding`). Most are far from the request
-in meaning; some candidates deliberately lean on the request's own neighbouring
-domains, as a real model often does, so the γ filter has something to reject.
+Requests come from the persona's own tasks (multi-domain first, then the
+single-domain planning and booking ones), dated on the weekday of the task's
+situation, worded with varied openers and closers and sometimes one detail a
+user would drop ("I'm thinking Rome."), never the personal constraints.
+
+References are planned from the request's needs
+(:mod:`memoryquest.simulator.needs`): the request's plan steps (from its
+domain and wording) give the need categories that bear on it; three to five
+different ones are picked, preferring those the persona gives grounds for and
+those this user has used least, and each gets one life update from the bank.
+So every reference is relevant by construction, and the relevance judge,
+reading only the wording, agrees. Each update:
+
+* comes up in a different domain, never the request's own, preferring
+  domains where the persona has tasks (the timeline sets it in one of them);
+* shares at most one content word with the request when the bank allows,
+  never more than two (no echo of the request's words);
+* is dated within ``reference_window_days`` before the request, on its own
+  day; a time-bounded one ("until May 20", "for the next six weeks") is
+  dated at most 45 days before and still holds on the request date;
+* belongs to an exclusive group used once per user across all candidates
+  (one allergy, one car situation, one job change), and group contents are
+  seeded by the persona, so two candidates never repeat or contradict each
+  other.
 """
 
 from __future__ import annotations
@@ -15,25 +31,61 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.contracts import Domain, TaskKind
 from memoryquest.simulator import simulates
-from memoryquest.simulator.persona_grounding import LIFE_UPDATES as _LIFE_UPDATES
+from memoryquest.simulator.needs import (
+    DOMAIN_PLANS,
+    NEEDS,
+    TIME_SLOTS,
+    Generator,
+    LifeUpdate,
+    PlanStep,
+    World,
+    candidates,
+    fill,
+    needs_of_request,
+    request_needs,
+    step_for,
+    with_domain,
+)
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
     WEEKDAYS,
-    LifeUpdate,
     PersonaMaterial,
     TaskScenario,
     clean_value,
-    echo_update,
-    fill_life_update,
-    normalise_text,
     task_scenarios,
 )
+from memoryquest.stages.common import normalise_text
+from memoryquest.text import shared_content_words
 
-_PLANNING_VERBS = ("plan", "book", "organize", "organise", "arrange", "schedule", "set up", "purchase", "block off", "find and book", "reschedule")
+_PLANNING_VERBS = (
+    "plan",
+    "book",
+    "organize",
+    "organise",
+    "arrange",
+    "schedule",
+    "set up",
+    "purchase",
+    "block off",
+    "find and book",
+    "reschedule",
+)
+BOUNDED_WINDOW_DAYS = 45
+"""A time-bounded reference is dated at most this many days before its request."""
+BREADTH_WEIGHT = 3.0
+"""How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
+GROUNDING_WEIGHT = 0.5
+"""How strongly needs the persona can ground in its own affinities are preferred."""
+SHARED_WORDS_MAX = 2
+"""Never more content words in common with the request (the stage's own limit)."""
+
+# --------------------------------------------------------------------------- the request text
 
 _OPENERS = (
     "Can you help me {core} {when}?",
@@ -42,32 +94,70 @@ _OPENERS = (
     "Help me {core} {when}, please.",
     "I need to {core} {when}. Where should I start?",
     "I want to {core} {when}. What would you suggest?",
+    "I'm trying to {core} {when} and could use a hand.",
+    "Let's {core} {when}.",
+    "Time to {core} {when} — can you help me sort it out?",
+    "Would you help me {core} {when}?",
+    "I've been meaning to {core}; ideally {when}. Any ideas?",
+    "Okay, next thing: I have to {core} {when}.",
+    "Any chance you could help me {core} {when}?",
+    "I'm hoping to {core} {when}. How would you go about it?",
 )
 _CLOSERS = (
+    "",
     "",
     "Keep it realistic for me.",
     "Tell me what to sort out first.",
     "What should I line up?",
     "I'd like a concrete plan.",
     "Walk me through it.",
+    "A short checklist would be great.",
+    "What's the smartest order to do things in?",
+    "Flag anything I might forget.",
+    "Give me a couple of options.",
+    "Nothing fancy, just workable.",
 )
 
 # One persona-specific detail a user would drop into a request in this domain.
 _HOOKS: dict[Domain, tuple[tuple[str, str], ...]] = {
-    Domain.TRAVEL: (("Frequent Travel Destination", "I'm thinking {v}."), ("Preferred Destination Types", "Something {v} would be ideal.")),
-    Domain.RESTAURANTS: (("Cuisine Preference", "{v} food would be ideal."),),
-    Domain.MUSIC: (("Favorite Bands", "I'd love some {v} in there."), ("Preferred Genres", "Something with a {v} vibe.")),
-    Domain.BOOKS: (("Favorite Books", "I'd like to tie it in with {v}."), ("Genre", "Ideally with a {v} angle.")),
-    Domain.SPORTS: (("Favorite Team", "It should work around the {v} schedule."), ("Favorite Sports", "Some {v} should be part of it.")),
-    Domain.MOVIES: (("Preferred Genres", "A {v} film would be ideal."), ("Theater Type Preference", "I'd prefer {v} if we go out.")),
-    Domain.MEDIA: (("Favorite Media", "Maybe something like {v}."), ("Viewing Platform Preference", "We'd watch on {v}.")),
+    Domain.TRAVEL: (
+        ("Frequent Travel Destination", "I'm thinking {v}."),
+        ("Preferred Destination Types", "Something {v} would be ideal."),
+    ),
+    Domain.RESTAURANTS: (
+        ("Cuisine Preference", "{v} food would be ideal."),
+        ("Ambiance Preference", "Ambiance-wise: {v}."),
+    ),
+    Domain.MUSIC: (
+        ("Favorite Bands", "I'd love some {v} in there."),
+        ("Preferred Genres", "Something with a {v} vibe."),
+    ),
+    Domain.BOOKS: (
+        ("Favorite Books", "I'd like to tie it in with {v}."),
+        ("Genre", "Ideally with a {v} angle."),
+    ),
+    Domain.SPORTS: (
+        ("Favorite Team", "It should work around the {v} schedule."),
+        ("Favorite Sports", "Some {v} should be part of it."),
+    ),
+    Domain.MOVIES: (
+        ("Preferred Genres", "A {v} film would be ideal."),
+        ("Theater Type Preference", "I'd prefer {v} if we go out."),
+    ),
+    Domain.MEDIA: (
+        ("Favorite Media", "Maybe something like {v}."),
+        ("Preferred Genres", "I'm in the mood for {v}."),
+    ),
     Domain.EVENTS: (("Event Type Preference", "Some {v} would be a great fit."),),
-    Domain.GAMES: (("Preferred Game Name", "{v} should be part of it."), ("Gaming Platforms", "We'd play on {v}.")),
+    Domain.GAMES: (
+        ("Preferred Game Name", "{v} should be part of it."),
+        ("Preferred Game Genres", "Something {v} would be fun."),
+    ),
     Domain.HOTELS: (("Hotel Chains Preference", "A {v} would be my pick for the stay."),),
     Domain.FLIGHTS: (("Preferred Airline", "I'd rather fly {v}."),),
     Domain.RENTAL_CARS: (("Car Type Preference", "I'd want a {v} car."),),
     Domain.TRAIN: (("Preferred Train Class", "I'd go by train in {v}."),),
-    Domain.CALENDAR: (("Event Type Preference", "It needs to fit around my {v}."),),
+    Domain.CALENDAR: (("Event Type Preference", "I also have {v} that week."),),
     Domain.MESSAGING: (("Preferred Messaging Apps", "I'll coordinate everyone on {v}."),),
     Domain.FINANCE: (("Financial Company", "I'm especially watching {v}."),),
     Domain.SHOPPING: (("Brand Preference", "I'm eyeing {v}."),),
@@ -76,34 +166,15 @@ _HOOKS: dict[Domain, tuple[tuple[str, str], ...]] = {
     Domain.BUSES: (("Preferred Bus Company", "I could take {v}."),),
 }
 
-# Share of candidates given one on-topic reference (what a generator does when it
-# stays on topic); with all-MiniLM-L6-v2 about half of those end above gamma 0.3.
-ECHO_SHARE = 0.35
-
-_IMPACT = {
-    "schedule": "when the user is actually free",
-    "budget": "how much the user can spend",
-    "health": "what the user can physically do or eat",
-    "logistics": "how the user can get around",
-    "social": "who is involved and what was promised",
-    "taste": "what the user will enjoy",
-}
-
-
-_TRIPS = {"logistics", "budget", "schedule", "health", "social"}
-_OUTINGS = {"schedule", "budget", "health", "social", "taste"}
-_ROUTINES = {"schedule", "health", "social", "taste"}
-# What kind of life update a request in each domain actually depends on.
-_RELEVANT_IMPACTS: dict[Domain, set[str]] = {
-    **{d: _TRIPS for d in (Domain.TRAVEL, Domain.FLIGHTS, Domain.HOTELS, Domain.RENTAL_CARS, Domain.TRAIN, Domain.BUSES)},
-    **{d: _OUTINGS for d in (Domain.EVENTS, Domain.MOVIES, Domain.MUSIC, Domain.MEDIA, Domain.SPORTS, Domain.GAMES, Domain.RESTAURANTS)},
-    **{d: {"budget", "schedule"} for d in (Domain.FINANCE, Domain.SHOPPING)},
-    **{d: _ROUTINES for d in (Domain.CALENDAR, Domain.ALARM, Domain.MESSAGING, Domain.SERVICES, Domain.BOOKS)},
-}
-
 
 def _third_person(text: str) -> str:
-    for pattern, repl in ((r"\bmy\b", "their"), (r"\bmyself\b", "themselves"), (r"\bI'm\b", "they're"), (r"\bI\b", "they"), (r"\bme\b", "them")):
+    for pattern, repl in (
+        (r"\bmy\b", "their"),
+        (r"\bmyself\b", "themselves"),
+        (r"\bI'm\b", "they're"),
+        (r"\bI\b", "they"),
+        (r"\bme\b", "them"),
+    ):
         text = re.sub(pattern, repl, text)
     return text
 
@@ -111,11 +182,14 @@ def _third_person(text: str) -> str:
 def planning_scenarios(scenarios: list[TaskScenario], rng: random.Random) -> list[TaskScenario]:
     """Multi-domain tasks first, then single-domain planning/booking tasks, each group shuffled."""
     multi = [s for s in scenarios if s.kind == TaskKind.MULTI_DOMAIN]
-    single = [s for s in scenarios if s.kind == TaskKind.SINGLE_DOMAIN and s.core.startswith(_PLANNING_VERBS)]
+    single = [
+        s
+        for s in scenarios
+        if s.kind == TaskKind.SINGLE_DOMAIN and s.core.startswith(_PLANNING_VERBS)
+    ]
     rng.shuffle(multi)
     rng.shuffle(single)
-    ordered = multi + single
-    return ordered or scenarios
+    return multi + single or scenarios
 
 
 def _weekday_on_or_after(date: dt.date, weekday_name: str | None) -> dt.date:
@@ -129,8 +203,19 @@ def _when(query_date: dt.date, rng: random.Random) -> str:
     month_day = f"{MONTHS[target.month - 1]} {target.day}"
     if target.weekday() >= 5:
         saturday = target - dt.timedelta(days=target.weekday() - 5)
-        return rng.choice((f"for the weekend of {MONTHS[saturday.month - 1]} {saturday.day}", f"for {WEEKDAYS[target.weekday()]}, {month_day}"))
-    return rng.choice((f"for {WEEKDAYS[target.weekday()]}, {month_day}", f"around {month_day}", f"for the week of {month_day}"))
+        return rng.choice(
+            (
+                f"for the weekend of {MONTHS[saturday.month - 1]} {saturday.day}",
+                f"for {WEEKDAYS[target.weekday()]}, {month_day}",
+            )
+        )
+    return rng.choice(
+        (
+            f"for {WEEKDAYS[target.weekday()]}, {month_day}",
+            f"around {month_day}",
+            f"for the week of {month_day}",
+        )
+    )
 
 
 def _hook(material: PersonaMaterial, scenario: TaskScenario, rng: random.Random) -> str:
@@ -143,73 +228,192 @@ def _hook(material: PersonaMaterial, scenario: TaskScenario, rng: random.Random)
     return rng.choice(options) if options else ""
 
 
-def compose_query(material: PersonaMaterial, scenario: TaskScenario, query_date: dt.date, rng: random.Random) -> str:
-    opener = rng.choice(_OPENERS).format(core=scenario.core, when=_when(query_date, rng))
-    parts = [opener]
-    if rng.random() < 0.8:
+def compose_query(
+    material: PersonaMaterial, scenario: TaskScenario, query_date: dt.date, rng: random.Random
+) -> str:
+    """The request in the user's voice: the task, a date, maybe one detail, maybe a closing ask."""
+    parts = [rng.choice(_OPENERS).format(core=scenario.core, when=_when(query_date, rng))]
+    if rng.random() < 0.6:
         parts.append(_hook(material, scenario, rng))
     parts.append(rng.choice(_CLOSERS))
     return " ".join(p for p in parts if p)
 
 
-def _reference_dates(query_date: dt.date, count: int, window: int, rng: random.Random) -> list[dt.date]:
-    window = max(window, count + 3)
-    offsets = rng.sample(range(3, window + 1), count)
-    return sorted(query_date - dt.timedelta(days=o) for o in offsets)
+# --------------------------------------------------------------------------- the references
 
 
-def _pick_updates(
-    material: PersonaMaterial,
-    scenario: TaskScenario,
+@dataclass
+class Ledger:
+    """What one user's references have used so far, across all candidates of the answer."""
+
+    groups: set[str] = field(default_factory=set)
+    texts: set[str] = field(default_factory=set)
+    needs: Counter[str] = field(default_factory=Counter)
+    domains: Counter[Domain] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class PlannedReference:
+    update: LifeUpdate
+    step: PlanStep
+
+
+def _breadth(need: str) -> int:
+    """How many domains a need bears on: the fewer, the more a reference of it is about this request."""
+    return sum(any(need in step.needs for step in steps) for steps in DOMAIN_PLANS.values())
+
+
+def _ranked_needs(
+    world: World, needs: list[str], primary: set[str], ledger: Ledger, rng: random.Random
+) -> list[str]:
+    """Needs with generators left: specific ones, the user's least-used ones and grounded ones first.
+
+    A need that bears on few domains (diet, documents, sleep) says more about
+    this particular request than one that bears on almost any plan (schedule,
+    budget), so it is preferred, as are needs of the request's own domain
+    (``primary``) over those a second domain adds; use by earlier candidates
+    spreads the bank.
+    """
+
+    def key(need: str) -> float:
+        grounding = max(
+            (g.grounding(world) for g in candidates(world, need, ledger.groups)), default=0
+        )
+        return (
+            ledger.needs[need]
+            + _breadth(need) / BREADTH_WEIGHT
+            + (2 - grounding) * GROUNDING_WEIGHT
+            - (need in primary)
+            + rng.random()
+        )
+
+    usable = [n for n in needs if candidates(world, n, ledger.groups)]
+    return sorted(usable, key=key)
+
+
+def _day_offsets(count: int, high: int, rng: random.Random) -> list[int]:
+    """``count`` distinct days before the request, from 3 up to ``high`` (fewer when the range is short)."""
+    days = list(range(3, max(high, 4) + 1))
+    return rng.sample(days, min(count, len(days)))
+
+
+def _domain_for(
+    update: LifeUpdate, query_domain: Domain, taken: set[Domain], world: World, ledger: Ledger
+) -> Domain | None:
+    """A conversation domain for the update: not the request's, not taken; persona tasks and rarely used first."""
+    options = [d for d in update.domains if d != query_domain and d not in taken]
+    if not options:
+        return None
+    hosted = world.task_domains()
+    return min(options, key=lambda d: (d not in hosted, ledger.domains[d], update.domains.index(d)))
+
+
+def plan_references(
+    world: World,
+    query_text: str,
     query_domain: Domain,
     query_date: dt.date,
     count: int,
-    used: set[str],
+    window: int,
+    ledger: Ledger,
     rng: random.Random,
-) -> list[LifeUpdate]:
-    """``count`` life updates from distinct domains other than the query's, unused by this persona."""
-    available = [d for d in material.domains() if d != query_domain]
-    near = [d for d in available if d in scenario.domains]
-    far = [d for d in available if d not in scenario.domains]
-    rng.shuffle(near)
-    rng.shuffle(far)
-    wanted = _RELEVANT_IMPACTS.get(query_domain, set(_IMPACT))
-    # Domains that can say something this kind of request depends on come first.
-    far.sort(key=lambda d: not any(t.domain == d and t.impact in wanted for t in _LIFE_UPDATES))
-    # Like a real model, sometimes reach for the request's own neighbourhood.
-    lean = rng.random() < 0.35 and near
-    wanted_near = min(len(near), rng.randint(1, 2)) if lean else 0
-    order = near[:wanted_near] + far + near[wanted_near:]
-    chosen: list[LifeUpdate] = []
-    if order and rng.random() < ECHO_SHARE:
-        chosen.append(echo_update(scenario.core, order[0], rng))
-        order = order[1:]
-    for domain in order:
-        if len(chosen) == count:
+) -> list[PlannedReference]:
+    """Up to ``count`` references, one per distinct need that bears on the request (see the module docstring)."""
+    steps = needs_of_request(query_text, query_domain)
+    planned: list[PlannedReference] = []
+    taken_domains: set[Domain] = set()
+    groups = set(ledger.groups)
+    texts = set(ledger.texts)
+    # Days are drawn first: a time-bounded update is said no more than BOUNDED_WINDOW_DAYS ahead.
+    bounded_days = _day_offsets(count, min(window, BOUNDED_WINDOW_DAYS), rng)
+    any_days = _day_offsets(count, window, rng)
+    used_offsets: set[int] = set()
+    primary = {n for step in DOMAIN_PLANS[query_domain] for n in step.needs}
+    for need in _ranked_needs(world, request_needs(steps), primary, ledger, rng):
+        if len(planned) == count:
             break
-        templates = [t for t in _LIFE_UPDATES if t.domain == domain]
-        rng.shuffle(templates)
-        templates.sort(key=lambda t: t.impact not in wanted)  # stable: relevant first, shuffled within
-        for template in templates:
-            filled = fill_life_update(template, material, query_date, rng)
-            if filled is not None and normalise_text(filled.text) not in used:
-                chosen.append(filled)
-                break
-    return chosen
+        step = step_for(need, steps)
+        if step is None:
+            continue
+        options = candidates(world, need, groups)
+        rng.shuffle(options)
+        best: tuple[tuple[bool, int], LifeUpdate, Domain, int] | None = None
+        for generator in options:
+            pool = bounded_days if generator.limits or _has_time_core(generator) else any_days
+            free = [o for o in pool if o not in used_offsets]
+            if not free:
+                continue
+            offset = free[0]
+            date = query_date - dt.timedelta(days=offset)
+            update = fill(generator, world, date, query_date, rng)
+            if update is None or normalise_text(update.text) in texts:
+                continue
+            shared = len(shared_content_words(query_text, update.text))
+            if shared > SHARED_WORDS_MAX:
+                continue
+            domain = _domain_for(update, query_domain, taken_domains, world, ledger)
+            if domain is None:
+                continue
+            # No echo first, then the update the persona grounds best (its own affinities).
+            rank = (shared > 1, -update.grounding)
+            if best is None or rank < best[0]:
+                best = (rank, update, domain, offset)
+        if best is None:
+            continue
+        _, update, domain, offset = best
+        used_offsets.add(offset)
+        taken_domains.add(domain)
+        groups.add(update.group)
+        texts.add(normalise_text(update.text))
+        planned.append(PlannedReference(with_domain(update, domain), step))
+    return planned
 
 
-def _reasoning(scenario: TaskScenario, query_date: dt.date, updates: list[LifeUpdate]) -> str:
-    reasons = "; ".join(f"{u.domain.value}: {_IMPACT.get(u.template.impact, 'the situation')}" for u in updates)
+def _has_time_core(generator: Generator) -> bool:
+    return any(TIME_SLOTS & set(core.slots()) for core in generator.cores)
+
+
+def _reasoning(scenario: TaskScenario, query_date: dt.date, planned: list[PlannedReference]) -> str:
+    reasons = "; ".join(f"{NEEDS[p.update.need].label} ({p.step.phrase})" for p in planned)
     return (
-        f"On {query_date.isoformat()} the user asks to {_third_person(scenario.core)}. The request itself names none of it, "
-        f"but a helpful plan has to respect things said earlier in other conversations — {reasons}. "
-        "Each reference comes from a different domain, so a search on the request's wording alone would miss it."
+        f"On {query_date.isoformat()} the user asks to {_third_person(scenario.core)}. The request names none of it, "
+        f"but a helpful plan depends on things said in other conversations — {reasons}. "
+        "Each of those came up in a different domain, so the request's own words would not find it."
     )
+
+
+def _candidate(
+    scenario: TaskScenario, text: str, query_date: dt.date, planned: list[PlannedReference]
+) -> dict[str, Any]:
+    ordered = sorted(planned, key=lambda p: p.update.date)
+    return {
+        "query": text,
+        "query_date": query_date.isoformat(),
+        "reasoning": _reasoning(scenario, query_date, planned),
+        "domain": scenario.primary_domain.value,
+        "references": [
+            {
+                "text": p.update.text,
+                "date": p.update.date.isoformat(),
+                "domain": p.update.domain.value,
+                "rationale": NEEDS[p.update.need].rationale.format(step=p.step.phrase),
+                "valid_until": p.update.valid_until.isoformat() if p.update.valid_until else None,
+            }
+            for p in ordered
+        ],
+    }
+
+
+def _reference_count(low: int, high: int, rng: random.Random) -> int:
+    """Three or four most of the time, five now and then (the bank is finite per user)."""
+    weights = [5 if n == low else 4 if n == low + 1 else 1 for n in range(low, high + 1)]
+    return rng.choices(range(low, high + 1), weights=weights)[0]
 
 
 @simulates("query_generation")
 def propose_queries(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     material = PersonaMaterial.from_variables(variables)
+    world = World(material)
     count = int(variables["count"])
     refs_min, refs_max = int(variables["references_min"]), int(variables["references_max"])
     start = dt.date.fromisoformat(variables["query_date_start"])
@@ -221,39 +425,38 @@ def propose_queries(variables: dict[str, Any], rng: random.Random) -> dict[str, 
     if not scenarios:
         return {"candidates": []}
     span = max((end - start).days - 6, 1)
-    used: set[str] = set()
-    candidates: list[dict[str, Any]] = []
-    for index in range(count):
-        scenario = scenarios[index % len(scenarios)]
-        query_domain = scenario.primary_domain
+    ledger = Ledger()
+    candidates_out: list[dict[str, Any]] = []
+    attempts = 0
+    while len(candidates_out) < count and attempts < count * 2:
+        scenario = scenarios[attempts % len(scenarios)]
+        attempts += 1
         # Stratified over the window so a persona's queries spread across the year.
-        offset = int((index + rng.random()) * span / count)
-        query_date = _weekday_on_or_after(start + dt.timedelta(days=offset), scenario.situation.get("Day of the Week"))
+        slot = len(candidates_out)
+        offset = int((slot + rng.random()) * span / count)
+        query_date = _weekday_on_or_after(
+            start + dt.timedelta(days=offset), scenario.situation.get("Day of the Week")
+        )
         if query_date > end:
             query_date -= dt.timedelta(days=7)
         text = compose_query(material, scenario, query_date, rng)
-        for _ in range(3):
+        for _ in range(4):
             if normalise_text(text) not in already:
                 break
             text = compose_query(material, scenario, query_date, rng)
-        already.add(normalise_text(text))
-        n_refs = rng.randint(refs_min, refs_max)
-        updates = _pick_updates(material, scenario, query_domain, query_date, n_refs, used, rng)
-        if len(updates) < refs_min:
+        if normalise_text(text) in already:
             continue
-        used.update(normalise_text(u.text) for u in updates)
-        dates = _reference_dates(query_date, len(updates), window, rng)
-        rng.shuffle(updates)
-        candidates.append(
-            {
-                "query": text,
-                "query_date": query_date.isoformat(),
-                "reasoning": _reasoning(scenario, query_date, updates),
-                "domain": query_domain.value,
-                "references": [
-                    {"text": update.text, "date": date.isoformat(), "domain": update.domain.value}
-                    for update, date in zip(updates, dates, strict=True)
-                ],
-            }
+        wanted = _reference_count(refs_min, refs_max, rng)
+        planned = plan_references(
+            world, text, scenario.primary_domain, query_date, wanted, window, ledger, rng
         )
-    return {"candidates": candidates}
+        if len(planned) < refs_min:
+            continue
+        already.add(normalise_text(text))
+        for item in planned:
+            ledger.groups.add(item.update.group)
+            ledger.texts.add(normalise_text(item.update.text))
+            ledger.needs[item.update.need] += 1
+            ledger.domains[item.update.domain] += 1
+        candidates_out.append(_candidate(scenario, text, query_date, planned))
+    return {"candidates": candidates_out}

@@ -5,6 +5,18 @@ the persona's own single-domain tasks of that domain ("The user wants to review
 their alarm settings ... In passing, the user shares an update: ..."). Filler
 events are other tasks of the persona, from distinct domains that none of the
 references touch, with the task's real situation (place, device, time of day).
+Events also carry **distractors**: minor life updates of the persona from
+:func:`memoryquest.simulator.needs.distractor_update` — none about a need any
+of the query's references is about, none sharing more than one content word
+with a reference — written after the same marker as a reference, on filler
+events (usually two or three) and next to the reference on reference events
+(usually one or two). The conversation states every update the same way, so a
+reference is one piece of personal news among many, not the only one.
+
+The timeline's ``user_references`` variable, when given, lists the texts of
+all of the user's references (every query), so no distractor repeats or
+contradicts any of them.
+
 The first event falls 1..lead_days_max days before the earliest reference; the
 rest are spread over the days up to the eve of the query.
 """
@@ -17,9 +29,19 @@ from typing import Any
 
 from memoryquest.contracts import Domain, PersonaTask
 from memoryquest.simulator import simulates
-from memoryquest.simulator.persona_grounding import TaskScenario, task_scenarios
+from memoryquest.simulator.needs import classify_need, distractor_update
+from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenario, task_scenarios
+from memoryquest.text import shared_content_words
 
-REFERENCE_MARKER = "In passing, the user shares an update:"
+UPDATE_MARKER = "In passing, the user shares an update:"
+"""Separates an event's activity from the life update said in it (a reference's or a distractor's)."""
+
+FILLER_EVENT_DISTRACTORS = (0, 1, 3, 3)
+"""Weights of 0, 1, 2 and 3 distractor updates on a filler event (when the persona can ground them)."""
+REFERENCE_EVENT_DISTRACTORS = (1, 3, 3)
+"""Weights of 0, 1 and 2 distractor updates next to the reference on a reference event."""
+DISTRACTOR_SHARED_WORDS_MAX = 1
+"""A distractor may share at most this many content words with any reference of the query."""
 
 
 def _setting(scenario: TaskScenario) -> str:
@@ -54,6 +76,43 @@ def _free_days(start: dt.date, end: dt.date, taken: set[dt.date]) -> list[dt.dat
     return days
 
 
+def _distractor(
+    material: PersonaMaterial,
+    domain: Domain,
+    date: dt.date,
+    rng: random.Random,
+    avoid_needs: set[str],
+    avoid_texts: set[str],
+    references: list[str],
+) -> str | None:
+    """A minor update for a filler event: not about any reference's need, sharing almost no words with one."""
+    for _ in range(3):
+        update = distractor_update(
+            material, domain, date, rng, avoid_needs=set(avoid_needs), avoid_texts=set(avoid_texts)
+        )
+        if update is None:
+            return None
+        if all(
+            len(shared_content_words(update.text, ref)) <= DISTRACTOR_SHARED_WORDS_MAX
+            for ref in references
+        ):
+            return str(update.text)
+        avoid_texts.add(update.text)
+    return None
+
+
+def describe(activity: str, updates: list[str]) -> str:
+    """An event description: the activity, then each life update said in it after the marker."""
+    said = " ".join(f"{UPDATE_MARKER} {u.strip().rstrip('.')}." for u in updates)
+    return f"{activity} {said}".strip()
+
+
+def described_updates(description: str) -> tuple[str, list[str]]:
+    """(activity, updates) of a description written by :func:`describe`."""
+    activity, *updates = description.split(UPDATE_MARKER)
+    return activity.strip(), [u.strip().rstrip(".").strip() for u in updates if u.strip()]
+
+
 @simulates("timeline_synthesis")
 def lay_out_timeline(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     query = variables["query"]
@@ -71,17 +130,40 @@ def lay_out_timeline(variables: dict[str, Any], rng: random.Random) -> dict[str,
     n_events = rng.randint(min(max(events_min, n_refs + 1), events_max), events_max)
     n_fill = max(n_events - n_refs, 0)
 
+    material = PersonaMaterial.from_variables(variables)
+    reference_texts = [str(r["text"]) for r in references]
+    avoid_needs = {need for need in (classify_need(t) for t in reference_texts) if need}
+    avoid_texts = set(reference_texts) | {str(t) for t in variables.get("user_references") or []}
+
+    def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
+        wanted = rng.choices(range(len(weights)), weights=weights)[0]
+        found: list[str] = []
+        for _ in range(wanted):
+            update = _distractor(
+                material, domain, date, rng, avoid_needs, avoid_texts, reference_texts
+            )
+            if update is None:
+                break
+            avoid_texts.add(update)
+            found.append(update)
+        return found
+
     events: list[dict[str, Any]] = []
     for ref in references:
         domain = Domain(ref["domain"])
         options = by_domain.get(domain, [])
         activity = _activity(rng.choice(options)) if options else _generic_activity(domain)
-        text = ref["text"].strip().rstrip(".")
+        date = dt.date.fromisoformat(ref["date"])
+        updates = [
+            ref["text"].strip().rstrip("."),
+            *distractors(domain, date, REFERENCE_EVENT_DISTRACTORS),
+        ]
+        rng.shuffle(updates)
         events.append(
             {
                 "date": ref["date"],
                 "domain": domain.value,
-                "description": f"{activity} {REFERENCE_MARKER} {text}.",
+                "description": describe(activity, updates),
                 "reference_index": ref["index"],
             }
         )
@@ -90,11 +172,19 @@ def lay_out_timeline(variables: dict[str, Any], rng: random.Random) -> dict[str,
         reference_domains = {r["domain"] for r in references}
         filler_domains = [d for d in by_domain if d.value not in reference_domains]
         rng.shuffle(filler_domains)
-        earliest = dt.date.fromisoformat(references[0]["date"]) if references else query_date - dt.timedelta(days=30)
+        earliest = (
+            dt.date.fromisoformat(references[0]["date"])
+            if references
+            else query_date - dt.timedelta(days=30)
+        )
         first = earliest - dt.timedelta(days=rng.randint(1, lead))
         taken = {dt.date.fromisoformat(r["date"]) for r in references} | {first}
         free = _free_days(first + dt.timedelta(days=1), query_date - dt.timedelta(days=1), taken)
-        others = sorted(rng.sample(free, n_fill - 1)) if len(free) >= n_fill - 1 else sorted(rng.choices(free or [first], k=n_fill - 1))
+        others = (
+            sorted(rng.sample(free, n_fill - 1))
+            if len(free) >= n_fill - 1
+            else sorted(rng.choices(free or [first], k=n_fill - 1))
+        )
         for position, date in enumerate([first, *others]):
             if filler_domains:
                 domain = filler_domains[position % len(filler_domains)]
@@ -102,7 +192,15 @@ def lay_out_timeline(variables: dict[str, Any], rng: random.Random) -> dict[str,
             else:
                 domain = Domain(query["domain"])
                 activity = _generic_activity(domain)
-            events.append({"date": date.isoformat(), "domain": domain.value, "description": activity, "reference_index": None})
+            description = describe(activity, distractors(domain, date, FILLER_EVENT_DISTRACTORS))
+            events.append(
+                {
+                    "date": date.isoformat(),
+                    "domain": domain.value,
+                    "description": description,
+                    "reference_index": None,
+                }
+            )
 
     events.sort(key=lambda e: (e["date"], e["reference_index"] is None))
     return {"events": events}

@@ -1,0 +1,67 @@
+"""The needs model and the life-update bank behind simulated references, relevance and prospection.
+
+* :mod:`.model` — plan steps per domain, need categories, and reading a
+  request's steps or a statement's need from its wording;
+* :mod:`.world` — the persona as the bank sees it, and where slot values come from;
+* :mod:`.bank` — how a generator becomes one dated, persona-grounded update,
+  how a text is read back, and distractor updates;
+* :mod:`.sayings` — saying an update in the first person, never verbatim;
+* :mod:`.updates` — the bank's data: what can change in a user's life.
+"""
+
+from __future__ import annotations
+
+from memoryquest.simulator.needs import updates as _updates  # noqa: F401  (fills the bank)
+from memoryquest.simulator.needs.bank import (
+    TIME_SLOTS,
+    Generator,
+    LifeUpdate,
+    bank,
+    candidates,
+    distractor_update,
+    fill,
+    groups_of,
+    parse_update,
+    with_domain,
+)
+from memoryquest.simulator.needs.model import (
+    DOMAIN_PLANS,
+    NEEDS,
+    Need,
+    PlanStep,
+    classify_need,
+    cue_words,
+    infer_domains,
+    need_scores,
+    needs_of_request,
+    request_needs,
+    step_for,
+)
+from memoryquest.simulator.needs.sayings import say_update
+from memoryquest.simulator.needs.world import World
+
+__all__ = [
+    "TIME_SLOTS",
+    "DOMAIN_PLANS",
+    "NEEDS",
+    "Generator",
+    "LifeUpdate",
+    "Need",
+    "PlanStep",
+    "World",
+    "bank",
+    "candidates",
+    "classify_need",
+    "cue_words",
+    "distractor_update",
+    "fill",
+    "groups_of",
+    "infer_domains",
+    "need_scores",
+    "needs_of_request",
+    "parse_update",
+    "request_needs",
+    "say_update",
+    "step_for",
+    "with_domain",
+]

@@ -1,0 +1,499 @@
+"""Life updates: how a generator of the bank becomes one dated, persona-grounded statement, and back.
+
+A :class:`Generator` describes one kind of thing that can change in a user's
+life (a food allergy, the car at the garage, a sister staying over). Its text
+is composed from parts — a core, an optional detail or cause, and a time limit
+for updates that expire — each written once as the stored statement (third
+person, no subject) and several times as a first-person saying. Slots are
+filled from the persona (affinities, demographics, the cities of its tasks)
+where the generator can use them, else from small word lists.
+
+Content choices (which core, which allergen, which weekday) are seeded by the
+persona and the generator's group, not by the call: whichever call or stage
+asks, one user has one allergy, one pet and one commute, so two statements
+about the same user never contradict each other. Only the wording of time
+limits follows the caller's generator.
+
+The stored text can always be read back (:func:`parse_update`): each generator
+compiles to one regular expression over all its part combinations, so the
+parts and slot values are recovered from the text alone, in any process, and
+:mod:`~memoryquest.simulator.needs.sayings` can say them again in the first
+person.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from memoryquest.contracts import Domain
+from memoryquest.simulator.needs.world import Grounded, Slot, World
+from memoryquest.simulator.persona_grounding import (
+    MONTHS,
+    PersonaMaterial,
+    fix_articles,
+    lower_first,
+)
+from memoryquest.stages.common import normalise_text
+
+PROFILE_FIRST = 0.7
+"""Share of personas for whom a generator's wordings that read their own affinities come first."""
+
+TIME_SLOTS = frozenset({"until", "span", "month"})
+"""Slots filled from the dates: a last day ("May 20", "the 20th"), a duration ("six weeks"), a month's end."""
+
+
+# --------------------------------------------------------------------------- generators
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of an update: the stored wording and the ways of saying it.
+
+    Core sayings are first-person clauses that start with the speaker ("I",
+    "My"); detail and limit sayings are fragments with no first-person word, so
+    they can trail the core or lead it ("After a scare at a work lunch, my ...").
+    """
+
+    text: str
+    sayings: tuple[str, ...]
+    when: Callable[[World], bool] | None = None
+
+    def slots(self) -> list[str]:
+        return re.findall(r"\{(\w+)\}", self.text)
+
+
+def P(text: str, *sayings: str, when: Callable[[World], bool] | None = None) -> Part:
+    return Part(text, sayings, when)
+
+
+@dataclass(frozen=True)
+class Generator:
+    """One kind of life update: its need category, its exclusive group and where it can come up.
+
+    ``group`` is exclusive within a user: one allergy, one car situation, one
+    job change. ``domains`` are the conversations it would naturally come up
+    in. ``span_days`` bounds how far past the earliest allowed day a
+    time-bounded update may run.
+    """
+
+    need: str
+    group: str
+    domains: tuple[Domain, ...]
+    cores: tuple[Part, ...]
+    extras: tuple[Part, ...] = ()
+    limits: tuple[Part, ...] = ()
+    slots: Mapping[str, Slot] = field(default_factory=dict)
+    when: Callable[[World], bool] | None = None
+    span_days: tuple[int, int] = (5, 45)
+
+    def usable(self, world: World) -> bool:
+        return self.when is None or self.when(world)
+
+    def grounding(self, world: World) -> int:
+        """How far the persona can ground it: 2 its own affinities, 1 its demographics or place, 0 nothing."""
+        names = {n for part in self.cores + self.extras for n in part.slots()}
+        if any(self.slots[n].profile for n in names if n in self.slots):
+            return 2
+        if self.when is not None or any(c.when is not None for c in self.cores):
+            return 1
+        return 1 if any(self.slots[n].persona for n in names if n in self.slots) else 0
+
+    def grounded(self, world: World) -> bool:
+        """Whether the persona gives grounds for it (a condition or a slot read from the profile)."""
+        return self.grounding(world) > 0
+
+
+@dataclass(frozen=True)
+class LifeUpdate:
+    """One dated statement about the user, as a reference or a distractor carries it."""
+
+    text: str
+    need: str
+    group: str
+    domain: Domain  # the conversation it comes up in
+    domains: tuple[Domain, ...]  # every domain it could come up in
+    date: dt.date
+    valid_until: dt.date | None
+    grounding: (
+        int  # 2: fills in the persona's own affinities; 1: its demographics or place; 0: neither
+    )
+    slots: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def grounded(self) -> bool:
+        return self.grounding > 0
+
+    def sayings(self, count: int = 3) -> list[str]:
+        """Distinct first-person ways of saying it (none contains the text word for word)."""
+        rng = random.Random(int(hashlib.sha256(self.text.encode()).hexdigest()[:12], 16))
+        out: list[str] = []
+        from memoryquest.simulator.needs.sayings import (
+            say_update,  # sayings read texts back through this module
+        )
+
+        for _ in range(count * 4):
+            said = say_update(self.text, rng)
+            if said not in out:
+                out.append(said)
+            if len(out) == count:
+                break
+        return out
+
+
+def join_parts(pieces: Iterable[str]) -> str:
+    out = ""
+    for piece in pieces:
+        piece = piece.strip()
+        if not piece:
+            continue
+        out = piece if not out else out + (piece if piece[0] in ",;" else " " + piece)
+    return out
+
+
+def _number_word(n: int) -> str:
+    words = (
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+    )
+    return words[n] if 0 <= n < len(words) else str(n)
+
+
+def _ordinal(day: int) -> str:
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def _month_end(day: dt.date) -> dt.date:
+    following = dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
+    return following - dt.timedelta(days=1)
+
+
+def _time_slots(
+    names: set[str],
+    date: dt.date,
+    not_before: dt.date,
+    span_days: tuple[int, int],
+    rng: random.Random,
+) -> tuple[dict[str, str], dt.date] | None:
+    """Fill the time slots so the update still holds on ``not_before`` (and lasts a week at least)."""
+    earliest = max(not_before, date + dt.timedelta(days=7))
+    target = earliest + dt.timedelta(days=rng.randint(*span_days))
+    if "span" in names:
+        days = (target - date).days + 1
+        if days <= 12 * 7:
+            weeks = -(-days // 7)
+            valid = date + dt.timedelta(days=7 * weeks - 1)
+            return {"span": f"{_number_word(weeks)} weeks" if weeks > 1 else "week"}, valid
+        months = min(-(-days // 30), 12)
+        valid = date + dt.timedelta(days=30 * months - 1)
+        return {"span": f"{_number_word(months)} months"}, valid
+    if "month" in names:
+        valid = _month_end(target)
+        return {"month": MONTHS[valid.month - 1]}, valid
+    if (target.year, target.month) == (date.year, date.month) and rng.random() < 0.5:
+        return {"until": f"the {_ordinal(target.day)}"}, target
+    return {"until": f"{MONTHS[target.month - 1]} {target.day}"}, target
+
+
+def fill(
+    generator: Generator,
+    world: World,
+    date: dt.date,
+    not_before: dt.date,
+    rng: random.Random,
+    *,
+    with_detail: bool | None = None,
+) -> LifeUpdate | None:
+    """The generator made concrete for this persona, said on ``date`` and still true on ``not_before``.
+
+    ``rng`` only words the time limit; everything else is seeded by the
+    persona and the group. ``with_detail`` forces or suppresses the optional
+    detail part (None: the persona's seeded choice).
+    """
+    if not generator.usable(world):
+        return None
+    content = world.rng("group", generator.group)
+    cores = [c for c in generator.cores if c.when is None or c.when(world)]
+    content.shuffle(cores)
+    if content.random() < PROFILE_FIRST:  # mostly a wording that uses the persona's own affinities
+        cores.sort(
+            key=lambda c: (
+                not any(generator.slots[n].profile for n in c.slots() if n in generator.slots)
+            )
+        )
+    extras = [e for e in generator.extras if e.when is None or e.when(world)]
+    extra_choice = content.choice(extras) if extras and content.random() < 0.6 else None
+    if with_detail is not None:
+        extra_choice = (content.choice(extras) if extras else None) if with_detail else None
+    for core in cores:
+        chosen = [core]
+        if generator.limits and not TIME_SLOTS & set(core.slots()):
+            chosen.append(rng.choice(generator.limits))
+        if extra_choice:
+            chosen.append(extra_choice)
+        slots: dict[str, str] = {}
+        names: list[str] = []
+        for part in chosen:
+            names.extend(n for n in part.slots() if n not in names)
+        ok = True
+        for name in names:
+            if name in TIME_SLOTS:
+                continue
+            source = generator.slots.get(name)
+            if source is None:
+                raise KeyError(f"generator {generator.group!r} has no source for slot {name!r}")
+            slot_rng = (
+                world.rng("slot", name)
+                if source.shared
+                else world.rng("group", generator.group, name)
+            )
+            value = source.fill(world, slot_rng)
+            if not value:
+                ok = False
+                break
+            slots[name] = value
+        if not ok:
+            continue
+        valid_until: dt.date | None = None
+        time_names = {n for n in names if n in TIME_SLOTS}
+        if time_names:
+            timed = _time_slots(time_names, date, not_before, generator.span_days, rng)
+            if timed is None:
+                continue
+            extra_slots, valid_until = timed
+            slots.update(extra_slots)
+        wording = world.rng("wording", generator.group)
+        text = fix_articles(
+            join_parts(_choose_wording(part.text, wording).format(**slots) for part in chosen)
+        )
+        text = text[:1].upper() + text[1:]
+        sources = [(generator.slots[n], slots.get(n)) for n in names if n in generator.slots]
+        from_profile = any(
+            isinstance(v, Grounded) or (src.profile and not src.mixed) for src, v in sources
+        )
+        from_persona = any(src.persona and not src.mixed for src, _ in sources)
+        conditioned = generator.when is not None or core.when is not None
+        return LifeUpdate(
+            text=text,
+            need=generator.need,
+            group=generator.group,
+            domain=generator.domains[0],
+            domains=generator.domains,
+            date=date,
+            valid_until=valid_until,
+            grounding=2 if from_profile else 1 if from_persona or conditioned else 0,
+            slots=tuple(sorted(slots.items())),
+        )
+    return None
+
+
+def _choose_wording(text: str, rng: random.Random) -> str:
+    """Resolve every ``[a|b|c]`` of a template to one option."""
+    return _ALTERNATION.sub(lambda m: rng.choice(m.group(1).split("|")), text)
+
+
+def with_domain(update: LifeUpdate, domain: Domain) -> LifeUpdate:
+    return replace(update, domain=domain)
+
+
+# --------------------------------------------------------------------------- reading a text back
+
+
+@dataclass(frozen=True)
+class Parsed:
+    generator: Generator
+    core: Part
+    extra: Part | None
+    limit: Part | None
+    slots: dict[str, str]
+
+
+_SLOT = re.compile(r"\{(\w+)\}")
+_ALTERNATION = re.compile(r"\[([^\[\]{}]*\|[^\[\]{}]*)\]")
+
+
+def _literal_regex(text: str) -> str:
+    """A literal stretch of a template as a regex: ``[a|b]`` becomes an alternation."""
+    out = ""
+    position = 0
+    for match in _ALTERNATION.finditer(text):
+        out += re.escape(text[position : match.start()])
+        out += "(?:" + "|".join(re.escape(option) for option in match.group(1).split("|")) + ")"
+        position = match.end()
+    return out + re.escape(text[position:])
+
+
+def _part_regex(part: Part, prefix: str) -> tuple[str, dict[str, str]]:
+    """``part.text`` as a regex with one named group per slot occurrence (group name -> slot name)."""
+    regex = ""
+    names: dict[str, str] = {}
+    position = 0
+    for index, match in enumerate(_SLOT.finditer(part.text)):
+        literal = _literal_regex(part.text[position : match.start()])
+        # fix_articles may have turned "a {slot}" into "an ..." or the reverse.
+        literal = re.sub(r"(^|(?<=\\ )|(?<=\s))an?\\ $", r"\g<1>an?\\ ", literal)
+        group = f"{prefix}_{index}"
+        names[group] = match.group(1)
+        regex += literal + f"(?P<{group}>.+?)"
+        position = match.end()
+    regex += _literal_regex(part.text[position:])
+    return regex, names
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    generator: Generator
+    pattern: re.Pattern[str]
+    parts: dict[str, tuple[str, int]]  # part group -> (kind, index)
+    slots: dict[str, str]  # slot group -> slot name
+
+
+def _compile(generator: Generator, gindex: int) -> _Compiled:
+    parts: dict[str, tuple[str, int]] = {}
+    slots: dict[str, str] = {}
+
+    def alternatives(kind: str, items: tuple[Part, ...]) -> str:
+        alts = []
+        for index, part in enumerate(items):
+            name = f"g{gindex}{kind}{index}"
+            body, names = _part_regex(part, name + "s")
+            parts[name] = (kind, index)
+            slots.update(names)
+            alts.append(f"(?P<{name}>{body})")
+        return "|".join(alts)
+
+    regex = f"(?:{alternatives('c', generator.cores)})"
+    if generator.limits:
+        regex += rf"(?:\s*(?:{alternatives('l', generator.limits)}))?"
+    if generator.extras:
+        regex += rf"(?:\s*(?:{alternatives('e', generator.extras)}))?"
+    return _Compiled(generator, re.compile(regex + r"\.?", re.IGNORECASE), parts, slots)
+
+
+_BANK: list[Generator] = []
+
+
+def register(generators: Iterable[Generator]) -> None:
+    """Add generators to the bank (the data module calls this once at import)."""
+    _BANK.extend(generators)
+    _compiled.cache_clear()
+    parse_update.cache_clear()
+
+
+def bank() -> list[Generator]:
+    return list(_BANK)
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[_Compiled, ...]:
+    return tuple(_compile(g, i) for i, g in enumerate(_BANK))
+
+
+@lru_cache(maxsize=16_384)
+def parse_update(text: str) -> Parsed | None:
+    """The generator, parts and slot values behind a bank text (None for any other text)."""
+    cleaned = " ".join(text.split()).strip()
+    for compiled in _compiled():
+        match = compiled.pattern.fullmatch(cleaned)
+        if match is None:
+            continue
+        chosen: dict[str, Part] = {}
+        for group, (kind, index) in compiled.parts.items():
+            if match.group(group) is not None:
+                items = {
+                    "c": compiled.generator.cores,
+                    "e": compiled.generator.extras,
+                    "l": compiled.generator.limits,
+                }[kind]
+                chosen[kind] = items[index]
+        values: dict[str, str] = {}
+        for group, name in compiled.slots.items():
+            value = match.group(group)
+            if value is not None and name not in values:
+                if match.start(group) == 0:
+                    value = lower_first(value)
+                values[name] = value
+        return Parsed(compiled.generator, chosen["c"], chosen.get("e"), chosen.get("l"), values)
+    return None
+
+
+# --------------------------------------------------------------------------- choosing updates
+
+
+def _variants(world: World) -> list[Generator]:
+    """One generator per group for this persona (a group may have several, e.g. cores that take no limit)."""
+    by_group: dict[str, list[Generator]] = {}
+    for generator in _BANK:
+        if generator.usable(world):
+            by_group.setdefault(generator.group, []).append(generator)
+    return [
+        options[world.rng("variant", group).randrange(len(options))]
+        for group, options in by_group.items()
+    ]
+
+
+def candidates(world: World, need: str, used_groups: set[str]) -> list[Generator]:
+    """Generators of ``need`` this persona can use and has not used yet."""
+    return [g for g in _variants(world) if g.need == need and g.group not in used_groups]
+
+
+def groups_of(texts: Iterable[str]) -> set[str]:
+    """The exclusive groups behind bank texts (other texts contribute nothing)."""
+    out: set[str] = set()
+    for text in texts:
+        parsed = parse_update(text)
+        if parsed is not None:
+            out.add(parsed.generator.group)
+    return out
+
+
+def distractor_update(
+    material: PersonaMaterial,
+    domain: Domain,
+    date: dt.date,
+    rng: random.Random,
+    avoid_needs: set[str],
+    avoid_texts: set[str],
+) -> LifeUpdate | None:
+    """A life update to mention in a filler conversation in ``domain`` on ``date`` — a reference of no query.
+
+    Same bank and style as references, so a reader cannot tell them apart by
+    wording. It avoids the need categories in ``avoid_needs`` (so it cannot
+    stand in for a reference of the timeline's query), every group behind
+    ``avoid_texts`` (the user's references: no near-duplicate, no
+    contradiction) and those texts themselves. Time-bounded ones are still
+    valid a week after ``date``. None when nothing fits.
+    """
+    world = World(material)
+    avoid = {normalise_text(t) for t in avoid_texts}
+    used = groups_of(avoid_texts)
+    options = [
+        g
+        for g in _variants(world)
+        if domain in g.domains and g.need not in avoid_needs and g.group not in used
+    ]
+    grounded = [g for g in options if g.grounded(world)]
+    pool = list(grounded if grounded and rng.random() < 0.75 else options)
+    rng.shuffle(pool)
+    for generator in pool:
+        update = fill(generator, world, date, date + dt.timedelta(days=7), rng)
+        if update is not None and normalise_text(update.text) not in avoid:
+            return with_domain(update, domain)
+    return None

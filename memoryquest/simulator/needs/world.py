@@ -1,0 +1,256 @@
+"""A persona seen as the place its life updates happen, and where an update's slot values come from.
+
+:class:`World` derives what the bank needs from a persona's PersonaLens
+content (employment, family, home city, currency, country) and hands out
+random generators seeded by the persona alone, so a choice made for one user
+is the same in every call. The slot sources (:func:`affinity`,
+:func:`either`, :func:`amount`, ...) read the persona's affinities and
+demographics, falling back to short word lists where it says nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from memoryquest.contracts import Domain, TaskKind
+from memoryquest.simulator.persona_grounding import PersonaMaterial, clean_value
+
+
+class World:
+    """A persona seen as the place its life updates happen: derived facts and seeded choices."""
+
+    def __init__(self, material: PersonaMaterial) -> None:
+        self.material = material
+        payload = json.dumps(
+            [
+                material.demographics.model_dump(mode="json"),
+                [a.model_dump(mode="json") for a in material.affinities],
+            ],
+            sort_keys=True,
+        )
+        self.key = hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+    def rng(self, *parts: object) -> random.Random:
+        """A generator seeded by the persona and ``parts`` only: the same choice in every call."""
+        digest = hashlib.sha256("|".join([self.key, *map(str, parts)]).encode()).hexdigest()
+        return random.Random(int(digest[:16], 16))
+
+    def values(self, domain: Domain, name: str) -> list[str]:
+        return self.material.values(domain, name)
+
+    @cached_property
+    def employment(self) -> str:
+        """full, part, student, seeking, retired, home or other."""
+        status = (self.material.demographics.employment_status or "").casefold()
+        for word, kind in (
+            ("full-time", "full"),
+            ("part-time", "part"),
+            ("student", "student"),
+            ("unemployed", "seeking"),
+            ("retired", "retired"),
+            ("homemaker", "home"),
+        ):
+            if word in status:
+                return kind
+        return "other"
+
+    @cached_property
+    def married(self) -> bool:
+        return (self.material.demographics.marital_status or "").casefold() == "married"
+
+    @cached_property
+    def separated(self) -> bool:
+        status = (self.material.demographics.marital_status or "").casefold()
+        return "divorced" in status or "separated" in status
+
+    @cached_property
+    def female(self) -> bool:
+        return (self.material.demographics.gender or "").casefold() == "female"
+
+    @cached_property
+    def age_from(self) -> int:
+        match = re.match(r"\s*(\d+)", self.material.demographics.age or "")
+        return int(match.group(1)) if match else 30
+
+    @cached_property
+    def country(self) -> str:
+        return (self.material.demographics.reside_country or "").strip()
+
+    @cached_property
+    def home_country_abroad(self) -> str:
+        """The birth country when the persona lives elsewhere, else ''."""
+        born = (self.material.demographics.birth_country or "").strip()
+        if born and born.upper() != "N/A" and self.country and born != self.country:
+            return born
+        return ""
+
+    @cached_property
+    def city(self) -> str:
+        places = Counter(
+            s.value.split(",")[0].strip()
+            for task in self.material.tasks
+            for s in task.situations
+            if s.name == "Location" and s.value.strip()
+        )
+        return places.most_common(1)[0][0] if places else ""
+
+    @cached_property
+    def in_eu(self) -> bool:
+        return self.country in _EU
+
+    @cached_property
+    def family(self) -> bool:
+        """Whether the profile gives grounds for children in the household."""
+        travel = " ".join(self.values(Domain.TRAVEL, "Group Size Preference")).casefold()
+        return (
+            self.employment == "home"
+            or "family" in travel
+            or (self.married and self.age_from >= 25)
+        )
+
+    def task_domains(self) -> set[Domain]:
+        """Domains in which the persona has single-domain tasks (a timeline can host a chat there)."""
+        return {
+            d for t in self.material.tasks if t.kind == TaskKind.SINGLE_DOMAIN for d in t.domains
+        }
+
+
+_EU = frozenset(
+    {
+        "Poland",
+        "Spain",
+        "Ireland",
+        "Luxembourg",
+        "Germany",
+        "France",
+        "Italy",
+        "Portugal",
+        "Netherlands",
+        "Belgium",
+        "Austria",
+        "Sweden",
+        "Denmark",
+        "Finland",
+        "Greece",
+        "Czech Republic",
+        "Romania",
+        "Hungary",
+    }
+)
+_CURRENCY: dict[str, tuple[str, str, float]] = {
+    "Canada": ("$", "", 1.4),
+    "United States": ("$", "", 1.1),
+    "Mexico": ("", " pesos", 20.0),
+    "South Africa": ("R", "", 20.0),
+    "Poland": ("", " zloty", 4.3),
+    "United Kingdom": ("£", "", 0.85),
+}
+
+
+def money(world: World, base: float) -> str:
+    """``base`` (in euros) in the persona's currency, rounded to a figure a person would say."""
+    prefix, suffix, rate = _CURRENCY.get(world.country, ("€", "", 1.0))
+    value = base * rate
+    step = 10 if value < 300 else 50 if value < 2000 else 500
+    rounded = max(step, int(round(value / step)) * step)
+    return f"{prefix}{rounded:,}{suffix}"
+
+
+# --------------------------------------------------------------------------- slot sources
+
+
+class Grounded(str):
+    """A slot value read from the persona's profile (as opposed to a word list)."""
+
+
+Fill = Callable[[World, random.Random], "str | None"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a slot's value comes from. ``persona`` marks values read from the profile."""
+
+    fill: Fill
+    persona: bool = False
+    shared: bool = False  # one value per persona across generators (the pet's name)
+    mixed: bool = (
+        False  # the persona's value when it has one, else a listed word (Grounded marks which)
+    )
+    profile: bool = (
+        False  # read from the persona's own affinities (not just its demographics or place)
+    )
+
+
+def pick(*values: str) -> Slot:
+    return Slot(lambda world, rng: rng.choice(values))
+
+
+def either(from_persona: Fill, *fallback: str, share: float = 0.8) -> Slot:
+    """The persona's own value most of the time when it has one, else a word from ``fallback``."""
+
+    def fill(world: World, rng: random.Random) -> str | None:
+        value = from_persona(world, rng)
+        if value and rng.random() < share:
+            return Grounded(value)
+        return rng.choice(fallback)
+
+    return Slot(fill, persona=True, mixed=True, profile=True)
+
+
+def affinity(
+    domain: Domain, name: str, *, proper: bool = False, lower: bool = False, exclude: str = ""
+) -> Slot:
+    """A value of one of the persona's affinities (``proper``: brand or place names only)."""
+
+    def fill(world: World, rng: random.Random) -> str | None:
+        options = [clean_value(v) for v in world.values(domain, name)]
+        if proper:
+            options = [v for v in options if _is_name(v)]
+        if exclude:
+            options = [v for v in options if not re.search(exclude, v, re.IGNORECASE)]
+        # A value that says "you" would read as addressed to the assistant once said in the first person.
+        options = [
+            v for v in options if v and len(v) <= 32 and not re.search(r"\byou\b", v, re.IGNORECASE)
+        ]
+        if not options:
+            return None
+        value = rng.choice(options)
+        return value.lower() if lower and not _is_name(value) else value
+
+    return Slot(fill, persona=True, profile=True)
+
+
+def persona(fill: Fill) -> Slot:
+    return Slot(fill, persona=True)
+
+
+def shared(*values: str) -> Slot:
+    return Slot(lambda world, rng: rng.choice(values), shared=True)
+
+
+def amount(*bases: float) -> Slot:
+    return Slot(lambda world, rng: money(world, rng.choice(bases)), persona=True)
+
+
+_NOT_NAMES = re.compile(
+    r"\b(startups?|brands?|compan(?:y|ies)|corporations?|firms?|businesses|local|boutique|independent)\b",
+    re.I,
+)
+
+
+def _is_name(value: str) -> bool:
+    if _NOT_NAMES.search(value):
+        return False
+    words = [
+        w
+        for w in re.findall(r"[A-Za-z][A-Za-z.'&-]*", value)
+        if w.lower() not in {"and", "of", "the", "&"}
+    ]
+    return bool(words) and all(w[0].isupper() for w in words)

@@ -1,0 +1,139 @@
+"""Simulated answer for ``reference_relevance``: would this reference change a good answer to the request?
+
+The judge decides from the needs model only (:mod:`memoryquest.simulator.needs`),
+reading wording, never a hidden id:
+
+1. the request's plan steps come from its domain and its wording;
+2. the reference's need category comes from its wording (the cue lexicon);
+3. the reference is relevant when that need bears on one of the steps, and
+   the rationale names that step; a reference whose stated time limit ended
+   before the request ("until May 20", "for the next two weeks", counted from
+   the reference's date) no longer holds and is judged irrelevant.
+
+So "Was told by an allergist to cut out tree nuts" is relevant to a dinner
+booking (diet bears on choosing the restaurant), while "Likes solo outings
+best" names no need at all and is irrelevant to a flight booking.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+from typing import Any
+
+from memoryquest.simulator import simulates
+from memoryquest.simulator.needs import (
+    NEEDS,
+    classify_need,
+    needs_of_request,
+    request_needs,
+    step_for,
+)
+from memoryquest.simulator.persona_grounding import MONTHS
+from memoryquest.stages.common import parse_date, parse_domain
+
+_NUMBERS = {
+    w: i
+    for i, w in enumerate(
+        (
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        )
+    )
+}
+_MONTH = "|".join(MONTHS)
+_UNTIL_DATE = re.compile(rf"\b(?:until|till|through|by|on) ({_MONTH}) (\d{{1,2}})\b")
+_UNTIL_ORDINAL = re.compile(r"\b(?:until|till|by|on) the (\d{1,2})(?:st|nd|rd|th)\b")
+_MONTH_END = re.compile(rf"\buntil the end of ({_MONTH})\b")
+_SPAN = re.compile(r"\bfor the next (?:(\w+) )?(weeks?|months?)\b")
+
+
+def stated_end(text: str, said_on: dt.date) -> dt.date | None:
+    """The last day a reference says it holds, counted from the day it was said (None: no limit stated)."""
+    if match := _UNTIL_DATE.search(text):
+        month, day = MONTHS.index(match.group(1)) + 1, int(match.group(2))
+        year = said_on.year + (1 if month < said_on.month else 0)
+        try:
+            return dt.date(year, month, day)
+        except ValueError:
+            return None
+    if match := _MONTH_END.search(text):
+        month = MONTHS.index(match.group(1)) + 1
+        year = said_on.year + (1 if month < said_on.month else 0)
+        following = dt.date(year + month // 12, month % 12 + 1, 1)
+        return following - dt.timedelta(days=1)
+    if match := _UNTIL_ORDINAL.search(text):
+        day = int(match.group(1))
+        month, year = said_on.month, said_on.year
+        if day <= said_on.day:
+            month, year = (1, year + 1) if month == 12 else (month + 1, year)
+        try:
+            return dt.date(year, month, day)
+        except ValueError:
+            return None
+    if match := _SPAN.search(text):
+        count = _NUMBERS.get((match.group(1) or "one").casefold(), 1)
+        days = 7 * count if match.group(2).startswith("week") else 30 * count
+        return said_on + dt.timedelta(days=days - 1)
+    return None
+
+
+def verdict(
+    query: str, query_domain: str, query_date: dt.date | None, text: str, said_on: dt.date | None
+) -> tuple[bool, str]:
+    """(relevant, one-sentence rationale) for one reference."""
+    steps = needs_of_request(query, parse_domain(query_domain))
+    need = classify_need(text)
+    if need is None:
+        needs = ", ".join(NEEDS[n].label for n in request_needs(steps)[:4])
+        return (
+            False,
+            f"It states no personal need that would change the plan; this request turns on {needs}.",
+        )
+    step = step_for(need, steps)
+    if step is None:
+        phrases = ", ".join(s.phrase for s in steps[:4])
+        return (
+            False,
+            f"It is about {NEEDS[need].label}, which bears on none of the steps ({phrases}).",
+        )
+    if query_date is not None and said_on is not None:
+        end = stated_end(text, said_on)
+        if end is not None and end < query_date:
+            return (
+                False,
+                f"It is about {NEEDS[need].label}, but it stopped holding on {end.isoformat()}, before the request.",
+            )
+    return True, f"It is about {NEEDS[need].label}, which matters when {step.phrase}."
+
+
+@simulates("reference_relevance")
+def judge_relevance(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    query = str(variables["query"])
+    domain = str(variables.get("query_domain") or "")
+    query_date = parse_date(str(variables.get("query_date") or ""))
+    verdicts = []
+    for reference in variables.get("references", []):
+        relevant, rationale = verdict(
+            query,
+            domain,
+            query_date,
+            str(reference["text"]),
+            parse_date(str(reference.get("date") or "")),
+        )
+        verdicts.append(
+            {"index": int(reference["index"]), "relevant": relevant, "rationale": rationale}
+        )
+    return {"verdicts": verdicts}

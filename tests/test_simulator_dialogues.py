@@ -1,0 +1,464 @@
+"""The simulator's conversations on real personas: grounded, on topic, varied, and without tells.
+
+Runs the simulated query, timeline and dialogue answers (no client, no embedder)
+for a handful of bundled PersonaLens users, the way the stages call them, and
+checks what the audit checks on a full run: a reference turn must not be
+recognisable by its surroundings, only by its content.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+
+from memoryquest.contracts import Domain, Persona, TaskKind
+from memoryquest.settings import GenerationSettings
+from memoryquest.simulator import simulate
+from memoryquest.simulator.dialogues import assistant_turn, split_description
+from memoryquest.simulator.grammar import contains_verbatim, normalise_text
+from memoryquest.simulator.memory import facts_of_turn, statement
+from memoryquest.simulator.needs import classify_need
+from memoryquest.simulator.persona_grounding import PersonaMaterial, interaction_sentences
+from memoryquest.simulator.phrasing import ANSWERS, VOLUNTEERED, Options, parse_topic, with_lead
+from memoryquest.simulator.timelines import UPDATE_MARKER, described_updates
+from memoryquest.stages.common import persona_variables, task_variables
+from memoryquest.text import ngrams, split_sentences, words
+
+try:
+    from tests.generation_fixture import load_users
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import load_users
+
+USERS = tuple(f"user{i}" for i in range(6))
+QUERIES_PER_USER = 6
+
+
+@dataclass
+class Session:
+    persona: Persona
+    query: dict
+    event: dict
+    answer: dict
+
+    @property
+    def turns(self) -> list[dict]:
+        return self.answer["turns"]
+
+    @property
+    def reference(self) -> dict | None:
+        index = self.event["reference_index"]
+        return None if index is None else self.query["references"][index]
+
+
+def _query_variables(persona: Persona, settings: GenerationSettings) -> dict:
+    variables = persona_variables(persona)
+    variables.update(
+        count=settings.candidates_per_user,
+        references_min=settings.references_min,
+        references_max=settings.references_max,
+        query_date_start=settings.query_date_start.isoformat(),
+        query_date_end=settings.query_date_end.isoformat(),
+        reference_window_days=settings.reference_window_days,
+        domains=[d.value for d in Domain],
+        already_proposed=[],
+    )
+    return variables
+
+
+def _timeline_variables(persona: Persona, candidate: dict, settings: GenerationSettings) -> dict:
+    return {
+        "query": {
+            "query_id": "q_0000000000000000",
+            "text": candidate["query"],
+            "query_date": candidate["query_date"],
+            "domain": candidate["domain"],
+            "reasoning": candidate["reasoning"],
+        },
+        "references": [dict(r, index=i) for i, r in enumerate(candidate["references"])],
+        "demographics": persona.demographics.model_dump(mode="json"),
+        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
+        "tasks": [task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
+        "events_min": settings.events_min,
+        "events_max": settings.events_max,
+        "lead_days_max": settings.lead_days_max,
+    }
+
+
+def _dialogue_variables(
+    persona: Persona, event: dict, reference: dict | None, settings: GenerationSettings
+) -> dict:
+    domain = Domain(event["domain"])
+    date = event["date"]
+    import datetime as dt
+
+    return {
+        "event": {
+            "date": date,
+            "weekday": dt.date.fromisoformat(date).strftime("%A"),
+            "domain": domain.value,
+            "kind": "reference" if reference else "filler",
+            "description": event["description"],
+        },
+        "reference": reference,
+        "demographics": persona.demographics.model_dump(mode="json"),
+        "interaction_summary": PersonaMaterial(
+            persona.demographics, persona.affinities, persona.interactions, persona.tasks
+        ).interaction(domain),
+        "affinities": [a.model_dump(mode="json") for a in persona.affinities if a.domain == domain],
+        "situations": [
+            {s.name: s.value for s in t.situations}
+            for t in persona.tasks
+            if t.kind == TaskKind.SINGLE_DOMAIN and domain in t.domains and t.situations
+        ],
+        "turns_min": settings.turns_min,
+        "turns_max": settings.turns_max,
+    }
+
+
+@functools.cache
+def sessions() -> tuple[Session, ...]:
+    settings = GenerationSettings()
+    out: list[Session] = []
+    for persona in load_users(*USERS):
+        candidates = json.loads(simulate("query_generation", _query_variables(persona, settings)))[
+            "candidates"
+        ]
+        for candidate in candidates[:QUERIES_PER_USER]:
+            timeline = json.loads(
+                simulate("timeline_synthesis", _timeline_variables(persona, candidate, settings))
+            )
+            for event in timeline["events"]:
+                index = event["reference_index"]
+                reference = None if index is None else candidate["references"][index]
+                variables = _dialogue_variables(persona, event, reference, settings)
+                answer = json.loads(simulate("dialogue_expansion", variables))
+                out.append(Session(persona, candidate, event, answer))
+    return tuple(out)
+
+
+@pytest.fixture(scope="module")
+def all_sessions() -> tuple[Session, ...]:
+    return sessions()
+
+
+# --------------------------------------------------------------------------- the stage's rules
+
+
+def test_turns_alternate_from_the_user_with_about_six_exchanges(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    settings = GenerationSettings()
+    counts = []
+    for session in all_sessions:
+        roles = [t["role"] for t in session.turns]
+        assert roles == ["user", "assistant"] * (len(roles) // 2)
+        assert settings.turns_min <= len(roles) <= settings.turns_max
+        assert all(t["content"].strip() for t in session.turns)
+        counts.append(len(roles) // 2)
+    assert 5.5 <= sum(counts) / len(counts) <= 7.0
+    assert min(counts) >= 3 and max(counts) <= 10
+
+
+def test_the_reference_sentence_is_one_sentence_of_the_named_user_turn(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    checked = 0
+    for session in all_sessions:
+        if session.reference is None:
+            assert (
+                session.answer["reference_turn_indices"] == []
+                and session.answer["reference_sentence"] == ""
+            )
+            continue
+        (index,) = session.answer["reference_turn_indices"]
+        turn = session.turns[index]
+        said = session.answer["reference_sentence"]
+        assert turn["role"] == "user"
+        assert said and said in turn["content"]
+        assert said in split_sentences(turn["content"]), (said, turn["content"])
+        checked += 1
+    assert checked > 100
+
+
+def test_no_turn_repeats_any_reference_of_its_query_word_for_word(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    for session in all_sessions:
+        for reference in session.query["references"]:
+            for turn in session.turns:
+                assert not contains_verbatim(turn["content"], reference["text"]), (
+                    reference["text"],
+                    turn["content"],
+                )
+
+
+def test_every_update_of_the_event_is_said_once_in_a_user_turn(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    """References and the distractors next to them are stated; filler sessions carry distractors too."""
+    with_distractors = 0
+    for session in all_sessions:
+        _, updates = described_updates(session.event["description"])
+        if session.reference is None and updates:
+            with_distractors += 1
+        user_text = " ".join(t["content"] for t in session.turns if t["role"] == "user")
+        assistant_text = " ".join(t["content"] for t in session.turns if t["role"] == "assistant")
+        for update in updates:
+            need = classify_need(update)
+            assert need is None or classify_need(user_text) is not None
+            assert not contains_verbatim(assistant_text, update)
+    fillers = sum(1 for s in all_sessions if s.reference is None)
+    assert with_distractors >= 0.7 * fillers
+
+
+# --------------------------------------------------------------------------- no tells around a reference
+
+
+def _exchanges(all_sessions: tuple[Session, ...]) -> list[tuple[str, str, bool, Session]]:
+    out = []
+    for session in all_sessions:
+        marked = set(session.answer["reference_turn_indices"])
+        for i in range(0, len(session.turns), 2):
+            reply = session.turns[i + 1]["content"] if i + 1 < len(session.turns) else ""
+            out.append((session.turns[i]["content"], reply, i in marked, session))
+    return out
+
+
+def test_no_phrase_is_found_only_around_reference_turns(all_sessions: tuple[Session, ...]) -> None:
+    """The audit's exclusive n-gram check, on this sample: nothing outside the references' own content marks them."""
+    units = _exchanges(all_sessions)
+    reference = [u for u in units if u[2]]
+    counts: Counter[tuple[str, ...]] = Counter()
+    for user, reply, _, _ in reference:
+        grams = {g for text in (user, reply) for n in range(2, 6) for g in ngrams(words(text), n)}
+        counts.update(grams)
+    filler_grams = {
+        g
+        for user, reply, ref, _ in units
+        if not ref
+        for text in (user, reply)
+        for n in range(2, 6)
+        for g in ngrams(words(text), n)
+    }
+    exclusive = {g: c for g, c in counts.items() if c >= 2 and g not in filler_grams}
+    worst = max(exclusive.values(), default=0) / len(reference)
+    assert worst < 0.1, sorted(exclusive.items(), key=lambda item: -item[1])[:5]
+
+
+def _first_sentence(text: str) -> str:
+    return split_sentences(text)[0] if text else ""
+
+
+def test_the_reply_to_a_reference_is_drawn_like_the_reply_to_any_remark(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    """After a reference turn the assistant opens the same ways, as often, as after any other user turn.
+
+    The distance between the two distributions of opening words is no larger than
+    the distance a random sample of other replies of the same size has by chance.
+    """
+    import random
+
+    units = _exchanges(all_sessions)
+
+    def openings(replies: list[str]) -> Counter[str]:
+        return Counter(" ".join(words(_first_sentence(r))[:1]) for r in replies if r)
+
+    def distance(a: Counter[str], b: Counter[str]) -> float:
+        ta, tb = sum(a.values()), sum(b.values())
+        return 0.5 * sum(abs(a[k] / ta - b[k] / tb) for k in set(a) | set(b))
+
+    after_reference = [reply for _, reply, ref, _ in units if ref]
+    after_other = [reply for _, reply, ref, _ in units if not ref]
+    everyone = openings(after_other)
+    rng = random.Random(0)
+    chance = [
+        distance(openings(rng.sample(after_other, len(after_reference))), everyone)
+        for _ in range(30)
+    ]
+    assert distance(openings(after_reference), everyone) <= max(chance) + 0.03
+    # every way of opening seen after a reference is also common elsewhere
+    for opening, count in openings(after_reference).items():
+        if count >= 5:
+            assert everyone[opening] >= 5, opening
+
+
+def test_the_assistant_reply_never_sees_what_the_remark_was() -> None:
+    """Same generator state, same reply: the reply depends on the topic, not on whether a reference was said."""
+    import random
+
+    topic = parse_topic(
+        "The user wants to discover new music that aligns with their preferred genres.",
+        Domain.MUSIC,
+    )
+    options_a = Options(topic, [], [])
+    options_b = Options(topic, [], [])
+    for seed in range(50):
+        reply_a = assistant_turn(2, False, True, topic, options_a, random.Random(seed))
+        reply_b = assistant_turn(2, False, True, topic, options_b, random.Random(seed))
+        assert reply_a == reply_b
+
+
+def test_lead_ins_are_shared_by_updates_and_remarks() -> None:
+    """Every lead-in a remark can get is one an update can get, and the memory reads past each of them."""
+    for lead in (*VOLUNTEERED, *ANSWERS):
+        said = with_lead("My wrist is in a cast until June 12.", lead)
+        assert statement(said) is not None and "wrist" in (statement(said) or ""), said
+
+
+# --------------------------------------------------------------------------- grounded and on topic
+
+
+def test_the_user_opens_with_the_request_and_the_assistant_works_on_it(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    for session in all_sessions:
+        activity, _, _ = split_description(session.event["description"])
+        topic = parse_topic(activity, Domain(session.event["domain"]))
+        assert topic.request in session.turns[0]["content"]
+        last_reply = session.turns[-1]["content"]
+        if topic.kind != "booking":
+            assert not re.search(r"\b(?:booked|reserved)\b", last_reply, re.IGNORECASE), last_reply
+    persona = all_sessions[0].persona
+    event = {
+        "date": "2024-05-10",
+        "domain": "Messaging",
+        "reference_index": None,
+        "description": "The user is part of a group chat and wants to mute or leave the conversation temporarily "
+        "without causing offense. Chatting in Toronto, Canada on their smartphone in the evening.",
+    }
+    for seed in range(10):
+        variables = _dialogue_variables(persona, event, None, GenerationSettings())
+        turns = json.loads(simulate("dialogue_expansion", variables, seed=seed))["turns"]
+        assert "mute or leave the conversation temporarily" in turns[0]["content"]
+        replies = [t["content"] for t in turns if t["role"] == "assistant"]
+        # every proposal is about muting, archiving or notifications — never a booking or an unrelated note
+        assert all(
+            re.search(r"\b(?:mut|archiv|notification|note|chat|group)", r, re.IGNORECASE)
+            for r in replies[:-1]
+        ), replies
+        assert not re.search(r"\b(?:booked|reserved|cart)\b", " ".join(replies), re.IGNORECASE)
+
+
+def test_user_turns_are_personal_without_pasting_the_interaction_summary(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    personal = 0
+    total = 0
+    for session in all_sessions:
+        domain = Domain(session.event["domain"])
+        summary = PersonaMaterial(
+            session.persona.demographics, [], session.persona.interactions, []
+        ).interaction(domain)
+        pasted = {
+            normalise_text(s)
+            for s in interaction_sentences(summary, "first")
+            + interaction_sentences(summary, "second")
+        }
+        for turn in session.turns:
+            for sentence in split_sentences(turn["content"]):
+                assert normalise_text(sentence) not in pasted, sentence
+                assert not re.search(r"\bthe (?:virtual )?assistant\b", sentence, re.IGNORECASE), (
+                    sentence
+                )
+            if turn["role"] == "user":
+                total += 1
+                personal += bool(re.search(r"\b(?:I|I'm|I've|my|My)\b", turn["content"]))
+    assert personal / total > 0.8
+
+
+def test_sentences_rarely_repeat_for_one_user(all_sessions: tuple[Session, ...]) -> None:
+    by_user: dict[str, Counter[str]] = {}
+    for session in all_sessions:
+        counter = by_user.setdefault(session.persona.persona_id, Counter())
+        for turn in session.turns:
+            counter.update(normalise_text(s) for s in split_sentences(turn["content"]))
+    for counter in by_user.values():
+        total = sum(counter.values())
+        repeated = sum(c for c in counter.values() if c >= 5)
+        assert repeated / total < 0.2
+    closings = Counter(_first_sentence(s.turns[-1]["content"]) for s in all_sessions)
+    assert len(closings) > 0.5 * len(all_sessions)
+
+
+def test_the_same_request_gives_the_same_conversation(all_sessions: tuple[Session, ...]) -> None:
+    session = all_sessions[0]
+    settings = GenerationSettings()
+    variables = _dialogue_variables(session.persona, session.event, session.reference, settings)
+    assert simulate("dialogue_expansion", variables, seed=0) == simulate(
+        "dialogue_expansion", variables, seed=0
+    )
+    assert simulate("dialogue_expansion", variables, seed=0) != simulate(
+        "dialogue_expansion", variables, seed=1
+    )
+
+
+# --------------------------------------------------------------------------- memory of the conversations
+
+
+def test_every_reference_sentence_yields_a_fact_quoting_it(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    for session in all_sessions:
+        if session.reference is None:
+            continue
+        (index,) = session.answer["reference_turn_indices"]
+        said = session.answer["reference_sentence"]
+        facts = facts_of_turn(
+            session.turns[index]["content"], session.event["domain"], opening=index == 0
+        )
+        quoted = [f for f in facts if f[0] == said]
+        assert quoted, (said, session.turns[index]["content"])
+        for _, info, _, entities in facts:
+            assert ";" not in info
+            assert not any(re.search(r"\bI\b|\bI'm\b", e) for e in entities), entities
+
+
+def test_facts_of_every_user_turn_are_atomic_quoted_sentences(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    count = 0
+    for session in all_sessions:
+        for index, turn in enumerate(session.turns):
+            if turn["role"] != "user":
+                continue
+            sentences = split_sentences(turn["content"])
+            for quote, info, fact_type, entities in facts_of_turn(
+                turn["content"], session.event["domain"], opening=index == 0
+            ):
+                count += 1
+                assert quote in sentences
+                assert ";" not in info and info[:1].isupper()
+                assert not re.match(r"^(?:I|My|I'm)\b", info), info
+                assert fact_type in {
+                    "Identity",
+                    "Preference",
+                    "Goal",
+                    "Interest",
+                    "Activity",
+                    "Event",
+                }
+                for entity in entities:
+                    assert not re.search(r"\b(?:I|I'm|I've|my|me)\b", entity), entity
+    assert count > 1000
+
+
+def test_timelines_keep_distractors_off_the_references_needs(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    seen = 0
+    for session in all_sessions:
+        if session.reference is not None:
+            continue
+        reference_needs = {classify_need(r["text"]) for r in session.query["references"]} - {None}
+        _, updates = described_updates(session.event["description"])
+        for update in updates:
+            seen += 1
+            assert classify_need(update) not in reference_needs, (update, reference_needs)
+            assert UPDATE_MARKER not in update
+    assert seen > 50
