@@ -9,9 +9,10 @@ date, the augmented request, the previous steps and the facts retrieved so far
   for each, the need categories that bear on it. One probe per need, placed at
   the first step it bears on, worded with the need's probe phrasing
   ("Whether a food allergy or a special diet limits choosing the restaurant")
-  and its constraint vocabulary. Needs the request's own words touch ("with my
-  family") come first; the rest keep the order the steps unfold in, the rng
-  breaking ties.
+  and, as constraints, the first side (facet) of the need ("food allergies,
+  intolerances, coeliac or lactose problems ..."). Needs the request's own
+  words touch ("with my family") come first; the rest keep the order the
+  steps unfold in, the rng breaking ties.
 * Augmentation (``pgr_augment``): the request, the steps it implies, and the
   context facts whose need bears on one of those steps.
 * Initial chain (``pgr_cot_initial``): five to eight probes in step order
@@ -22,11 +23,14 @@ date, the augmented request, the previous steps and the facts retrieved so far
   wording; facts whose need bears on the plan are folded into the constraints
   of that need's step (``<base> | known: <focus (date)>``) and, once per need,
   open a follow-up step (a knee injury: "How much walking, standing or stairs
-  getting to the venue and back involves given the knee"); needs of the plan
-  not probed yet are added too. At most ``MAX_NEW_STEPS`` new steps a round;
-  when needs and follow-ups run out the plan stops changing, retrieval stops
-  finding new facts and δ ends the loop. Chains keep at most
-  ``MAX_CHAIN_STEPS`` steps, trees ``MAX_TREE_NODES`` nodes.
+  getting to the venue and back involves given the knee"). A probe whose need
+  brought back nothing is asked again from the need's next side; needs of the
+  plan not probed yet are added. At most ``MAX_NEW_STEPS`` new steps a round.
+  Chains keep at most ``MAX_CHAIN_STEPS`` steps; trees keep at most
+  ``MAX_TREE_NODES`` nodes, dropping probes asked from every side in vain to
+  make room, and note on the root which needs were asked. When sides, needs
+  and follow-ups run out the plan stops changing, retrieval stops finding new
+  facts and δ ends the loop.
 * Summary (``pgr_summary``) and answer (``pgr_answer``): the needs explored
   and the facts that bear on them, most telling first.
 * Reference judge (``judge_references``): a reference is "found" when one
@@ -323,14 +327,27 @@ def _template_pattern(template: str) -> re.Pattern[str]:
 _FOLLOW_PATTERNS = {key: _template_pattern(need.follow) for key, need in NEEDS.items()}
 
 
-def _folded(step: dict[str, Any], facts: Sequence[FactView], need: str | None) -> str:
+def _folded(step: dict[str, Any], facts: Sequence[FactView], need: str | None, plan_: Plan) -> str:
+    """The step's constraints for the next round.
+
+    Facts of its need are folded in (``<base> | known: <focus (date)>``). A
+    probe of a need that brought back no fact of it is asked from the need's
+    next side (facet) instead; once the sides run out it stays as it is.
+    """
     base = str(step.get("constraints", "")).split(KNOWN, 1)[0]
-    matching = [f for f in _recent_first(facts) if need is not None and f.need == need][
-        :FOLDED_PER_STEP
-    ]
-    if not matching:
+    matching = [f for f in _recent_first(facts) if need is not None and f.need == need]
+    if matching:
+        return base + KNOWN + "; ".join(f"{f.focus} ({f.date})" for f in matching[:FOLDED_PER_STEP])
+    probe = plan_.probe(need) if need is not None else None
+    if probe is None or str(step.get("action", "")) != probe.action:
         return base
-    return base + KNOWN + "; ".join(f"{f.focus} ({f.date})" for f in matching)
+    facets = NEEDS[probe.need].facets
+    side = next((i for i, facet in enumerate(facets) if base.startswith(facet)), len(facets) - 1)
+    return (
+        facets[min(side + 1, len(facets) - 1)] + base[len(facets[side]) :]
+        if side < len(facets)
+        else base
+    )
 
 
 def _follow_up(fact: FactView, plan_: Plan) -> dict[str, str]:
@@ -382,7 +399,7 @@ def cot_refine(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     rewritten = [
         {
             "action": str(s.get("action", "")),
-            "constraints": _folded(s, facts, _need_of_step(s, plan_)),
+            "constraints": _folded(s, facts, _need_of_step(s, plan_), plan_),
         }
         for s in previous
     ]
@@ -417,7 +434,7 @@ def tot_refine(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             "action": str(s.get("action", "")),
             "constraints": str(s.get("constraints", ""))
             if s.get("parent") is None
-            else _folded(s, facts, _need_of_step(s, plan_)),
+            else _folded(s, facts, _need_of_step(s, plan_), plan_),
             "parent": s.get("parent"),
             "children": [],
         }
@@ -428,7 +445,7 @@ def tot_refine(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     asked = [p for p in plan_.probes if p.need in checked]
     remembered = previous + [{"action": p.action} for p in asked]
     added = _additions(remembered, facts, plan_, query, MAX_NEW_STEPS)
-    # Room for them: drop probes whose need brought back no fact at all (oldest first).
+    # Room for them: drop probes that were asked from every side of their need and found nothing (oldest first).
     evidence = {f.need for f in facts}
     parents = {n["parent"] for n in nodes}
     for node in list(nodes):
@@ -439,6 +456,7 @@ def tot_refine(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             probe is not None
             and node["action"] == probe.action
             and probe.need not in evidence
+            and str(node["constraints"]).startswith(NEEDS[probe.need].facets[-1])
             and node["id"] not in parents
         ):
             nodes.remove(node)

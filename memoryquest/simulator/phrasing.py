@@ -900,7 +900,7 @@ class Voice:
             options += [
                 f"I've got a free {part} on {{day}}",
                 f"my {part}s are free {until}",
-                f"I sort these plans out in the {part} after work",
+                f"I sort these plans out in the {part} after {pick(rng, ('work', 'dinner', 'the gym', 'class', 'the school run'))}",
                 f"my {part}s have been packed since {{day}}",
             ]
         if s.environment:
@@ -1911,14 +1911,14 @@ _DETAILS: dict[str, tuple[str, ...]] = {
     "plan": _COMMERCIAL_DETAILS,
     "settings": (
         "It takes effect from {day}.",
-        "You can change it again anytime.",
-        "It won't touch your other alarms.",
+        "You can change it again anytime before {day}.",
+        "It won't touch your {time} alarm or the others.",
         "The change syncs to your {device} right away.",
         "It'll fade in over {minutes} seconds.",
     ),
     "message": (
         "{name} usually answers within {minutes} minutes.",
-        "Nobody gets a notification when you do that.",
+        "Nobody gets a notification when you do that, {name} included.",
         "It works the same on your {device}.",
         "You can undo it within {minutes} minutes.",
         "{name} was last online at {time}.",
@@ -1926,7 +1926,7 @@ _DETAILS: dict[str, tuple[str, ...]] = {
     "schedule": (
         "{day} is otherwise clear after {time}.",
         "That leaves a {minutes}-minute buffer.",
-        "Nothing else overlaps on {day}.",
+        "Nothing else overlaps on {day} after {time}.",
         "The reminder would go out at {time}.",
     ),
     "info": (
@@ -2075,7 +2075,7 @@ _TOPIC_QUESTIONS: dict[str, tuple[str, ...]] = {
         "Do you want a backup {minutes} minutes later?",
         "Should I apply that from {day}?",
         "Want a preview of {sound} first?",
-        "Keep the volume where it is, or a bit louder?",
+        "Keep the volume where it is, or a bit louder from {day}?",
         "Should it skip {day}s?",
     ),
     "booking": (
@@ -2090,34 +2090,34 @@ _TOPIC_QUESTIONS: dict[str, tuple[str, ...]] = {
     "recommend": (
         "Want a couple more like {title}?",
         "Should I look for something shorter than {title}?",
-        "Do you want newer picks or classics?",
+        "Do you want newer picks or classics like {value}?",
         "Shall I save these to your {day} list?",
-        "Want one wildcard pick too?",
+        "Want one wildcard pick too, say {title}?",
         "Should I include {value}?",
     ),
     "info": (
         "Do you want alerts when {value} moves?",
         "Should I send this as a summary every {day}?",
-        "Want the details or just the headline?",
+        "Want the details on {value} or just the headline?",
         "Shall I keep tracking {value}?",
         "Should I add {value} as a source?",
     ),
     "message": (
         "Do you want me to draft it for {name}?",
         "Should it go out now or at {time}?",
-        "Want it shorter?",
-        "Shall I add an emoji or keep it plain?",
+        "Want it shorter for {name}?",
+        "Shall I add an emoji for {name} or keep it plain?",
         "Should I send it on {value}?",
     ),
     "schedule": (
         "Should I send invites to {name} too?",
-        "Want a reminder the day before as well?",
+        "Want a reminder on {day} as well?",
         "Does {day} at {time} work?",
-        "Shall I block travel time as well?",
+        "Shall I block {minutes} minutes of travel time as well?",
         "Should I mark it as busy for {name}?",
     ),
     "plan": (
-        "Do you want a day-by-day outline?",
+        "Do you want a day-by-day outline for {month}?",
         "Should I look at getting there on {day}?",
         "Want me to price it out under {price}?",
         "Is {day} a good start?",
@@ -2127,7 +2127,7 @@ _TOPIC_QUESTIONS: dict[str, tuple[str, ...]] = {
         "Want me to watch for a discount below {price}?",
         "Should I compare it with one from {value}?",
         "Shall I check delivery by {day}?",
-        "Do you want gift wrapping?",
+        "Do you want gift wrapping for {name}?",
         "Should I look at {venue} too?",
     ),
 }
@@ -2272,7 +2272,7 @@ _FOLLOW_UPS: dict[str, tuple[str, ...]] = {
     "recommend": (
         "What's {short} about?",
         "Anything a bit more recent than {title}?",
-        "Got something similar but lighter?",
+        "Got something similar to {short} but lighter?",
         "Which one would you start with, {short} or {title}?",
         "Anything else in the {value} vein?",
         "Is {title} very long?",
@@ -2294,10 +2294,10 @@ _FOLLOW_UPS: dict[str, tuple[str, ...]] = {
     "message": (
         "How would you word it for {name}?",
         "Will {name} get a notification?",
-        "Can you make it sound less formal?",
+        "Can you make it sound less formal for {name}?",
         "What if {name} doesn't reply by {time}?",
         "Should I send it on {value} or text instead?",
-        "Could it be shorter than that?",
+        "Could it be shorter, for {name}?",
         "Is {time} too late to send it?",
     ),
     "schedule": (
@@ -2462,12 +2462,10 @@ _ASSISTANT_TAILS = (
 
 
 def _greeted(text: str, rng: random.Random) -> str:
+    """The opening with a greeting in front, in the same sentence ("Hi, can you help me ...?")."""
     if rng.random() < 0.35:
         return sentence(text)
-    joiner = pick(rng, (", ", " — ", "! "))
-    if joiner == "! ":
-        text = text[:1].upper() + text[1:]
-    return sentence(f"{pick(rng, _GREETINGS)}{joiner}{text}")
+    return sentence(f"{pick(rng, _GREETINGS)}{pick(rng, (', ', ' — '))}{text}")
 
 
 def opening_request(topic: Topic, options: Options, rng: random.Random) -> str:

@@ -55,9 +55,12 @@ TIME_SLOTS = frozenset({"until", "span", "month"})
 class Part:
     """One piece of an update: the stored wording and the ways of saying it.
 
-    Core sayings are first-person clauses that start with the speaker ("I",
-    "My"); detail and limit sayings are fragments with no first-person word, so
-    they can trail the core or lead it ("After a scare at a work lunch, my ...").
+    ``text`` may hold slots (``{allergen}``) and wording variants
+    (``[completely|entirely]``, resolved per persona). Core sayings are
+    first-person clauses that start with the speaker ("I", "My"); detail and
+    limit sayings are fragments with no first-person word, so they can trail
+    the core or lead it ("After a scare at a work lunch, my ..."). ``when``
+    limits a wording to personas it fits (a vegan switch for vegetarians).
     """
 
     text: str
@@ -69,6 +72,7 @@ class Part:
 
 
 def P(text: str, *sayings: str, when: Callable[[World], bool] | None = None) -> Part:
+    """Shorthand for the data table: ``P(stored text, saying, saying, ...)``."""
     return Part(text, sayings, when)
 
 

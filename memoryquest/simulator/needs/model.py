@@ -33,8 +33,10 @@ from memoryquest.text import content_words, stem
 class Need:
     """One category of personal circumstance that can change how a plan works out.
 
-    ``probe`` and ``follow`` are the wordings simulated PGR uses: ``probe`` asks
-    about the need for a plan step (``{step}``), ``follow`` follows up on a
+    ``probe``, ``facets`` and ``follow`` are the wordings simulated PGR uses:
+    ``probe`` asks about the need for a plan step (``{step}``); ``facets`` are
+    its constraints, one side of the need at a time (a probe that finds
+    nothing is asked again from the next side); ``follow`` follows up on a
     retrieved fact (``{focus}`` is the fact's telling word). ``cues`` maps
     stems to weights: 3 names the need outright ("allergist"), 2 is typical of
     it, 1 merely leans towards it.
@@ -43,10 +45,15 @@ class Need:
     key: str
     label: str
     probe: str
-    constraints: str
+    facets: tuple[str, ...]
     follow: str
     rationale: str
     cues: dict[str, int]
+
+    @property
+    def constraints(self) -> str:
+        """The side of the need a probe asks about first."""
+        return self.facets[0]
 
 
 def _cues(strong: str, typical: str = "", weak: str = "") -> dict[str, int]:
@@ -64,7 +71,11 @@ NEEDS: dict[str, Need] = {
             "diet",
             "diet and allergies",
             "Whether a food allergy or a special diet limits {step}",
-            "allergies and intolerances, foods a doctor or dietitian ruled out, vegetarian, vegan, kosher or fasting rules",
+            (
+                "food allergies, intolerances, coeliac or lactose problems, foods a doctor ruled out",
+                "vegetarian, vegan, kosher or pescatarian eating, giving up meat or alcohol",
+                "a special diet from a dietitian or cardiologist, low salt or sugar, soft food, food poisoning",
+            ),
             "Which options stay safe to eat with the {focus} when {step}",
             "What the user may eat matters when {step}.",
             _cues(
@@ -79,7 +90,11 @@ NEEDS: dict[str, Need] = {
             "health",
             "injuries, mobility and health",
             "Whether an injury or health condition makes {step} harder",
-            "recent injuries, surgery and recovery, physiotherapy, walking distance, stairs, standing, lifting, pregnancy",
+            (
+                "recent injuries, sprains, fractures, torn ligaments, a walking boot, cast or crutches",
+                "surgery and recovery, physiotherapy, doctor's orders, no lifting or running",
+                "long-term conditions, asthma, arthritis, heart trouble, medication, pregnancy",
+            ),
             "How much walking, standing or stairs {step} involves given the {focus}",
             "What the user's body can manage right now matters when {step}.",
             _cues(
@@ -95,7 +110,11 @@ NEEDS: dict[str, Need] = {
             "budget",
             "money and budget",
             "How much money is really free for {step}",
-            "spending limits, savings goals, rent and bills, debts, refunds still pending, recent big expenses",
+            (
+                "spending limits, a monthly budget, savings goals, cutting back on non-essentials",
+                "rent going up, big bills, debts and loans, tuition or insurance payments",
+                "income cut, fewer work hours, pension or allowance, refunds still pending, losses on shares",
+            ),
             "What {step} costs given the {focus}",
             "How much the user can spend matters when {step}.",
             _cues(
@@ -110,7 +129,11 @@ NEEDS: dict[str, Need] = {
             "schedule",
             "work, study and other commitments",
             "Which work, study or standing commitments clash with {step}",
-            "shifts and working hours, classes and exams, deadlines, courses, rehearsals, volunteering, school runs",
+            (
+                "work shifts and office days, night shifts, on-call weekends, standing meetings",
+                "classes, exams, deadlines, courses, a thesis or interview date",
+                "weekly commitments, volunteering, choir or league evenings, tutoring, school runs",
+            ),
             "Which days the {focus} leaves free for {step}",
             "What is already on the user's calendar matters when {step}.",
             _cues(
@@ -126,7 +149,11 @@ NEEDS: dict[str, Need] = {
             "companions",
             "the people who come along",
             "Who comes along or is affected by {step}",
-            "partner, children, visiting relatives, friends staying over, whom the user looks after",
+            (
+                "partner, spouse, children, relatives staying over, guests in the house",
+                "friends visiting, an exchange student, babysitting a niece or nephew, caring for a parent",
+                "family events, weddings, promises to host friends or coworkers",
+            ),
             "How {step} works for the {focus} too",
             "Who comes along matters when {step}.",
             _cues(
@@ -142,7 +169,10 @@ NEEDS: dict[str, Need] = {
             "pets",
             "pets",
             "Who looks after the pets while {step}",
-            "dog walks, feeding times, medication, a sitter or boarding, pet-friendly options",
+            (
+                "a dog or cat at home, feeding and walks, can't be left alone",
+                "vet visits, pet medication, a pet passport, pet-sitting a friend's animal",
+            ),
             "Whether the {focus} can come along or needs a sitter while {step}",
             "A pet that needs looking after matters when {step}.",
             _cues(
@@ -154,7 +184,11 @@ NEEDS: dict[str, Need] = {
             "devices",
             "devices, apps and subscriptions",
             "Which phone, laptop, screen or app is available for {step}",
-            "broken or new devices, repairs, subscriptions and accounts, battery, data and storage",
+            (
+                "phone broken, lost or replaced, laptop or tablet in repair",
+                "streaming and music subscriptions cancelled or shared, console or TV broken",
+                "home internet, data plan limits, headphones, smartwatch or smart speaker",
+            ),
             "How {step} works with the {focus} situation",
             "Which devices and services the user has matters when {step}.",
             _cues(
@@ -169,7 +203,11 @@ NEEDS: dict[str, Need] = {
             "documents",
             "passports, visas and papers",
             "Whether passport, visa or ID papers are in order for {step}",
-            "passport and ID validity, renewals in progress, visas, residence permits, insurance cards",
+            (
+                "passport renewal or expiry, national ID card lost",
+                "visa applications and embassy appointments, residence permit renewals",
+                "health insurance card, international driving permit, papers with an old surname",
+            ),
             "Whether the {focus} is sorted in time for {step}",
             "Whether the user's papers are in order matters when {step}.",
             _cues(
@@ -182,7 +220,11 @@ NEEDS: dict[str, Need] = {
             "travel_rewards",
             "travel points, status and passes",
             "Which miles, status or travel passes can cover {step}",
-            "airline miles, hotel points and status, rail cards and bus passes, rental upgrades, and when they lapse",
+            (
+                "airline miles expiring, frequent-flyer status, lounge access, companion pass",
+                "hotel points or status, free-night awards, late checkout",
+                "rail passes and railcards, bus passes, rental car loyalty upgrades",
+            ),
             "How the {focus} can cover part of {step} before it lapses",
             "Travel points or passes the user holds matter when {step}.",
             _cues(
@@ -195,7 +237,10 @@ NEEDS: dict[str, Need] = {
             "vouchers",
             "vouchers, gift cards and memberships",
             "Which vouchers, gift cards or memberships could pay for {step}",
-            "gift cards, vouchers and credit to spend, cinema or club memberships, discount cards, expiry dates",
+            (
+                "gift cards and vouchers to spend, store credit, raffle prizes",
+                "cinema or club memberships, season tickets, discount and stamp cards",
+            ),
             "How the {focus} can be spent on {step}",
             "Vouchers or memberships the user holds matter when {step}.",
             _cues(
@@ -208,7 +253,11 @@ NEEDS: dict[str, Need] = {
             "transport",
             "getting around",
             "How the user actually gets around for {step}",
-            "own car or none, driving licence, bike, repairs, parking, commute, transit closures",
+            (
+                "own car sold, in the garage, failed inspection, shared car, parking",
+                "driving licence suspended, learner's permit, foreign licence",
+                "commute changes, bike or e-scooter, tram or metro closures, lifts from colleagues",
+            ),
             "How the {focus} situation changes {step}",
             "How the user can get around matters when {step}.",
             _cues(
@@ -222,7 +271,11 @@ NEEDS: dict[str, Need] = {
             "home",
             "home and household",
             "What is going on at home that affects {step}",
-            "a move, flatmates, neighbours, renovation or repairs, a baby's naps, who else lives there",
+            (
+                "a move or moving date, new flat, smaller place, far side of the city",
+                "flatmates, neighbours complaining about noise, a baby's naps",
+                "renovation, builders, broken heating or boiler, construction next door, landlord visits",
+            ),
             "How the {focus} at home changes {step}",
             "What is happening at home matters when {step}.",
             _cues(
@@ -237,7 +290,10 @@ NEEDS: dict[str, Need] = {
             "hearing",
             "hearing and noise",
             "How loud it gets and whether that works for the user's hearing when {step}",
-            "tinnitus, hearing aids, ear trouble, sensitivity to loud music and noisy rooms",
+            (
+                "tinnitus, hearing loss, hearing aids, ear infection",
+                "headaches from loud music, noisy bars and venues",
+            ),
             "Which quieter option suits the {focus} when {step}",
             "What the user can hear and stand in noise matters when {step}.",
             _cues(
@@ -249,7 +305,10 @@ NEEDS: dict[str, Need] = {
             "sight",
             "eyesight and light",
             "Whether eyesight, glare or bright light limits {step}",
-            "glasses and prescriptions, migraines from light, glare after eye treatment, screen-time advice, seeing in the dark",
+            (
+                "glasses or contact lenses, new prescription, small print",
+                "migraines from bright or flashing light, glare, screen-time limits, night driving",
+            ),
             "Which option is easier on the eyes given the {focus} when {step}",
             "What the user's eyes can manage matters when {step}.",
             _cues(
@@ -262,7 +321,10 @@ NEEDS: dict[str, Need] = {
             "comfort",
             "motion, heat and crowds",
             "Which motion, heat or crowd limits matter for {step}",
-            "motion sickness, vertigo, heat intolerance, packed crowds, confined spaces, smoke and strong smells",
+            (
+                "motion sickness, vertigo, winding roads, boats, heights",
+                "heat intolerance, crowds and panic, claustrophobia, smoke or perfume",
+            ),
             "Which calmer or steadier option suits the {focus} when {step}",
             "What the user can tolerate in motion, heat or crowds matters when {step}.",
             _cues(
@@ -276,7 +338,10 @@ NEEDS: dict[str, Need] = {
             "sleep",
             "sleep and energy",
             "How sleep and energy fit around {step}",
-            "wake-up time, bedtime, insomnia, light sleeping, jet lag, early starts",
+            (
+                "insomnia, bedtime routine, sleep study, melatonin",
+                "early wake-up times, late nights, jet lag, afternoon naps, light sleeping",
+            ),
             "How {step} fits around the {focus}",
             "How the user is sleeping matters when {step}.",
             _cues(

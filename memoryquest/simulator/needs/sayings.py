@@ -30,9 +30,7 @@ _OPENERS = (
     "Side note: ",
     "One more thing: ",
 )
-_FRONTABLE = re.compile(
-    r"^(?:after|since|ever since|following|because of|on|at|from|with|thanks to|due to)\b", re.I
-)
+_FRONTABLE = re.compile(r"^(?:after|since|ever since|following|because of|due to)\b", re.I)
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
 
 
