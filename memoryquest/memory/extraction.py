@@ -21,8 +21,10 @@ carried.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -288,6 +290,27 @@ def _rejection(
     )
 
 
+def by_session_date(change: FactChange, dates: dict[str, dt.date]) -> list[FactChange]:
+    """``change`` split by the dates of its evidence sessions, earliest first.
+
+    A fact stated in one session and repeated in a later one of the same batch
+    is learnt on the first date and revised on the second: dating it all on
+    the later date would hide it (and any reference credited from the first
+    session) from a query asked in between.
+    """
+    groups = sorted({dates[sid] for sid in change.evidence})
+    if len(groups) < 2:
+        return [change]
+    return [
+        replace(
+            change,
+            evidence={sid: turns for sid, turns in change.evidence.items() if dates[sid] == day},
+            quotes={sid: spans for sid, spans in change.quotes.items() if dates[sid] == day},
+        )
+        for day in groups
+    ]
+
+
 def chronological(persona: Persona, history: Sequence[Session]) -> list[Session]:
     """The history in replay order, checked to belong to ``persona``."""
     seen: set[str] = set()
@@ -323,13 +346,17 @@ async def build_memory(
         changes, calls = await _extract_batch(store, batch, client, settings, seed, result.rejected)
         result.extraction_calls += calls
         ordinal = 0
+        dates = {s.session_id: s.date for s in batch}
         for change in changes:
-            if change.fid is None:
-                store.add(change, batch[0].session_id, ordinal)
+            first, *later = by_session_date(change, dates)
+            if first.fid is None:
+                fid = store.add(first, batch[0].session_id, ordinal).fid
                 ordinal += 1
                 new_since_merge += 1
             else:
-                store.update(change)
+                fid = store.update(first).fid
+            for revision in later:
+                store.update(replace(revision, fid=fid))
         if new_since_merge >= settings.consolidation_new_facts:
             outcome = await consolidate(store, client, settings, batch[-1].date, seed=seed, embeddings=embeddings)
             result.consolidations += 1

@@ -33,10 +33,10 @@ from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain
 from memoryquest.simulator import phrasing, simulates
-from memoryquest.simulator.grammar import normalise_text
 from memoryquest.simulator.needs import say_update as needs_say_update
 from memoryquest.simulator.phrasing import Options, Setting, Topic, Voice
 from memoryquest.simulator.timelines import described_updates
+from memoryquest.text import normalise_text
 
 EXCHANGES = range(3, 11)
 EXCHANGE_WEIGHTS = (5, 11, 17, 20, 17, 13, 10, 7)  # mean ≈ 6.2 exchanges, as in the paper

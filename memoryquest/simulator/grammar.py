@@ -35,17 +35,6 @@ def name_key(name: str) -> str:
     )
 
 
-def normalise_text(text: str) -> str:
-    """Case-, space- and end-punctuation-insensitive form for verbatim checks (as the stages use)."""
-    return re.sub(r"\s+", " ", text).strip().strip(".!?").casefold()
-
-
-def contains_verbatim(haystack: str, needle: str) -> bool:
-    """Does ``haystack`` contain ``needle`` word for word (ignoring case, spacing, final stop)?"""
-    needle_norm = normalise_text(needle)
-    return bool(needle_norm) and needle_norm in normalise_text(haystack)
-
-
 def join_list(values: Sequence[str], conjunction: str = "and") -> str:
     items = [v for v in values if v]
     if not items:

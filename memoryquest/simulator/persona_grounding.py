@@ -35,15 +35,14 @@ from memoryquest.simulator.grammar import (
     MONTHS,
     WEEKDAYS,
     clean_value,
-    contains_verbatim,
     fix_articles,
     join_list,
     lower_first,
     name_key,
-    normalise_text,
     sentence,
     shift_person,
 )
+from memoryquest.text import contains_verbatim, normalise_text
 
 # --------------------------------------------------------------------------- persona material
 
