@@ -40,6 +40,10 @@ with the cap each material fits on ~11k texts (about a second for five folds).
 
 MAX_FOLDS = 5
 MIN_TRAIN_DF = 2
+MIN_MARKER_EXCHANGES = 3
+"""An n-gram must recur in this many reference exchanges to count: two chance matches in a tiny
+dataset (2 of 12 is 17%) are not a marker; in any dataset of 30+ reference turns the share
+threshold is the stricter rule."""
 
 Material = Literal["user_turns", "assistant_turns", "facts"]
 
@@ -130,7 +134,7 @@ def exclusive_ngrams(
     counts: Counter[tuple[str, ...]] = Counter()
     for unit in reference:
         counts.update({*_grams(unit.user, n_min, n_max), *_grams(unit.assistant, n_min, n_max)})
-    alive = {gram for gram, count in counts.items() if count >= 2}
+    alive = {gram for gram, count in counts.items() if count >= MIN_MARKER_EXCHANGES}
     for unit in filler:
         if not alive:
             break

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from memoryquest.audit.detectability import ClassifierScore, ExclusiveNgrams
+from memoryquest.audit.detectability import MIN_MARKER_EXCHANGES, ClassifierScore, ExclusiveNgrams
 from memoryquest.audit.diversity import Diversity
 from memoryquest.audit.ground_truth import GroundTruth
 from memoryquest.audit.leakage import Leakage
@@ -104,7 +104,7 @@ def audit_markdown(report: AuditReport) -> str:
     if top:
         lines += [
             "",
-            f"Word n-grams found only around reference turns (top {len(top)} of those in 2+ reference exchanges):",
+            f"Word n-grams found only around reference turns (top {len(top)} of those in {MIN_MARKER_EXCHANGES}+ reference exchanges):",
             "",
             "| n-gram | Reference exchanges | Share |",
             "|---|---:|---:|",
