@@ -176,7 +176,7 @@ async def test_unconveyed_reference_drops_the_whole_query(run: GeneratedRun) -> 
     settings = GenerationSettings(reference_turn_similarity_min=0.999, max_regenerations=1)
     result = await expand_dialogues(persona, q, timeline, simulated_client(), settings)
     assert result.sessions == []
-    weak = [r for r in result.rejected if "reach cosine" in r.detail]
+    weak = [r for r in result.rejected if "reaches cosine" in r.detail]
     assert len(weak) == 2 * len(q.references)  # every reference session, on both attempts
     dropped = [r for r in result.rejected if "dropped with its query" in r.detail]
     assert len(dropped) == len(timeline.events) - len(q.references)
