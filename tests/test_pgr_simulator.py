@@ -21,7 +21,14 @@ from memoryquest.pgr.sample import sample_dataset
 from memoryquest.settings import PGRSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.needs import NEEDS
-from memoryquest.simulator.pgr import CHAIN_MAX, CHAIN_MIN, JUDGE_OVERLAP, KNOWN, MAX_CHAIN_STEPS, MAX_TREE_NODES
+from memoryquest.simulator.pgr import (
+    CHAIN_MAX,
+    CHAIN_MIN,
+    JUDGE_OVERLAP,
+    KNOWN,
+    MAX_CHAIN_STEPS,
+    MAX_TREE_NODES,
+)
 from memoryquest.stages.common import normalise_text
 
 QUERY = "Can you help me plan joining a recreational soccer league in Toronto this spring?"
@@ -48,7 +55,19 @@ NUTS: dict[str, Any] = {
     "info": "Was told by an allergist to cut out tree nuts completely",
     "related_entities": ["allergist", "tree nuts"],
 }
-THINKING_VERBS = ("imagine", "anticipate", "think", "plan", "decide", "evaluate", "review", "verify", "consider", "assess", "reflect")
+THINKING_VERBS = (
+    "imagine",
+    "anticipate",
+    "think",
+    "plan",
+    "decide",
+    "evaluate",
+    "review",
+    "verify",
+    "consider",
+    "assess",
+    "reflect",
+)
 
 
 def ask(template: str, variables: dict[str, Any], seed: int = 0) -> Any:
@@ -69,14 +88,20 @@ class RecordingBackend(SimulatedChatBackend):
         self.seen: list[tuple[str, dict[str, Any]]] = []
 
     async def chat(self, call: ChatCall) -> ChatResult:
-        self.seen.append((call.request.template_id, json.loads(json.dumps(call.request.variables, default=str))))
+        self.seen.append(
+            (call.request.template_id, json.loads(json.dumps(call.request.variables, default=str)))
+        )
         return await super().chat(call)
 
 
-async def recorded_run(query: Query, sample: GeneratedDataset, method: RetrievalMethod) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+async def recorded_run(
+    query: Query, sample: GeneratedDataset, method: RetrievalMethod
+) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
     backend = RecordingBackend()
     client = ModelClient(backend, shared_local_embedder())
-    outcome = await run_query(query, sample.facts, method, client, PGRSettings(max_iterations=4), index_cache=IndexCache())
+    outcome = await run_query(
+        query, sample.facts, method, client, PGRSettings(max_iterations=4), index_cache=IndexCache()
+    )
     return outcome, backend.seen
 
 
@@ -84,7 +109,9 @@ async def recorded_run(query: Query, sample: GeneratedDataset, method: Retrieval
 
 
 @pytest.mark.parametrize("method", [RetrievalMethod.PGR_TOT, RetrievalMethod.PGR_COT])
-async def test_prospection_never_sees_the_required_references(sample: GeneratedDataset, method: RetrievalMethod) -> None:
+async def test_prospection_never_sees_the_required_references(
+    sample: GeneratedDataset, method: RetrievalMethod
+) -> None:
     query = sample.queries[0]
     outcome, seen = await recorded_run(query, sample, method)
     templates = [t for t, _ in seen]
@@ -96,7 +123,12 @@ async def test_prospection_never_sees_the_required_references(sample: GeneratedD
             assert normalise_text(reference.text) not in dumped
     # Other references and other timelines behind the same facts: the same plans, word for word.
     rewritten = query.model_copy(
-        update={"references": [r.model_copy(update={"text": f"unrelated statement {i}"}) for i, r in enumerate(query.references)]}
+        update={
+            "references": [
+                r.model_copy(update={"text": f"unrelated statement {i}"})
+                for i, r in enumerate(query.references)
+            ]
+        }
     )
     other_dataset = sample.model_copy(update={"timelines": [], "sessions": []})
     changed, seen_again = await recorded_run(rewritten, other_dataset, method)
@@ -109,8 +141,14 @@ async def test_pgr_finds_the_scenario_references_in_a_few_calls(sample: Generate
     outcome, seen = await recorded_run(query, sample, RetrievalMethod.PGR_TOT)
     assert 4 <= outcome.llm_calls <= 8  # augmentation, Phase 1, a few refinements, summary
     found = set(outcome.retrieved_fids)
-    credited = {f.fid for f in sample.facts if set(f.source_reference_ids) & {r.reference_id for r in query.references}}
-    assert len(found & credited) >= 3  # knee, evenings, budget, bus: the plan's needs find most of them
+    credited = {
+        f.fid
+        for f in sample.facts
+        if set(f.source_reference_ids) & {r.reference_id for r in query.references}
+    }
+    assert (
+        len(found & credited) >= 3
+    )  # knee, evenings, budget, bus: the plan's needs find most of them
     # The loop stops because the needs run out, not because of the iteration cap.
     assert len(outcome.iterations) - 1 < 4
 
@@ -140,10 +178,22 @@ def test_initial_chain_probes_the_needs_of_the_request(seed: int) -> None:
 
 
 def test_dinner_plans_ask_about_diet_and_a_flight_does_not() -> None:
-    dinner = [s["action"] for s in ask("pgr_cot_initial", {"query": DINNER, "query_date": "2024-06-01", "augmented_query": DINNER})["steps"]]
+    dinner = [
+        s["action"]
+        for s in ask(
+            "pgr_cot_initial",
+            {"query": DINNER, "query_date": "2024-06-01", "augmented_query": DINNER},
+        )["steps"]
+    ]
     assert any("food allergy" in a and "restaurant" in a for a in dinner)
     flight_query = "Please find and book a flight to Rome for the week of June 10."
-    flight = [s["action"] for s in ask("pgr_cot_initial", {"query": flight_query, "query_date": "2024-06-01", "augmented_query": flight_query})["steps"]]
+    flight = [
+        s["action"]
+        for s in ask(
+            "pgr_cot_initial",
+            {"query": flight_query, "query_date": "2024-06-01", "augmented_query": flight_query},
+        )["steps"]
+    ]
     assert any("passport" in a for a in flight)
     assert not any("food allergy" in a for a in flight)
 
@@ -166,12 +216,20 @@ def test_initial_tree_is_a_real_tree(seed: int) -> None:
 
 def test_refinement_folds_facts_into_their_need_and_follows_them_up() -> None:
     initial = ask("pgr_cot_initial", BASE, 1)["steps"]
-    refined = ask("pgr_cot_refine", {**BASE, "previous_steps": initial, "facts": [KNEE, BUS, NUTS]})["steps"]
-    # Existing steps keep their action and gain the facts of their own need.
+    refined = ask(
+        "pgr_cot_refine", {**BASE, "previous_steps": initial, "facts": [KNEE, BUS, NUTS]}
+    )["steps"]
+    # Existing steps keep their action; a need with facts gains them, one without is asked from its next side.
     for before, after in zip(initial, refined[: len(initial)], strict=True):
         assert after["action"] == before["action"]
-        assert after["constraints"].startswith(before["constraints"])
+        if KNOWN not in after["constraints"]:
+            facets = [f for n in NEEDS.values() for f in n.facets]
+            assert any(after["constraints"].startswith(f) for f in facets)
+            assert after["constraints"] != before["constraints"] or before[
+                "constraints"
+            ].startswith(tuple(n.facets[-1] for n in NEEDS.values()))
     health = next(s for s in refined[: len(initial)] if "injury" in s["action"])
+    assert health["constraints"].startswith(NEEDS["health"].facets[0])
     assert f"{KNOWN}knee (2024-03-04)" in health["constraints"]
     added = refined[len(initial) :]
     knee_step = next(s for s in added if "knee" in s["action"])
@@ -182,11 +240,26 @@ def test_refinement_folds_facts_into_their_need_and_follows_them_up() -> None:
     assert len(refined) <= MAX_CHAIN_STEPS
 
 
+def test_a_probe_that_finds_nothing_is_asked_from_the_next_side_of_its_need() -> None:
+    steps = ask("pgr_cot_initial", BASE, 1)["steps"]
+    budget = next(
+        s for s in steps if s["action"] == NEEDS["budget"].probe.format(step="getting the tickets")
+    )
+    sides = [budget["constraints"]]
+    for _ in range(4):  # no fact about money comes back
+        steps = ask("pgr_cot_refine", {**BASE, "previous_steps": steps, "facts": [KNEE]})["steps"]
+        sides.append(next(s["constraints"] for s in steps if s["action"] == budget["action"]))
+    assert sides[:3] == list(NEEDS["budget"].facets)
+    assert sides[3] == sides[4] == NEEDS["budget"].facets[-1]  # then it stays: the plan can settle
+
+
 def test_refinement_converges_once_the_needs_run_out() -> None:
     steps = ask("pgr_cot_initial", BASE, 1)["steps"]
     sizes = []
     for _ in range(6):
-        steps = ask("pgr_cot_refine", {**BASE, "previous_steps": steps, "facts": [KNEE, BUS]})["steps"]
+        steps = ask("pgr_cot_refine", {**BASE, "previous_steps": steps, "facts": [KNEE, BUS]})[
+            "steps"
+        ]
         sizes.append(len(steps))
     assert sizes[-1] == sizes[-2] == sizes[-3]  # nothing new to add: the plan stops changing
     assert sizes[-1] <= MAX_CHAIN_STEPS
@@ -196,7 +269,9 @@ def test_refinement_converges_once_the_needs_run_out() -> None:
 
 def test_tree_refinement_keeps_a_valid_tree_and_hangs_new_nodes_under_their_step() -> None:
     initial = ask("pgr_tot_initial", BASE, 0)["nodes"]
-    refined = TreePlan.model_validate(ask("pgr_tot_refine", {**BASE, "previous_steps": initial, "facts": [KNEE, BUS]}))
+    refined = TreePlan.model_validate(
+        ask("pgr_tot_refine", {**BASE, "previous_steps": initial, "facts": [KNEE, BUS]})
+    )
     parsed = parse_tree(refined.nodes, repair=False)
     by_id = {s.step_id: s for s in parsed.steps}
     new = [s for s in parsed.steps if s.step_id not in {n["id"] for n in initial}]
@@ -206,10 +281,21 @@ def test_tree_refinement_keeps_a_valid_tree_and_hangs_new_nodes_under_their_step
     for step in new:
         assert step.parent is not None
         assert step.parent == parsed.root or by_id[step.parent].parent == parsed.root
-    body_branch = [b for b in by_id[parsed.root].children if "playing or watching the match" in by_id[b].action]
+    body_branch = [
+        b for b in by_id[parsed.root].children if "playing or watching the match" in by_id[b].action
+    ]
     if body_branch:
         assert knee.parent == body_branch[0]
-    nodes = [TreeNode(id=s.step_id, action=s.action, constraints=s.constraints, parent=s.parent, children=s.children) for s in parsed.steps]
+    nodes = [
+        TreeNode(
+            id=s.step_id,
+            action=s.action,
+            constraints=s.constraints,
+            parent=s.parent,
+            children=s.children,
+        )
+        for s in parsed.steps
+    ]
     parse_tree(nodes, repair=False)
 
 
@@ -217,19 +303,30 @@ def test_tree_refinement_keeps_a_valid_tree_and_hangs_new_nodes_under_their_step
 
 
 def test_augmentation_spells_out_the_steps_and_keeps_only_relevant_context() -> None:
-    text = ask("pgr_augment", {"query": QUERY, "query_date": "2024-04-10", "context_facts": [BUS, KNEE, NUTS]})["augmented_query"]
+    text = ask(
+        "pgr_augment",
+        {"query": QUERY, "query_date": "2024-04-10", "context_facts": [BUS, KNEE, NUTS]},
+    )["augmented_query"]
     assert text.startswith(QUERY)
     assert "getting to the ground" in text and "Strained left knee" in text and "Sold car" in text
     assert "tree nuts" not in text
-    bare = ask("pgr_augment", {"query": QUERY, "query_date": "2024-04-10", "context_facts": []})["augmented_query"]
+    bare = ask("pgr_augment", {"query": QUERY, "query_date": "2024-04-10", "context_facts": []})[
+        "augmented_query"
+    ]
     assert bare.startswith(QUERY) and "Known from earlier" not in bare
 
 
 def test_summary_and_answer_cite_the_facts() -> None:
-    steps = ask("pgr_cot_refine", {**BASE, "previous_steps": ask("pgr_cot_initial", BASE)["steps"], "facts": [KNEE, BUS]})["steps"]
+    steps = ask(
+        "pgr_cot_refine",
+        {**BASE, "previous_steps": ask("pgr_cot_initial", BASE)["steps"], "facts": [KNEE, BUS]},
+    )["steps"]
     summary = ask("pgr_summary", {**BASE, "steps": steps, "facts": [KNEE, BUS]})["summary"]
     assert "Strained left knee" in summary and "2024-03-28" in summary
-    reply = ask("pgr_answer", {"query": QUERY, "query_date": "2024-04-10", "facts": [KNEE, BUS], "summary": summary})
+    reply = ask(
+        "pgr_answer",
+        {"query": QUERY, "query_date": "2024-04-10", "facts": [KNEE, BUS], "summary": summary},
+    )
     assert "Sold car in March" in reply["answer"] and "(noted 2024-03-04)" in reply["answer"]
 
 
@@ -248,7 +345,10 @@ def test_reference_judge_overlap_rule() -> None:
     }
 
     def verdict(info: str) -> dict[str, Any]:
-        variables["retrieved"] = [{"date": "2024-03-05", "info": "Enjoys science fiction"}, {"date": "2024-03-05", "info": info}]
+        variables["retrieved"] = [
+            {"date": "2024-03-05", "info": "Enjoys science fiction"},
+            {"date": "2024-03-05", "info": info},
+        ]
         return ask("judge_references", variables)["verdicts"][0]
 
     assert verdict("Knee strained badly")["found"] is True  # 2 of 5 = 40%
@@ -262,7 +362,10 @@ def test_pairwise_judge_prefers_more_cited_facts() -> None:
     variables = {
         "query": QUERY,
         "query_date": "2024-04-10",
-        "user_facts": [{"date": KNEE["date"], "info": KNEE["info"]}, {"date": BUS["date"], "info": BUS["info"]}],
+        "user_facts": [
+            {"date": KNEE["date"], "info": KNEE["info"]},
+            {"date": BUS["date"], "info": BUS["info"]},
+        ],
         "references": [],
         "first_response": "Bring water and arrive early.",
         "second_response": f"Because you {BUS['info'].lower()}, pick a league near a streetcar line.",
@@ -270,3 +373,27 @@ def test_pairwise_judge_prefers_more_cited_facts() -> None:
     assert ask("judge_pairwise", variables)["choice"] == "second"
     variables["first_response"] = variables["second_response"]
     assert ask("judge_pairwise", variables)["choice"] == "tie"
+
+
+def test_tree_refinement_makes_room_and_settles() -> None:
+    """Probes asked from every side without a fact make room for unasked needs; the tree then stops changing."""
+    nodes = ask("pgr_tot_initial", BASE, 0)["nodes"]
+    seen_needs: set[str] = set()
+    history = []
+    for _ in range(8):
+        nodes = ask("pgr_tot_refine", {**BASE, "previous_steps": nodes, "facts": [KNEE]})["nodes"]
+        parse_tree(TreePlan.model_validate({"nodes": nodes}).nodes, repair=False)
+        assert len(nodes) <= MAX_TREE_NODES
+        root = next(n for n in nodes if n["parent"] is None)
+        assert " | checked: " in root["constraints"]
+        seen_needs |= {n.strip() for n in root["constraints"].split(" | checked: ")[1].split(",")}
+        history.append(json.dumps(nodes))
+    assert history[-1] == history[-2]  # settled
+    assert {
+        "health",
+        "comfort",
+        "vouchers",
+        "budget",
+        "schedule",
+        "transport",
+    } <= seen_needs  # every need got asked

@@ -72,7 +72,8 @@ def judge(candidate: dict[str, Any], references: list[dict[str, Any]]) -> list[d
         "query_date": candidate["query_date"],
         "query_domain": candidate["domain"],
         "references": [
-            {"index": i, "text": r["text"], "date": r["date"], "domain": r["domain"]} for i, r in enumerate(references)
+            {"index": i, "text": r["text"], "date": r["date"], "domain": r["domain"]}
+            for i, r in enumerate(references)
         ],
     }
     return list(json.loads(simulate("reference_relevance", variables))["verdicts"])
@@ -112,25 +113,33 @@ def test_candidates_obey_the_rules_of_spec_section_2(index: int) -> None:
         assert None not in needs and len(set(needs)) == len(needs)  # one reference per need
         for r, said_on in zip(refs, dates, strict=True):
             assert r["rationale"].endswith(".") and re.search(r" matters? when ", r["rationale"])
-            if r["valid_until"] is not None:  # still holds on the request date, and said not long before
+            if (
+                r["valid_until"] is not None
+            ):  # still holds on the request date, and said not long before
                 assert dt.date.fromisoformat(r["valid_until"]) >= query_date
                 assert (query_date - said_on).days <= BOUNDED_WINDOW_DAYS
         assert c["reasoning"].startswith(f"On {c['query_date']} the user asks to")
     # Requests are dated on the weekday of their task's situation.
     weekdays = {s.situation.get("Day of the Week") for s in task_scenarios(personas()[index].tasks)}
-    on_task_day = [dt.date.fromisoformat(c["query_date"]).strftime("%A") in weekdays for c in candidates]
+    on_task_day = [
+        dt.date.fromisoformat(c["query_date"]).strftime("%A") in weekdays for c in candidates
+    ]
     assert sum(on_task_day) >= 0.8 * len(candidates)
 
 
 def test_no_reference_echoes_its_request() -> None:
     shared = Counter(
-        len(shared_content_words(c["query"], r["text"])) for _, c in all_candidates() for r in c["references"]
+        len(shared_content_words(c["query"], r["text"]))
+        for _, c in all_candidates()
+        for r in c["references"]
     )
     assert max(shared) <= SETTINGS.shared_words_max
     assert shared[0] + shared[1] >= 0.97 * sum(shared.values())
     for _, c in all_candidates():
         for r in c["references"]:
-            assert "asked friends for tips" not in r["text"].lower()  # the old echo template is gone
+            assert (
+                "asked friends for tips" not in r["text"].lower()
+            )  # the old echo template is gone
 
 
 def test_no_user_repeats_or_contradicts_a_reference() -> None:
@@ -188,14 +197,20 @@ def test_openers_and_closers_vary() -> None:
 
 def test_candidates_are_deterministic_per_seed() -> None:
     variables = query_variables(personas()[0])
-    assert simulate("query_generation", variables, seed=3) == simulate("query_generation", variables, seed=3)
-    assert simulate("query_generation", variables, seed=3) != simulate("query_generation", variables, seed=4)
+    assert simulate("query_generation", variables, seed=3) == simulate(
+        "query_generation", variables, seed=3
+    )
+    assert simulate("query_generation", variables, seed=3) != simulate(
+        "query_generation", variables, seed=4
+    )
 
 
 def test_a_re_ask_avoids_the_requests_already_proposed() -> None:
     first = candidates_of(0)
     proposed = [c["query"] for c in first]
-    again = json.loads(simulate("query_generation", query_variables(personas()[0], proposed), seed=1))["candidates"]
+    again = json.loads(
+        simulate("query_generation", query_variables(personas()[0], proposed), seed=1)
+    )["candidates"]
     assert again and not set(proposed) & {c["query"] for c in again}
 
 
@@ -224,11 +239,27 @@ def test_the_judge_rejects_most_references_of_another_domain_request() -> None:
 
 
 def test_the_judge_reads_need_and_step_from_wording() -> None:
-    dinner = {"query": "Can you book a table for dinner with my team on Friday, June 7?", "query_date": "2024-06-01", "domain": "Restaurants"}
-    flight = {"query": "Please find and book a flight to Rome for the week of June 10.", "query_date": "2024-06-01", "domain": "Flights"}
-    allergy = {"text": "Was told by an allergist to cut out tree nuts", "date": "2024-05-02", "domain": "Shopping"}
+    dinner = {
+        "query": "Can you book a table for dinner with my team on Friday, June 7?",
+        "query_date": "2024-06-01",
+        "domain": "Restaurants",
+    }
+    flight = {
+        "query": "Please find and book a flight to Rome for the week of June 10.",
+        "query_date": "2024-06-01",
+        "domain": "Flights",
+    }
+    allergy = {
+        "text": "Was told by an allergist to cut out tree nuts",
+        "date": "2024-05-02",
+        "domain": "Shopping",
+    }
     solo = {"text": "Likes solo outings best", "date": "2024-05-02", "domain": "Events"}
-    expired = {"text": "Sprained an ankle playing tennis and is in a walking boot until May 20", "date": "2024-05-02", "domain": "Sports"}
+    expired = {
+        "text": "Sprained an ankle playing tennis and is in a walking boot until May 20",
+        "date": "2024-05-02",
+        "domain": "Sports",
+    }
     on_dinner = judge(dinner, [allergy, solo, expired])
     assert [v["relevant"] for v in on_dinner] == [True, False, False]
     assert "choosing the restaurant" in on_dinner[0]["rationale"]
