@@ -22,6 +22,7 @@ Ground truth is an explicit chain so recall can be scored at several levels::
 from __future__ import annotations
 
 import datetime as dt
+import re
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
@@ -130,6 +131,23 @@ class JudgeKind(StrEnum):
     PROVENANCE = "provenance"  # exact: a retrieved fact descends from the reference
     LLM = "llm"  # per-reference yes/no from a language model
     EMBEDDING = "embedding"  # cosine between reference and retrieved facts
+
+
+def parse_domain(text: str) -> Domain | None:
+    """'rental cars', 'Rental Cars', 'RentalCars' -> Domain.RENTAL_CARS; unknown -> None."""
+    key = re.sub(r"[\s_\-]+", "", text or "").casefold()
+    for domain in Domain:
+        if re.sub(r"[\s_\-]+", "", domain.value).casefold() == key:
+            return domain
+    return None
+
+
+def parse_date(text: str) -> dt.date | None:
+    """An ISO calendar date, or None for anything else."""
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except (ValueError, AttributeError):
+        return None
 
 
 class Contract(BaseModel):

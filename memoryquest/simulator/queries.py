@@ -60,8 +60,7 @@ from memoryquest.simulator.persona_grounding import (
     clean_value,
     task_scenarios,
 )
-from memoryquest.stages.common import normalise_text
-from memoryquest.text import shared_content_words
+from memoryquest.text import normalise_text, shared_content_words
 
 _PLANNING_VERBS = (
     "plan",

@@ -22,6 +22,7 @@ import random
 import re
 from typing import Any
 
+from memoryquest.contracts import parse_date, parse_domain
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import (
     NEEDS,
@@ -31,7 +32,6 @@ from memoryquest.simulator.needs import (
     step_for,
 )
 from memoryquest.simulator.persona_grounding import MONTHS
-from memoryquest.stages.common import parse_date, parse_domain
 
 _NUMBERS = {
     w: i

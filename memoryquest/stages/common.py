@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
-from memoryquest.contracts import Domain, Persona, PersonaTask, RejectedCandidate, RejectionReason
+from memoryquest.contracts import (
+    Persona,
+    PersonaTask,
+    RejectedCandidate,
+    RejectionReason,
+    parse_date,
+    parse_domain,
+)
 from memoryquest.ids import make_id
 from memoryquest.text import contains_verbatim, normalise_text
 
-__all__ = ["contains_verbatim", "normalise_text"]  # text checks the stages share, from memoryquest.text
+__all__ = ["contains_verbatim", "normalise_text", "parse_date", "parse_domain"]  # shared with other layers
 
 
 def task_variables(task: PersonaTask) -> dict[str, Any]:
@@ -41,22 +46,6 @@ def persona_variables(persona: Persona) -> dict[str, Any]:
         "interactions": [i.model_dump(mode="json") for i in persona.interactions],
         "tasks": [task_variables(t) for t in persona.tasks],
     }
-
-
-def parse_domain(text: str) -> Domain | None:
-    """'rental cars', 'Rental Cars', 'RentalCars' -> Domain.RENTAL_CARS; unknown -> None."""
-    key = re.sub(r"[\s_\-]+", "", text or "").casefold()
-    for domain in Domain:
-        if re.sub(r"[\s_\-]+", "", domain.value).casefold() == key:
-            return domain
-    return None
-
-
-def parse_date(text: str) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except (ValueError, AttributeError):
-        return None
 
 
 def cosine_rows(vectors: np.ndarray, left: list[int], right: list[int]) -> np.ndarray:

@@ -39,7 +39,7 @@ from memoryquest.simulator.persona_grounding import (
     fix_articles,
     lower_first,
 )
-from memoryquest.stages.common import normalise_text
+from memoryquest.text import normalise_text
 
 PROFILE_FIRST = 0.7
 """Share of personas for whom a generator's wordings that read their own affinities come first."""

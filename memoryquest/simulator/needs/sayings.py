@@ -16,7 +16,7 @@ import re
 
 from memoryquest.simulator.needs.bank import Parsed, join_parts, parse_update
 from memoryquest.simulator.persona_grounding import fix_articles, lower_first, sentence
-from memoryquest.stages.common import contains_verbatim
+from memoryquest.text import contains_verbatim
 
 _OPENERS = (
     "",
