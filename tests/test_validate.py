@@ -30,9 +30,9 @@ except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.pa
 
 
 def facts_for(dataset: GeneratedDataset) -> list[Fact]:
-    """Facts as an extractor leaves them: one per reference session, plus one merged pair."""
+    """Facts as an extractor leaves them: one per reference session (so every reference is covered), plus one merged pair."""
     facts: list[Fact] = []
-    for session in [s for s in dataset.sessions if s.reference_id][:6]:
+    for session in [s for s in dataset.sessions if s.reference_id]:
         turn = session.turns[session.reference_turn_indices[0]].content
         revision = FactRevision(
             valid_from=session.date, info=turn, type=FactType.EVENT, frequency=1, related_entities=[session.domain.value],
@@ -110,7 +110,7 @@ def test_real_output_has_no_violations(dataset: GeneratedDataset, settings: Sett
 
 def test_the_cli_accepts_a_saved_real_dataset(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     directory = dataset.save(tmp_path / "clean")
-    assert main(["validate", str(directory)]) == 0
+    assert main(["validate", str(directory), "--no-audit"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("ok: no violations") and f"{len(dataset.sessions)} sessions" in out
 
@@ -210,10 +210,27 @@ def dangling_merged_fid(d: GeneratedDataset) -> None:
     merged.merged_fids = [make_id("fact", "never existed")]
 
 
+def uncovered_reference(d: GeneratedDataset) -> None:
+    """The only fact credited to a reference is gone: no method could find it."""
+    reference = first_query(d).references[0].reference_id
+    d.facts = [f for f in d.facts if reference not in f.source_reference_ids]
+
+
+def stale_reference(d: GeneratedDataset) -> None:
+    q = first_query(d)
+    q.references[0].valid_until = q.query_date - dt.timedelta(days=1)
+
+
+def echo_reference(d: GeneratedDataset) -> None:
+    """A reference that repeats the request's own words (its cosine is kept: the word rule alone fires)."""
+    q = first_query(d)
+    q.references[0].text = q.text
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (drop_reference_event, {Rule.REFERENCE_IN_ONE_EVENT}),
+        (drop_reference_event, {Rule.REFERENCE_IN_ONE_EVENT, Rule.REFERENCE_UNCOVERED}),
         (reorder_events, {Rule.EVENT_ORDER}),
         (verbatim_reference, {Rule.REFERENCE_VERBATIM}),
         (too_few_turns, {Rule.TURN_COUNT}),
@@ -221,11 +238,14 @@ def dangling_merged_fid(d: GeneratedDataset) -> None:
         (swapped_roles, {Rule.TURN_ROLES}),
         (positions_out_of_order, {Rule.HISTORY_POSITIONS}),
         (tampered_cosine, {Rule.COSINE_RECOMPUTED}),
-        (reference_turn_on_assistant, {Rule.REFERENCE_TURN_INDICES}),
+        (reference_turn_on_assistant, {Rule.REFERENCE_TURN_INDICES, Rule.REFERENCE_SPAN}),
         (session_on_query_date, {Rule.SESSION_MATCHES_EVENT, Rule.REFERENCE_LEAK}),
         (fact_with_missing_session, {Rule.FACT_PROVENANCE}),
         (fact_with_foreign_reference, {Rule.FACT_REFERENCE_CONSISTENCY}),
         (dangling_merged_fid, {Rule.MERGED_FIDS}),
+        (uncovered_reference, {Rule.REFERENCE_UNCOVERED}),
+        (stale_reference, {Rule.REFERENCE_STALE}),
+        (echo_reference, {Rule.REFERENCE_WORD_OVERLAP, Rule.COSINE_RECOMPUTED}),
     ],
     ids=lambda value: getattr(value, "__name__", None),
 )
@@ -288,7 +308,7 @@ def test_the_cli_reports_violations_by_id_and_exits_1(
     broken = corrupt(dataset, too_few_turns)
     session = next(s for s in broken.sessions if len(s.turns) == 4)
     directory = broken.save(tmp_path / "broken")
-    assert main(["validate", str(directory)]) == 1
+    assert main(["validate", str(directory), "--no-audit"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert any(line.startswith(f"sessions {session.session_id} [turn_count]") for line in out)
     assert out[-1].startswith("1 violations in") and out[-1].endswith("turn_count 1")
@@ -297,3 +317,19 @@ def test_the_cli_reports_violations_by_id_and_exits_1(
 def test_the_cli_names_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(tmp_path / "nowhere")]) == 2
     assert "is not a dataset directory" in capsys.readouterr().err
+
+
+def test_the_cli_fails_on_a_failed_audit_gate(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Sound invariants are not enough: a marker planted before every reference sentence fails validation."""
+
+    def plant_marker(d: GeneratedDataset) -> None:
+        for session in d.sessions:
+            for index in session.reference_turn_indices:
+                turn = session.turns[index]
+                session.turns[index] = turn.model_copy(update={"content": "Quick life update for you. " + turn.content})
+            session.reference_spans = []
+
+    directory = corrupt(dataset, plant_marker).save(tmp_path / "marked")
+    assert main(["validate", str(directory), "--no-recompute"]) == 1
+    out = capsys.readouterr().out
+    assert "audit failed: exclusive_ngram: 'quick life update for you" in out

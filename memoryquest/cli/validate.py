@@ -74,10 +74,8 @@ def _validate(args: argparse.Namespace) -> int:
             print(f"audit failed: {failure}")
     if violations or failed_audit:
         by_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()))
-        summary = f"{len(violations)} violations" + (f" ({by_rule})" if by_rule else "")
-        if failed_audit:
-            summary += f", {len(failed_audit)} failed audit gates"
-        print(f"{summary} in {args.dataset_dir} ({rows})")
+        audit_note = f"; {len(failed_audit)} failed audit gates" if failed_audit else ""
+        print(f"{len(violations)} violations in {args.dataset_dir} ({rows}): {by_rule or 'none'}{audit_note}")
         return 1
     audited = "" if args.no_audit else ", audit passed"
     print(f"ok: no violations in {args.dataset_dir} ({rows}){audited}")
