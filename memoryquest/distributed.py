@@ -225,6 +225,7 @@ async def generate_sharded(
     config_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     publish: bool = True,
+    allow_failed_audit: bool = False,
     poll_seconds: float = 5.0,
 ) -> str:
     """Split the personas into shards, run ``deployment`` once per shard, merge; returns the output directory.
@@ -286,7 +287,7 @@ async def generate_sharded(
             markdown=summary_markdown(summarise(dataset.validation)), key="memoryquest-pgr", description="PGR validation"
         )
     if publish:
-        publish_dataset(dataset, output_dir / "published", settings)
+        publish_dataset(dataset, output_dir / "published", settings, allow_failed_audit=allow_failed_audit)
     logger.info("merged %d shards (%d personas) into %s", len(plan), len(dataset.personas), dataset_dir)
     return str(output_dir)
 
@@ -325,6 +326,7 @@ def generate_personas_on_dask(
     config_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     publish: bool = True,
+    allow_failed_audit: bool = False,
 ) -> str:
     """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
     from memoryquest.publish import publish_dataset
@@ -355,7 +357,7 @@ def generate_personas_on_dask(
     dataset_dir = dataset.save(output_dir / "dataset")
     create_table_artifact(table=_summary_rows(dataset), key="memoryquest-personas", description="Per-persona output")
     if publish:
-        publish_dataset(dataset, output_dir / "published", settings)
+        publish_dataset(dataset, output_dir / "published", settings, allow_failed_audit=allow_failed_audit)
     logger.info("dataset of %d personas written to %s", len(dataset.personas), dataset_dir)
     return str(output_dir)
 
@@ -370,6 +372,7 @@ def generate_with_dask(
     config_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     publish: bool = True,
+    allow_failed_audit: bool = False,
 ) -> str:
     """Generate with one task per persona on a Dask cluster; returns the output directory.
 
@@ -393,5 +396,6 @@ def generate_with_dask(
         config_file=config_file,
         overrides=overrides,
         publish=publish,
+        allow_failed_audit=allow_failed_audit,
     )
     return result

@@ -104,6 +104,7 @@ def test_deployment_run_publishes_a_dataset(prefect_server: dict[str, str], tmp_
         "output": str(output),
         "users": ["user3"],
         "count": None,
+        "allow_failed_audit": True,  # about the deployment, not the dataset's validity
         "overrides": {
             "generation": {"queries_per_user": 2, "candidates_per_user": 8},
             "pgr": {"methods": ["query_only", "pgr_tot"], "judges": ["provenance"]},
