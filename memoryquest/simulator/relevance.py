@@ -31,28 +31,10 @@ from memoryquest.simulator.needs import (
     request_needs,
     step_for,
 )
+from memoryquest.simulator.needs.bank import NUMBER_WORDS
 from memoryquest.simulator.persona_grounding import MONTHS
 
-_NUMBERS = {
-    w: i
-    for i, w in enumerate(
-        (
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-        )
-    )
-}
+_NUMBERS = {w: i for i, w in enumerate(NUMBER_WORDS)}
 _MONTH = "|".join(MONTHS)
 _UNTIL_DATE = re.compile(rf"\b(?:until|till|through|by|on) ({_MONTH}) (\d{{1,2}})\b")
 _UNTIL_ORDINAL = re.compile(r"\b(?:until|till|by|on) the (\d{1,2})(?:st|nd|rd|th)\b")
