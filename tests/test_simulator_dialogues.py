@@ -20,14 +20,13 @@ from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.dialogues import assistant_turn, split_description
-from memoryquest.simulator.grammar import contains_verbatim, normalise_text
 from memoryquest.simulator.memory import facts_of_turn, statement
 from memoryquest.simulator.needs import classify_need
 from memoryquest.simulator.persona_grounding import PersonaMaterial, interaction_sentences
 from memoryquest.simulator.phrasing import ANSWERS, VOLUNTEERED, Options, parse_topic, with_lead
 from memoryquest.simulator.timelines import UPDATE_MARKER, described_updates
 from memoryquest.stages.common import persona_variables, task_variables
-from memoryquest.text import ngrams, split_sentences, words
+from memoryquest.text import contains_verbatim, ngrams, normalise_text, split_sentences, words
 
 try:
     from tests.generation_fixture import load_users
