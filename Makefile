@@ -19,9 +19,11 @@ demo: setup
 
 test: setup-test
 	$(BIN)/ruff check memoryquest tests flows benchmarks
+	$(BIN)/ruff format --check memoryquest tests flows benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 lint: setup-test
 	$(BIN)/ruff check memoryquest tests flows benchmarks
+	$(BIN)/ruff format --check memoryquest tests flows benchmarks
 	$(BIN)/mypy

@@ -67,16 +67,30 @@ def _errand(variables: dict[str, Any], rng: random.Random) -> Errand:
 def requests(count: int, offset: int = 0) -> list[LLMRequest[Errand]]:
     likes = ["jazz records", "sourdough", "board games", "running shoes", "tea"]
     return [
-        LLMRequest(TEMPLATE_ID, {"number": i, "likes": likes[i % len(likes)]}, Errand, stage="bench", max_output_tokens=256)
+        LLMRequest(
+            TEMPLATE_ID,
+            {"number": i, "likes": likes[i % len(likes)]},
+            Errand,
+            stage="bench",
+            max_output_tokens=256,
+        )
         for i in range(offset, offset + count)
     ]
 
 
-def client_for(server: FakeOpenAIServer, output: Path, prompts: Path, rpm: int, concurrency: int, cache: bool) -> ModelClient:
+def client_for(
+    server: FakeOpenAIServer, output: Path, prompts: Path, rpm: int, concurrency: int, cache: bool
+) -> ModelClient:
     settings = Settings(
         output_dir=output,
         cache={"enabled": cache},
-        endpoint={"base_url": server.url, "chat_model": "gpt-4o-mini", "timeout_seconds": 10, "max_retries": 8},
+        endpoint={
+            "base_url": server.url,
+            "simulator_hints": True,  # the fake server answers from the simulator
+            "chat_model": "gpt-4o-mini",
+            "timeout_seconds": 10,
+            "max_retries": 8,
+        },
         limits={
             "requests_per_minute": rpm,
             "tokens_per_minute": 10_000_000,
@@ -84,13 +98,21 @@ def client_for(server: FakeOpenAIServer, output: Path, prompts: Path, rpm: int, 
             "circuit_breaker_failures": 50,
         },
     )
-    return build_client(settings, prompts_dir=prompts, retry=RetryPolicy(max_retries=8, base_delay=0.1, max_delay=2.0))
+    return build_client(
+        settings,
+        prompts_dir=prompts,
+        retry=RetryPolicy(max_retries=8, base_delay=0.1, max_delay=2.0),
+    )
 
 
 async def throughput(args: argparse.Namespace, work: Path, prompts: Path) -> None:
     with FakeOpenAIServer(latency=args.latency, requests_per_minute=args.rpm) as server:
-        client = client_for(server, work / "throughput", prompts, args.rpm, args.concurrency, cache=False)
-        await client.complete(requests(1, offset=10**6)[0])  # connection set-up and imports, not timed
+        client = client_for(
+            server, work / "throughput", prompts, args.rpm, args.concurrency, cache=False
+        )
+        await client.complete(
+            requests(1, offset=10**6)[0]
+        )  # connection set-up and imports, not timed
         await asyncio.sleep(60.0 / args.rpm * 2)
         server.clear_log()
         started = time.perf_counter()
@@ -102,13 +124,19 @@ async def throughput(args: argparse.Namespace, work: Path, prompts: Path) -> Non
     rejected = server.count(status=429)
     achieved = args.requests / elapsed * 60.0
     limiter = client.limiter
-    print(f"throughput: {args.requests} requests, server latency {args.latency * 1000:.0f} ms, limit {args.rpm} requests/min")
+    print(
+        f"throughput: {args.requests} requests, server latency {args.latency * 1000:.0f} ms, limit {args.rpm} requests/min"
+    )
     print(f"  elapsed                {elapsed:8.2f} s")
     print(f"  achieved               {achieved:8.1f} requests/min")
     print(f"  achieved / limit       {achieved / args.rpm:8.3f}   (goal >= 0.95)")
-    print(f"  answered 429           {rejected:8d} of {sent} HTTP requests = {100.0 * rejected / max(sent, 1):.2f}%   (goal < 1%)")
+    print(
+        f"  answered 429           {rejected:8d} of {sent} HTTP requests = {100.0 * rejected / max(sent, 1):.2f}%   (goal < 1%)"
+    )
     if limiter is not None:
-        print(f"  peak in flight         {limiter.peak_in_flight:8d}   (max_concurrency {args.concurrency})")
+        print(
+            f"  peak in flight         {limiter.peak_in_flight:8d}   (max_concurrency {args.concurrency})"
+        )
         print(f"  limiter slow-downs     {limiter.stats.slowdowns:8d}")
 
 
@@ -132,21 +160,40 @@ async def cached_overhead(args: argparse.Namespace, work: Path, prompts: Path) -
         await client.complete_all(batch)
         concurrent = (time.perf_counter() - started) / len(batch)
         assert server.count() == 0, "cached calls must not reach the server"
-    print(f"cached calls: {args.cached_calls} distinct requests (cache filled with {filled} HTTP requests)")
-    print(f"  sequential             {statistics.median(rounds) * 1e6:8.0f} us per call (median of 3 rounds)")
+    print(
+        f"cached calls: {args.cached_calls} distinct requests (cache filled with {filled} HTTP requests)"
+    )
+    print(
+        f"  sequential             {statistics.median(rounds) * 1e6:8.0f} us per call (median of 3 rounds)"
+    )
     print(f"  complete_all           {concurrent * 1e6:8.0f} us per call")
     print(f"  HTTP requests          {server.count():8d}")
     stats = client.cache_stats
-    print(f"  cache                  {stats.hits} hits, {stats.misses} misses, {stats.bytes_read / 1024:.0f} KiB read")
+    print(
+        f"  cache                  {stats.hits} hits, {stats.misses} misses, {stats.bytes_read / 1024:.0f} KiB read"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=600, help="requests in the throughput run (600 = 30 s at 1,200/min)")
-    parser.add_argument("--rpm", type=int, default=1200, help="enforced requests/min (server and client)")
-    parser.add_argument("--latency", type=float, default=0.1, help="server latency per request, seconds")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=600,
+        help="requests in the throughput run (600 = 30 s at 1,200/min)",
+    )
+    parser.add_argument(
+        "--rpm", type=int, default=1200, help="enforced requests/min (server and client)"
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.1, help="server latency per request, seconds"
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="client max_concurrency")
-    parser.add_argument("--cached-calls", type=int, default=2000, help="distinct requests in the cached-call run")
+    parser.add_argument(
+        "--cached-calls", type=int, default=2000, help="distinct requests in the cached-call run"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-client-") as temp:
         work = Path(temp)

@@ -90,7 +90,9 @@ def cold_start() -> None:
         if not name.startswith("memoryquest.simulator") or module is None:
             continue
         for value in vars(module).values():
-            if getattr(value, "__module__", None) == name and callable(getattr(value, "cache_clear", None)):
+            if getattr(value, "__module__", None) == name and callable(
+                getattr(value, "cache_clear", None)
+            ):
                 value.cache_clear()
 
 
@@ -103,7 +105,9 @@ def sample_dir() -> Path:
 def repeated_source(count: int, target: Path) -> Path:
     """A PersonaLens-layout directory with users user0 .. user<count-1>, repeating the 30 sample users."""
     sample = sample_dir()
-    users = sorted((p.name for p in (sample / "profile").iterdir() if p.is_dir()), key=lambda u: int(u[4:]))
+    users = sorted(
+        (p.name for p in (sample / "profile").iterdir() if p.is_dir()), key=lambda u: int(u[4:])
+    )
     for index in range(count):
         source = sample / "profile" / users[index % len(users)]
         user = f"user{index}"
@@ -113,7 +117,9 @@ def repeated_source(count: int, target: Path) -> Path:
             if file.name == "profile.json":
                 profile = json.loads(file.read_text(encoding="utf-8"))
                 profile["demographics"]["user_id"] = user  # must match the directory name
-                (destination / file.name).write_text(json.dumps(profile, ensure_ascii=False), encoding="utf-8")
+                (destination / file.name).write_text(
+                    json.dumps(profile, ensure_ascii=False), encoding="utf-8"
+                )
             else:
                 shutil.copyfile(file, destination / file.name)
     shutil.copyfile(sample / "schema.json", target / "schema.json")
@@ -131,8 +137,19 @@ def small_settings(queries: int) -> dict[str, Any]:
 def fake_endpoint(url: str) -> dict[str, Any]:
     """Settings for the loopback server: latency-bound, not rate-limit-bound, request cache off."""
     return {
-        "endpoint": {"backend": "openai", "base_url": url, "api_key": "sk-bench", "embedder": "local", "chat_model": "gpt-4o-mini"},
-        "limits": {"requests_per_minute": 1_000_000, "tokens_per_minute": 1_000_000_000, "max_concurrency": 64},
+        "endpoint": {
+            "backend": "openai",
+            "base_url": url,
+            "simulator_hints": True,  # the fake server answers from the simulator
+            "api_key": "sk-bench",
+            "embedder": "local",
+            "chat_model": "gpt-4o-mini",
+        },
+        "limits": {
+            "requests_per_minute": 1_000_000,
+            "tokens_per_minute": 1_000_000_000,
+            "max_concurrency": 64,
+        },
     }
 
 
@@ -157,23 +174,33 @@ async def timed(run: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-async def flow_run(output: Path, source: Path, count: int, overrides: dict[str, Any], publish: bool) -> Path:
+async def flow_run(
+    output: Path, source: Path, count: int, overrides: dict[str, Any], publish: bool
+) -> Path:
     from memoryquest.orchestration import generate_benchmark
 
     await generate_benchmark(
-        output=str(output), persona_source=str(source), users=users(count), overrides=overrides, publish=publish
+        output=str(output),
+        persona_source=str(source),
+        users=users(count),
+        overrides=overrides,
+        publish=publish,
     )
     return output / "dataset"
 
 
-async def in_process_run(output: Path, source: Path, count: int, overrides: dict[str, Any], publish: bool) -> Path:
+async def in_process_run(
+    output: Path, source: Path, count: int, overrides: dict[str, Any], publish: bool
+) -> Path:
     """What the flow does, without Prefect: load, generate, save (and publish)."""
     from memoryquest.intake import PersonaSelection, load_personas
     from memoryquest.llm.factory import build_client
     from memoryquest.pipeline import generate_dataset
     from memoryquest.settings import load_settings
 
-    settings = load_settings(None, merge(overrides, {"output_dir": str(output), "persona_source": str(source)}))
+    settings = load_settings(
+        None, merge(overrides, {"output_dir": str(output), "persona_source": str(source)})
+    )
     intake = load_personas(settings.persona_source, PersonaSelection(user_ids=users(count)))
     client = build_client(settings)
     try:
@@ -212,10 +239,18 @@ def describe(dataset_dir: Path) -> dict[str, Any]:
 
 async def scaling(args: argparse.Namespace, work: Path) -> None:
     counts = sorted({int(c) for c in args.personas.split(",") if c.strip()})
-    how = "in-process pipeline (generate_dataset)" if args.in_process else "Prefect flow (generate_benchmark)"
-    print(f"\n[1] scaling: {how}, offline default (simulator + local embedder), request cache on in a fresh output dir")
-    print(f"    settings: generation.queries_per_user={args.queries_per_user}, other settings at their defaults; "
-          f"publish={'on' if args.publish else 'off'}")
+    how = (
+        "in-process pipeline (generate_dataset)"
+        if args.in_process
+        else "Prefect flow (generate_benchmark)"
+    )
+    print(
+        f"\n[1] scaling: {how}, offline default (simulator + local embedder), request cache on in a fresh output dir"
+    )
+    print(
+        f"    settings: generation.queries_per_user={args.queries_per_user}, other settings at their defaults; "
+        f"publish={'on' if args.publish else 'off'}"
+    )
     overrides = merge(small_settings(args.queries_per_user), {"endpoint": {"backend": "simulated"}})
     run = in_process_run if args.in_process else flow_run
     rows: list[tuple[int, float, dict[str, Any]]] = []
@@ -236,7 +271,9 @@ async def scaling(args: argparse.Namespace, work: Path) -> None:
             flush=True,
         )
         if count > SAMPLE_USERS:
-            print(f"         copies repeat an original's query text in {repeated_share(info):.0%} of their queries")
+            print(
+                f"         copies repeat an original's query text in {repeated_share(info):.0%} of their queries"
+            )
         if args.work_dir is None:
             shutil.rmtree(output, ignore_errors=True)
     if len(rows) >= 2:
@@ -245,12 +282,16 @@ async def scaling(args: argparse.Namespace, work: Path) -> None:
         slope, intercept = np.polyfit(x, y, 1)
         fitted = slope * x + intercept
         r2 = 1.0 - float(((y - fitted) ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-12)
-        print(f"    least squares: wall = {intercept:.1f} s + {slope:.2f} s x personas (r^2 {r2:.3f}); "
-              f"marginal cost {slope:.2f} s/persona")
+        print(
+            f"    least squares: wall = {intercept:.1f} s + {slope:.2f} s x personas (r^2 {r2:.3f}); "
+            f"marginal cost {slope:.2f} s/persona"
+        )
         first, last = rows[0], rows[-1]
         growth = (last[1] / first[1]) / (last[0] / first[0])
-        print(f"    growth {first[0]} -> {last[0]} personas: wall x{last[1] / first[1]:.2f} for personas x{last[0] / first[0]:.2f} "
-              f"(ratio {growth:.2f}; 1.00 = linear)")
+        print(
+            f"    growth {first[0]} -> {last[0]} personas: wall x{last[1] / first[1]:.2f} for personas x{last[0] / first[0]:.2f} "
+            f"(ratio {growth:.2f}; 1.00 = linear)"
+        )
 
 
 def repeated_share(info: dict[str, Any]) -> float:
@@ -260,7 +301,9 @@ def repeated_share(info: dict[str, Any]) -> float:
         by_user.setdefault(info["source_user"][persona], set()).add(text)
     copies = [(u, texts) for u, texts in by_user.items() if int(u[4:]) >= SAMPLE_USERS]
     total = sum(len(texts) for _, texts in copies)
-    same = sum(len(texts & by_user.get(f"user{int(u[4:]) % SAMPLE_USERS}", set())) for u, texts in copies)
+    same = sum(
+        len(texts & by_user.get(f"user{int(u[4:]) % SAMPLE_USERS}", set())) for u, texts in copies
+    )
     return same / total if total else 0.0
 
 
@@ -268,12 +311,20 @@ async def overhead(args: argparse.Namespace, work: Path) -> None:
     from memoryquest.testing import FakeOpenAIServer
 
     count = args.overhead_personas
-    print(f"\n[2] orchestration overhead: {count} personas, loopback server with {args.latency * 1000:.0f} ms latency, "
-          f"request cache off, publish off")
-    print(f"    settings: generation.queries_per_user={args.overhead_queries}; limits rpm 1,000,000, tpm 1e9, "
-          f"max_concurrency 64 (latency-bound, not rate-bound); {args.repeats} runs each, alternating")
+    print(
+        f"\n[2] orchestration overhead: {count} personas, loopback server with {args.latency * 1000:.0f} ms latency, "
+        f"request cache off, publish off"
+    )
+    print(
+        f"    settings: generation.queries_per_user={args.overhead_queries}; limits rpm 1,000,000, tpm 1e9, "
+        f"max_concurrency 64 (latency-bound, not rate-bound); {args.repeats} runs each, alternating"
+    )
     with FakeOpenAIServer(latency=args.latency) as server:
-        overrides = merge(small_settings(args.overhead_queries), fake_endpoint(server.url), {"cache": {"enabled": False}})
+        overrides = merge(
+            small_settings(args.overhead_queries),
+            fake_endpoint(server.url),
+            {"cache": {"enabled": False}},
+        )
         walls: dict[str, list[float]] = {"in-process": [], "flow": []}
         requests: dict[str, list[int]] = {"in-process": [], "flow": []}
         for repeat in range(args.repeats):
@@ -283,12 +334,17 @@ async def overhead(args: argparse.Namespace, work: Path) -> None:
                 wall, _ = await timed(lambda: run(output, sample_dir(), count, overrides, False))  # noqa: B023
                 walls[label].append(wall)
                 requests[label].append(server.count())
-                print(f"    {label:<11} run {repeat + 1}: {wall:7.1f} s, {server.count()} HTTP requests", flush=True)
+                print(
+                    f"    {label:<11} run {repeat + 1}: {wall:7.1f} s, {server.count()} HTTP requests",
+                    flush=True,
+                )
                 if args.work_dir is None:
                     shutil.rmtree(output, ignore_errors=True)
     ideal, actual = statistics.median(walls["in-process"]), statistics.median(walls["flow"])
-    print(f"    median wall: in-process {ideal:.1f} s, flow {actual:.1f} s; flow overhead {actual - ideal:+.1f} s "
-          f"({(actual - ideal) / count:+.2f} s/persona)")
+    print(
+        f"    median wall: in-process {ideal:.1f} s, flow {actual:.1f} s; flow overhead {actual - ideal:+.1f} s "
+        f"({(actual - ideal) / count:+.2f} s/persona)"
+    )
     print(f"    ideal / actual (in-process / flow) = {ideal / actual:.3f}   (goal >= 0.9)")
 
 
@@ -296,8 +352,10 @@ async def rerun_from_cache(args: argparse.Namespace, work: Path) -> None:
     from memoryquest.testing import FakeOpenAIServer
 
     count = args.overhead_personas
-    print(f"\n[3] re-run from cache: the flow twice on one output dir, {count} personas, loopback server "
-          f"{args.latency * 1000:.0f} ms, request cache on (default), publish off")
+    print(
+        f"\n[3] re-run from cache: the flow twice on one output dir, {count} personas, loopback server "
+        f"{args.latency * 1000:.0f} ms, request cache on (default), publish off"
+    )
     output = work / "cache-run"
     with FakeOpenAIServer(latency=args.latency) as server:
         overrides = merge(small_settings(args.overhead_queries), fake_endpoint(server.url))
@@ -323,10 +381,14 @@ async def estimate(args: argparse.Namespace, work: Path) -> None:
     from memoryquest.settings import load_settings
 
     settings = load_settings(None, {"output_dir": str(work / "estimate")})
-    sample = load_personas(sample_dir(), PersonaSelection(user_ids=users(args.estimate_sample))).personas
-    print(f"\n[4] estimate for {args.estimate_personas:,} personas from a {len(sample)}-persona sample, "
-          f"default (paper) settings: {settings.generation.queries_per_user} queries/user, "
-          f"PGR methods {', '.join(settings.pgr.methods)}, judges {', '.join(settings.pgr.judges)}")
+    sample = load_personas(
+        sample_dir(), PersonaSelection(user_ids=users(args.estimate_sample))
+    ).personas
+    print(
+        f"\n[4] estimate for {args.estimate_personas:,} personas from a {len(sample)}-persona sample, "
+        f"default (paper) settings: {settings.generation.queries_per_user} queries/user, "
+        f"PGR methods {', '.join(settings.pgr.methods)}, judges {', '.join(settings.pgr.judges)}"
+    )
     cold_start()
     result = await estimate_run(settings, sample, args.estimate_personas)
     print("    " + estimate_table(result).replace("\n", "\n    "))
@@ -338,30 +400,78 @@ async def main(args: argparse.Namespace, work: Path, prefect: str) -> None:
     if unknown:
         raise SystemExit(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"bench_e2e: parts {', '.join(parts)}; {cores} cores, load average {os.getloadavg()[0]:.1f} at start; work dir {work}")
-    needs_flow = any(p in parts for p in ("overhead", "cache")) or ("scaling" in parts and not args.in_process)
+    print(
+        f"bench_e2e: parts {', '.join(parts)}; {cores} cores, load average {os.getloadavg()[0]:.1f} at start; work dir {work}"
+    )
+    needs_flow = any(p in parts for p in ("overhead", "cache")) or (
+        "scaling" in parts and not args.in_process
+    )
     if needs_flow:
         print(f"Prefect: {prefect}; started in {await start_prefect():.1f} s (not timed below)")
     started = time.perf_counter()
     for part in parts:
-        await {"scaling": scaling, "overhead": overhead, "cache": rerun_from_cache, "estimate": estimate}[part](args, work)
-    print(f"\nbench_e2e finished in {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+        await {
+            "scaling": scaling,
+            "overhead": overhead,
+            "cache": rerun_from_cache,
+            "estimate": estimate,
+        }[part](args, work)
+    print(
+        f"\nbench_e2e finished in {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end"
+    )
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {', '.join(PARTS)}")
-    parser.add_argument("--personas", default="10,30", help="persona counts for the scaling part (above 30: repeated sample)")
-    parser.add_argument("--queries-per-user", type=int, default=3, help="generation.queries_per_user for scaling (paper: 15)")
-    parser.add_argument("--in-process", action="store_true", help="scaling through generate_dataset instead of the flow")
-    parser.add_argument("--publish", action="store_true", help="also publish (Parquet, card, plots) in the scaling runs")
-    parser.add_argument("--overhead-personas", type=int, default=4, help="personas in the overhead and cache parts")
-    parser.add_argument("--overhead-queries", type=int, default=2, help="queries_per_user in the overhead and cache parts")
-    parser.add_argument("--latency", type=float, default=0.2, help="loopback server latency per request, seconds")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated subset of {', '.join(PARTS)}"
+    )
+    parser.add_argument(
+        "--personas",
+        default="10,30",
+        help="persona counts for the scaling part (above 30: repeated sample)",
+    )
+    parser.add_argument(
+        "--queries-per-user",
+        type=int,
+        default=3,
+        help="generation.queries_per_user for scaling (paper: 15)",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="scaling through generate_dataset instead of the flow",
+    )
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="also publish (Parquet, card, plots) in the scaling runs",
+    )
+    parser.add_argument(
+        "--overhead-personas", type=int, default=4, help="personas in the overhead and cache parts"
+    )
+    parser.add_argument(
+        "--overhead-queries",
+        type=int,
+        default=2,
+        help="queries_per_user in the overhead and cache parts",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.2, help="loopback server latency per request, seconds"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="runs per path in the overhead part")
     parser.add_argument("--estimate-personas", type=int, default=1500)
-    parser.add_argument("--estimate-sample", type=int, default=2, help="sample personas the estimate replays")
-    parser.add_argument("--work-dir", type=Path, default=None, help="keep outputs here (default: a temporary directory)")
+    parser.add_argument(
+        "--estimate-sample", type=int, default=2, help="sample personas the estimate replays"
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="keep outputs here (default: a temporary directory)",
+    )
     return parser.parse_args()
 
 

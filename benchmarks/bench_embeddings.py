@@ -30,7 +30,9 @@ def persona_sentences(limit: int) -> list[str]:
     for path in profiles:
         profile = json.loads(path.read_text(encoding="utf-8"))
         for summary in profile.get("interactions", {}).values():
-            sentences.extend(s.strip() for s in re.split(r"(?<=[.!?])\s+", summary) if len(s.strip()) > 20)
+            sentences.extend(
+                s.strip() for s in re.split(r"(?<=[.!?])\s+", summary) if len(s.strip()) > 20
+            )
     unique = list(dict.fromkeys(sentences))
     if not unique:
         raise SystemExit("no persona sentences found in the bundled PersonaLens sample")
@@ -46,7 +48,9 @@ def bare(texts: list[str], batch_sizes: list[int], threads: int | None) -> None:
         started = time.perf_counter()
         embedder.embed_sync(texts)
         elapsed = time.perf_counter() - started
-        print(f"  batch {batch_size:4d}             {len(texts) / elapsed:8.1f} sentences/s   ({elapsed:.1f} s)")
+        print(
+            f"  batch {batch_size:4d}             {len(texts) / elapsed:8.1f} sentences/s   ({elapsed:.1f} s)"
+        )
 
 
 async def through_client(texts: list[str], work: Path) -> None:
@@ -64,10 +68,19 @@ async def through_client(texts: list[str], work: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--batch-sizes", default="64", help="comma-separated batch sizes for the bare embedder")
-    parser.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: one fewer than the cores)")
+    parser.add_argument(
+        "--batch-sizes", default="64", help="comma-separated batch sizes for the bare embedder"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="onnxruntime intra-op threads (default: one fewer than the cores)",
+    )
     args = parser.parse_args()
     texts = persona_sentences(args.sentences)
     words = sum(len(t.split()) for t in texts) / len(texts)

@@ -40,11 +40,17 @@ async def cost_by_method(background: int) -> None:
     for answers in (False, True):
         settings = PGRSettings(generate_answers=answers)
         started = time.perf_counter()
-        results = await validate_queries(dataset.queries, dataset.facts, model, settings, judges=["provenance"])
+        results = await validate_queries(
+            dataset.queries, dataset.facts, model, settings, judges=["provenance"]
+        )
         seconds = time.perf_counter() - started
         label = "with answers (PAG)" if answers else "retrieval + summary only"
-        print(f"\n[1] cost per query, {len(dataset.queries)} queries, {len(dataset.facts)} facts, {label} ({seconds:.1f} s)")
-        print(f"    {'method':<11} {'LLM calls':>9} {'embed req':>9} {'facts':>7} {'Ph-1':>6} {'Ph-2 new':>8} {'refine':>6} {'recall':>7}")
+        print(
+            f"\n[1] cost per query, {len(dataset.queries)} queries, {len(dataset.facts)} facts, {label} ({seconds:.1f} s)"
+        )
+        print(
+            f"    {'method':<11} {'LLM calls':>9} {'embed req':>9} {'facts':>7} {'Ph-1':>6} {'Ph-2 new':>8} {'refine':>6} {'recall':>7}"
+        )
         for row in summarise(results).rows:
             phase1 = "-" if row.phase1_facts is None else f"{row.phase1_facts:.1f}"
             phase2 = "-" if row.phase2_new_facts is None else f"{row.phase2_new_facts:.1f}"
@@ -59,7 +65,11 @@ def phase_probes() -> list[list[str]]:
     """Realistic sub-queries: the simulator's Phase 1 chains and trees for the scenario queries."""
     phases = []
     for scenario in SCENARIO:
-        variables = {"query": scenario.text, "query_date": scenario.date.isoformat(), "augmented_query": scenario.text}
+        variables = {
+            "query": scenario.text,
+            "query_date": scenario.date.isoformat(),
+            "augmented_query": scenario.text,
+        }
         for seed in range(3):
             chain = json.loads(simulate("pgr_cot_initial", variables, seed=seed))["steps"]
             tree = json.loads(simulate("pgr_tot_initial", variables, seed=seed))["nodes"]
@@ -75,7 +85,9 @@ async def latency(n_facts: int, rounds: int) -> None:
     index = await IndexCache().get(persona_id, dt.date(2100, 1, 1), facts, model)
     build = time.perf_counter() - started
     print(f"\n[2] retrieval latency over {len(index)} facts (embedder {model.embedder_name})")
-    print(f"    index build: {build:.1f} s for {len(index)} fact texts ({len(index) / build:.0f} texts/s, one batched request)")
+    print(
+        f"    index build: {build:.1f} s for {len(index)} fact texts ({len(index) / build:.0f} texts/s, one batched request)"
+    )
     settings = PGRSettings()
     phases = phase_probes()
     probes = [p for phase in phases for p in phase]
@@ -85,7 +97,9 @@ async def latency(n_facts: int, rounds: int) -> None:
         started = time.perf_counter()
         index.search(vectors, settings.step_k, settings.step_tau)
         search_ms.append((time.perf_counter() - started) * 1000 / len(probes))
-    print(f"    top-K search only: {statistics.median(search_ms):.3f} ms per sub-query (median of {rounds} rounds, {len(probes)} probes)")
+    print(
+        f"    top-K search only: {statistics.median(search_ms):.3f} ms per sub-query (median of {rounds} rounds, {len(probes)} probes)"
+    )
     batched_ms = []
     for _ in range(max(1, rounds // 4)):
         for phase in phases:
@@ -94,23 +108,35 @@ async def latency(n_facts: int, rounds: int) -> None:
             await retriever.retrieve(phase, settings.step_k, settings.step_tau)
             batched_ms.append((time.perf_counter() - started) * 1000 / len(phase))
     mean_phase = statistics.mean(len(p) for p in phases)
-    print(f"    embed + search, one request per phase ({mean_phase:.1f} probes): {statistics.median(batched_ms):.2f} ms per sub-query")
+    print(
+        f"    embed + search, one request per phase ({mean_phase:.1f} probes): {statistics.median(batched_ms):.2f} ms per sub-query"
+    )
     single_ms = []
     retriever = Retriever(index, model)
     for probe in probes[: min(len(probes), 40)]:
         started = time.perf_counter()
         await retriever.retrieve([probe], settings.step_k, settings.step_tau)
         single_ms.append((time.perf_counter() - started) * 1000)
-    print(f"    embed + search, one request per probe: {statistics.median(single_ms):.2f} ms per sub-query")
+    print(
+        f"    embed + search, one request per probe: {statistics.median(single_ms):.2f} ms per sub-query"
+    )
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--facts", type=int, default=2000, help="memory size for the latency part")
-    parser.add_argument("--rounds", type=int, default=20, help="timing rounds for the search-only figure")
-    parser.add_argument("--background", type=int, default=200, help="profile facts in the cost scenario")
+    parser.add_argument(
+        "--rounds", type=int, default=20, help="timing rounds for the search-only figure"
+    )
+    parser.add_argument(
+        "--background", type=int, default=200, help="profile facts in the cost scenario"
+    )
     args = parser.parse_args()
-    print(f"methods: {', '.join(m.value for m in RetrievalMethod)}; defaults {PGRSettings().model_dump()}")
+    print(
+        f"methods: {', '.join(m.value for m in RetrievalMethod)}; defaults {PGRSettings().model_dump()}"
+    )
     await cost_by_method(args.background)
     await latency(args.facts, args.rounds)
 

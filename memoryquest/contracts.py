@@ -110,9 +110,13 @@ class RejectionReason(StrEnum):
     SCHEMA = "schema"  # the model output did not fit the response model
     INVARIANT = "invariant"  # parsed, but broke a rule of SPEC section 2
     CAPACITY = "capacity"  # valid, but beyond n_q for the user
-    REFERENCE_LEAK = "reference_leak"  # one reference's cosine to the query is above reference_cosine_max
+    REFERENCE_LEAK = (
+        "reference_leak"  # one reference's cosine to the query is above reference_cosine_max
+    )
     WORD_OVERLAP = "word_overlap"  # a reference shares too many content words with its query
-    NEAR_DUPLICATE = "near_duplicate"  # a reference nearly repeats another reference of the same user
+    NEAR_DUPLICATE = (
+        "near_duplicate"  # a reference nearly repeats another reference of the same user
+    )
     CONTRADICTION = "contradiction"  # a reference contradicts another reference of the same user
     STALE = "stale"  # a time-bounded reference expired before the query date
     IRRELEVANT = "irrelevant"  # the relevance judge found the reference would not change the answer
@@ -120,7 +124,9 @@ class RejectionReason(StrEnum):
 
 
 class RetrievalMethod(StrEnum):
-    QUERY_ONLY = "query_only"  # dense retrieval on the query text (K = query_only_k, or a matched budget)
+    QUERY_ONLY = (
+        "query_only"  # dense retrieval on the query text (K = query_only_k, or a matched budget)
+    )
     PGR_COT = "pgr_cot"
     PGR_TOT = "pgr_tot"
     BM25 = "bm25"  # lexical retrieval on the query text, at a matched budget
@@ -232,11 +238,15 @@ class Reference(Contract):
     domain: Domain
     cosine: float = Field(description="Cosine similarity to the query text under `embedder`.")
     valid_until: dt.date | None = Field(
-        default=None, description="Last day a time-bounded reference holds; null when it does not expire."
+        default=None,
+        description="Last day a time-bounded reference holds; null when it does not expire.",
     )
-    rationale: str = Field(default="", description="Why the reference matters to the request (from the generator).")
+    rationale: str = Field(
+        default="", description="Why the reference matters to the request (from the generator)."
+    )
     relevance: str = Field(
-        default="", description="The relevance judge's one-sentence reason for keeping the reference."
+        default="",
+        description="The relevance judge's one-sentence reason for keeping the reference.",
     )
 
 
@@ -250,7 +260,9 @@ class Query(Row):
     references: list[Reference] = Field(min_length=1)
     gamma: float = Field(description="Mean cosine(query, reference) under `embedder`.")
     embedder: str = Field(description="Name of the embedding model behind every cosine.")
-    rank: int = Field(ge=0, description="Position among the user's kept queries, lowest gamma first.")
+    rank: int = Field(
+        ge=0, description="Position among the user's kept queries, lowest gamma first."
+    )
     difficulty: float | None = Field(
         default=None,
         description="Query-only recall under the provenance judge (1 = easy, 0 = not found by the query alone).",
@@ -323,7 +335,8 @@ class Session(Row):
         default_factory=list, description="Turns that convey the reference."
     )
     reference_spans: list[ReferenceSpan] = Field(
-        default_factory=list, description="The sentence(s) stating the reference; facts are credited from these."
+        default_factory=list,
+        description="The sentence(s) stating the reference; facts are credited from these.",
     )
 
 
@@ -412,7 +425,9 @@ class ValidationResult(Row):
         default=None,
         description="For a budget-matched baseline: the method whose retrieval budget it uses; null otherwise.",
     )
-    budget: int = Field(default=0, ge=0, description="Number of facts the method was allowed to return.")
+    budget: int = Field(
+        default=0, ge=0, description="Number of facts the method was allowed to return."
+    )
     retrieved_fids: list[Id]
     judgements: list[ReferenceJudgement]
     recall: float = Field(ge=0.0, le=1.0)
@@ -465,7 +480,9 @@ class RunManifest(Row):
         description="Tokens and cost actually spent, per stage, summed over every attempt of the run "
         "(a killed and resumed run is several attempts; see usage_this_attempt and reused_from_cache)."
     )
-    total_cost_usd: float = Field(description="Sum of usage: what the whole run cost, every attempt included.")
+    total_cost_usd: float = Field(
+        description="Sum of usage: what the whole run cost, every attempt included."
+    )
     persona_ids: list[Id]
     wall_seconds: float = Field(description="Wall time of the attempt that wrote this manifest.")
     usage_this_attempt: list[StageUsage] = Field(
@@ -479,12 +496,16 @@ class RunManifest(Row):
         "answers from the request cache and Prefect's stage results instead of paying again.",
     )
     reused_cost_usd: float = 0.0
-    attempts: int = Field(1, ge=1, description="Attempts (runs into the same output directory) the usage covers.")
+    attempts: int = Field(
+        1, ge=1, description="Attempts (runs into the same output directory) the usage covers."
+    )
     wall_seconds_all_attempts: float | None = Field(
-        default=None, description="Wall time of every attempt (a killed one up to its last usage record)."
+        default=None,
+        description="Wall time of every attempt (a killed one up to its last usage record).",
     )
     audit: dict[str, object] | None = Field(
-        default=None, description="The validity audit of the dataset (`memoryquest audit`), when it was run."
+        default=None,
+        description="The validity audit of the dataset (`memoryquest audit`), when it was run.",
     )
 
 

@@ -60,7 +60,9 @@ class GeneratedDataset(BaseModel):
                     for row in getattr(self, name):
                         writer.write(row.model_dump(mode="json"))
             if self.manifest is not None:
-                (staging / MANIFEST_FILE).write_text(self.manifest.model_dump_json(indent=2), encoding="utf-8")
+                (staging / MANIFEST_FILE).write_text(
+                    self.manifest.model_dump_json(indent=2), encoding="utf-8"
+                )
             if directory.exists():
                 backup = directory.with_name(f".{directory.name}.old")
                 shutil.rmtree(backup, ignore_errors=True)
@@ -93,5 +95,7 @@ class GeneratedDataset(BaseModel):
                         raise DatasetError(f"{path}:{line_number}: {exc}") from exc
         manifest_path = directory / MANIFEST_FILE
         if manifest_path.exists():
-            dataset.manifest = RunManifest.model_validate(json.loads(manifest_path.read_text(encoding="utf-8")))
+            dataset.manifest = RunManifest.model_validate(
+                json.loads(manifest_path.read_text(encoding="utf-8"))
+            )
         return dataset

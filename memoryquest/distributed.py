@@ -9,32 +9,28 @@
   ``<output>/dataset`` and publishes ``<output>/published``.
 * **Dask** (:func:`generate_with_dask`): one Prefect task per persona,
   submitted to a Dask scheduler through prefect-dask's ``DaskTaskRunner``.
-  Each task builds its own client and runs the plain
-  :func:`memoryquest.pipeline.generate_persona`.
+  Each task builds its own client and runs the stage groups of
+  :mod:`memoryquest.pipeline` in its worker process.
 
 Both need ``output`` on storage every machine sees at the same path: the
 client's response cache (``<output>/.cache``, what makes a re-run free) and
 the shard outputs live there. Endpoint secrets never travel as flow
-parameters; workers read them from their own environment.
+parameters; workers read them from their own environment. Setup and
+teardown (settings, output lock, personas, save, publish) are
+:mod:`memoryquest.run`'s, as for the one-machine flow.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import (
-    acreate_markdown_artifact,
-    acreate_table_artifact,
-    create_table_artifact,
-)
+from prefect.artifacts import acreate_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import arun_deployment
@@ -42,14 +38,16 @@ from prefect.futures import wait
 
 from memoryquest.contracts import Persona, RunManifest, StageUsage
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.intake import PersonaSelection, is_http_source, load_personas
+from memoryquest.intake import PersonaSelection, is_http_source
 from memoryquest.llm.factory import build_client
-from memoryquest.orchestration import _summary_rows
-from memoryquest.pgr.runner import summarise, summary_markdown
-from memoryquest.pipeline import build_manifest, generate_persona
-from memoryquest.settings import Settings, load_settings
+from memoryquest.manifest import Origin, build_manifest, manifest_for
+from memoryquest.pipeline import run_persona
+from memoryquest.run import DATASET_DIR, finish_run, open_run, settings_from_parameters
+from memoryquest.settings import Settings
 
 SHARDS_DIR = "shards"
+SHARDED_FLOW = "memoryquest-generate-sharded"
+DASK_FLOW = "memoryquest-generate-dask"
 
 
 class ShardFailedError(RuntimeError):
@@ -78,7 +76,7 @@ def sum_usage(rows: Iterable[StageUsage]) -> list[StageUsage]:
     return [StageUsage.model_validate(total) for total in totals.values()]
 
 
-_SAME_EVERYWHERE = ("package_version", "backend", "base_url", "chat_model", "embedder", "seed", "prompts")
+_SAME_EVERYWHERE = tuple(name for name in Origin.model_fields if name != "simulated")
 
 
 def merge_parts(
@@ -99,13 +97,14 @@ def merge_parts(
         if part.manifest is None:
             raise ValueError(f"{label}: the generated part has no run manifest")
         manifests.append(part.manifest)
-    first = manifests[0]
-    for label, manifest in zip(labels[1:], manifests[1:], strict=True):
+    origins = [Origin.of_manifest(manifest) for manifest in manifests]
+    first = origins[0]
+    for label, origin in zip(labels[1:], origins[1:], strict=True):
         for name in _SAME_EVERYWHERE:
-            if getattr(manifest, name) != getattr(first, name):
+            if getattr(origin, name) != getattr(first, name):
                 raise ValueError(
                     f"{label} was generated with a different {name} than {labels[0]} "
-                    f"({getattr(manifest, name)!r} vs {getattr(first, name)!r}); every worker must run the same code and settings"
+                    f"({getattr(origin, name)!r} vs {getattr(first, name)!r}); every worker must run the same code and settings"
                 )
     dataset = GeneratedDataset()
     for part in parts:
@@ -114,23 +113,12 @@ def merge_parts(
     repeated = sorted({pid for pid in persona_ids if persona_ids.count(pid) > 1})
     if repeated:
         raise ValueError(f"personas generated more than once: {', '.join(repeated)}")
-    usage = sum_usage(row for manifest in manifests for row in manifest.usage)
-    dataset.manifest = RunManifest(
-        run_id=uuid.uuid4().hex,
-        created_at=dt.datetime.now(dt.UTC),
-        package_version=first.package_version,
-        simulated=all(m.simulated for m in manifests),
-        backend=first.backend,
-        base_url=first.base_url,
-        chat_model=first.chat_model,
-        embedder=first.embedder,
-        seed=first.seed,
-        settings=settings.masked(),
-        prompts=first.prompts,
-        usage=usage,
-        total_cost_usd=round(sum(u.cost_usd for u in usage), 6),
-        persona_ids=persona_ids,
-        wall_seconds=round(time.perf_counter() - started, 3),
+    dataset.manifest = manifest_for(
+        dataset,
+        settings,
+        started,
+        origin=first.model_copy(update={"simulated": all(o.simulated for o in origins)}),
+        usage=sum_usage(row for manifest in manifests for row in manifest.usage),
     )
     return dataset
 
@@ -178,20 +166,13 @@ def check_shard_runs(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> None:
             continue
         state_name = state.name if state is not None else "unknown"
         message = f": {state.message}" if state is not None and state.message else ""
-        problems.append(f"{shard.label}: flow run '{run.name}' ({run.id}) ended {state_name}{message}")
+        problems.append(
+            f"{shard.label}: flow run '{run.name}' ({run.id}) ended {state_name}{message}"
+        )
     if problems:
-        raise ShardFailedError(f"{len(problems)} of {len(plan)} shards failed; " + "; ".join(problems))
-
-
-def _run_settings(
-    output: str, persona_source: str | None, config_file: str | None, overrides: dict[str, Any] | None
-) -> Settings:
-    """The same settings as :func:`memoryquest.orchestration.generate_benchmark` builds."""
-    merged: dict[str, Any] = dict(overrides or {})
-    merged["output_dir"] = output
-    if persona_source:
-        merged["persona_source"] = persona_source
-    return load_settings(Path(config_file) if config_file else None, merged)
+        raise ShardFailedError(
+            f"{len(problems)} of {len(plan)} shards failed; " + "; ".join(problems)
+        )
 
 
 def _portable_source(persona_source: str | None) -> str | None:
@@ -214,7 +195,7 @@ def _shard_rows(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> list[dict[str
     ]
 
 
-@flow(name="memoryquest-generate-sharded", log_prints=True)
+@flow(name=SHARDED_FLOW, log_prints=True)
 async def generate_sharded(
     output: str = "output/sharded-run",
     persona_source: str | None = None,
@@ -233,63 +214,53 @@ async def generate_sharded(
     The children run concurrently on the deployment's work pool, each as a
     sub-flow of this run. They resume like any generation run (Prefect's
     result cache and the response cache under their own output), so
-    re-running a failed parent only redoes what is missing.
+    re-running a failed parent only redoes what is missing. The parent holds
+    the lock of ``output`` throughout; each child locks its own shard directory.
     """
     from prefect.runtime import flow_run as current_run
 
-    from memoryquest.publish import publish_dataset
-
-    started = time.perf_counter()
     logger = get_run_logger()
-    output_dir = Path(output).resolve()
     source = _portable_source(persona_source)
-    settings = _run_settings(str(output_dir), source, config_file, overrides)
-    intake = load_personas(settings.persona_source, PersonaSelection(user_ids=users, count=count))
-    for error in intake.errors:
-        logger.error("persona skipped: %s", error)
-    if not intake.personas:
-        raise ValueError(f"no persona could be loaded from {settings.persona_source}")
-    plan = plan_shards([p.source_user_id for p in intake.personas], shards, output_dir / SHARDS_DIR)
-
-    parent_name = current_run.get_name() or "sharded"
-    parent_id = current_run.get_id()
-
-    async def launch(shard: Shard) -> FlowRun:
-        logger.info("launching %s on %s", shard.label, deployment)
-        return await arun_deployment(
-            name=deployment,
-            parameters={
-                "output": str(shard.output),
-                "persona_source": source,
-                "users": shard.users,
-                "count": None,
-                "config_file": config_file,
-                "overrides": overrides or {},
-                "publish": False,
-            },
-            flow_run_name=f"{parent_name}-shard-{shard.index}",
-            # A retried parent finds its children instead of starting them twice.
-            idempotency_key=f"{parent_id}-shard-{shard.index}" if parent_id else None,
-            poll_interval=poll_seconds,
-            timeout=None,
+    settings = settings_from_parameters(str(Path(output).resolve()), source, config_file, overrides)
+    with open_run(settings, PersonaSelection(user_ids=users, count=count), SHARDED_FLOW) as run:
+        plan = plan_shards(
+            [p.source_user_id for p in run.personas], shards, run.output_dir / SHARDS_DIR
         )
+        parent_name = current_run.get_name() or "sharded"
+        parent_id = current_run.get_id()
 
-    runs = list(await asyncio.gather(*(launch(shard) for shard in plan)))
-    await acreate_table_artifact(table=_shard_rows(plan, runs), key="memoryquest-shards", description="Child runs")
-    check_shard_runs(plan, runs)
+        async def launch(shard: Shard) -> FlowRun:
+            logger.info("launching %s on %s", shard.label, deployment)
+            return await arun_deployment(
+                name=deployment,
+                parameters={
+                    "output": str(shard.output),
+                    "persona_source": source,
+                    "users": shard.users,
+                    "count": None,
+                    "config_file": config_file,
+                    "overrides": overrides or {},
+                    "publish": False,
+                },
+                flow_run_name=f"{parent_name}-shard-{shard.index}",
+                # A retried parent finds its children instead of starting them twice.
+                idempotency_key=f"{parent_id}-shard-{shard.index}" if parent_id else None,
+                poll_interval=poll_seconds,
+                timeout=None,
+            )
 
-    parts = [GeneratedDataset.load(shard.output / "dataset") for shard in plan]
-    dataset = merge_parts(parts, [shard.label for shard in plan], settings, started)
-    dataset_dir = dataset.save(output_dir / "dataset")
-    await acreate_table_artifact(table=_summary_rows(dataset), key="memoryquest-personas", description="Per-persona output")
-    if dataset.validation:
-        await acreate_markdown_artifact(
-            markdown=summary_markdown(summarise(dataset.validation)), key="memoryquest-pgr", description="PGR validation"
+        runs = list(await asyncio.gather(*(launch(shard) for shard in plan)))
+        await acreate_table_artifact(
+            table=_shard_rows(plan, runs), key="memoryquest-shards", description="Child runs"
         )
-    if publish:
-        publish_dataset(dataset, output_dir / "published", settings, allow_failed_audit=allow_failed_audit)
-    logger.info("merged %d shards (%d personas) into %s", len(plan), len(dataset.personas), dataset_dir)
-    return str(output_dir)
+        check_shard_runs(plan, runs)
+        parts = [GeneratedDataset.load(shard.output / DATASET_DIR) for shard in plan]
+        dataset = merge_parts(parts, [shard.label for shard in plan], run.settings, run.started)
+        await finish_run(run, dataset, publish=publish, allow_failed_audit=allow_failed_audit)
+    logger.info(
+        "merged %d shards (%d personas) into %s", len(plan), len(dataset.personas), run.output_dir
+    )
+    return str(run.output_dir)
 
 
 # --------------------------------------------------------------------------- Dask
@@ -297,7 +268,7 @@ async def generate_sharded(
 
 @task(name="persona-on-worker", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def generate_persona_on_worker(persona: Persona, settings: Settings) -> GeneratedDataset:
-    """Every stage for one persona, on whichever Dask worker runs it.
+    """Every stage group for one persona, on whichever Dask worker runs it.
 
     The client is built here, in the worker: its limiter, SDK connections and
     usage ledger belong to this process. The response cache under
@@ -305,65 +276,53 @@ def generate_persona_on_worker(persona: Persona, settings: Settings) -> Generate
     """
     started = time.perf_counter()
 
-    async def run() -> GeneratedDataset:
+    async def generate() -> GeneratedDataset:
         client = build_client(settings)
         try:
-            part = await generate_persona(persona, client, settings)
+            part = await run_persona(persona, client, settings)
         finally:
             await client.aclose()
         part.manifest = build_manifest(part, client, settings, started)
         return part
 
-    return asyncio.run(run())
+    return asyncio.run(generate())
 
 
 @flow(name="memoryquest-generate-dask-personas", log_prints=True)
-def generate_personas_on_dask(
-    output: str,
-    persona_source: str | None = None,
+async def generate_personas_on_dask(
+    settings: Settings,
     users: list[str] | None = None,
     count: int | None = None,
-    config_file: str | None = None,
-    overrides: dict[str, Any] | None = None,
     publish: bool = True,
     allow_failed_audit: bool = False,
 ) -> str:
     """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
-    from memoryquest.publish import publish_dataset
-
-    started = time.perf_counter()
-    logger = get_run_logger()
-    settings = _run_settings(output, persona_source, config_file, overrides)
-    output_dir = Path(settings.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    intake = load_personas(settings.persona_source, PersonaSelection(user_ids=users, count=count))
-    for error in intake.errors:
-        logger.error("persona skipped: %s", error)
-    if not intake.personas:
-        raise ValueError(f"no persona could be loaded from {settings.persona_source}")
-
-    futures = [generate_persona_on_worker.submit(persona, settings) for persona in intake.personas]
-    wait(futures)
-    failed = []
-    for persona, future in zip(intake.personas, futures, strict=True):
-        state = future.state
-        if not state.is_completed():
-            failed.append(f"persona {persona.source_user_id}: {state.name}: {state.message or 'no message'}")
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {len(futures)} personas failed on the Dask cluster; " + "; ".join(failed))
-    parts: list[GeneratedDataset] = [future.result() for future in futures]
-    labels = [f"persona {p.source_user_id}" for p in intake.personas]
-    dataset = merge_parts(parts, labels, settings, started)
-    dataset_dir = dataset.save(output_dir / "dataset")
-    create_table_artifact(table=_summary_rows(dataset), key="memoryquest-personas", description="Per-persona output")
-    if publish:
-        publish_dataset(dataset, output_dir / "published", settings, allow_failed_audit=allow_failed_audit)
-    logger.info("dataset of %d personas written to %s", len(dataset.personas), dataset_dir)
-    return str(output_dir)
+    with open_run(settings, PersonaSelection(user_ids=users, count=count), DASK_FLOW) as run:
+        futures = [
+            generate_persona_on_worker.submit(persona, run.settings) for persona in run.personas
+        ]
+        await asyncio.to_thread(wait, futures)  # the workers run; this event loop stays free
+        failed = []
+        for persona, future in zip(run.personas, futures, strict=True):
+            state = future.state
+            if not state.is_completed():
+                failed.append(
+                    f"persona {persona.source_user_id}: {state.name}: {state.message or 'no message'}"
+                )
+        if failed:
+            raise RuntimeError(
+                f"{len(failed)} of {len(futures)} personas failed on the Dask cluster; "
+                + "; ".join(failed)
+            )
+        parts: list[GeneratedDataset] = [future.result() for future in futures]
+        labels = [f"persona {p.source_user_id}" for p in run.personas]
+        dataset = merge_parts(parts, labels, run.settings, run.started)
+        await finish_run(run, dataset, publish=publish, allow_failed_audit=allow_failed_audit)
+    return str(run.output_dir)
 
 
-@flow(name="memoryquest-generate-dask", log_prints=True)
-def generate_with_dask(
+@flow(name=DASK_FLOW, log_prints=True)
+async def generate_with_dask(
     output: str = "output/dask-run",
     scheduler_address: str | None = None,
     persona_source: str | None = None,
@@ -387,14 +346,16 @@ def generate_with_dask(
     from prefect.task_runners import TaskRunner
     from prefect_dask import DaskTaskRunner
 
-    runner: TaskRunner[Any] = DaskTaskRunner(address=scheduler_address) if scheduler_address else DaskTaskRunner()
-    result: str = generate_personas_on_dask.with_options(task_runner=runner)(
-        output=str(Path(output).resolve()),
-        persona_source=_portable_source(persona_source),
+    settings = settings_from_parameters(
+        str(Path(output).resolve()), _portable_source(persona_source), config_file, overrides
+    )
+    runner: TaskRunner[Any] = (
+        DaskTaskRunner(address=scheduler_address) if scheduler_address else DaskTaskRunner()
+    )
+    result: str = await generate_personas_on_dask.with_options(task_runner=runner)(
+        settings=settings,
         users=users,
         count=count,
-        config_file=config_file,
-        overrides=overrides,
         publish=publish,
         allow_failed_audit=allow_failed_audit,
     )

@@ -50,7 +50,9 @@ class RunEstimate(BaseModel):
     sample_seconds: float
 
 
-async def estimate_run(settings: Settings, sample: list[Persona], planned_personas: int) -> RunEstimate:
+async def estimate_run(
+    settings: Settings, sample: list[Persona], planned_personas: int
+) -> RunEstimate:
     """Dry-run ``sample`` offline, then scale to ``planned_personas``."""
     if not sample:
         raise ValueError("the estimate needs at least one sample persona")
@@ -67,10 +69,15 @@ async def estimate_run(settings: Settings, sample: list[Persona], planned_person
     prices = PriceTable.load(settings.prices_file)
     chat_model = settings.endpoint.chat_model
     remote_embeddings = settings.endpoint.resolved_backend() is not Backend.SIMULATED
-    embedding_model = settings.endpoint.embedding_model if remote_embeddings else client.embedder_name
+    embedding_model = (
+        settings.endpoint.embedding_model if remote_embeddings else client.embedder_name
+    )
     batch = settings.endpoint.batch
     scale = planned_personas / len(sample)
-    stages = [_scale_stage(row, scale, prices, chat_model, embedding_model, remote_embeddings, batch) for row in usage]
+    stages = [
+        _scale_stage(row, scale, prices, chat_model, embedding_model, remote_embeddings, batch)
+        for row in usage
+    ]
 
     approximations = [
         "output tokens are the offline simulator's answer lengths; a real model's answers differ in length",
@@ -144,8 +151,10 @@ def estimate_table(estimate: RunEstimate) -> str:
         f"{'total':<14}{estimate.total_requests:>12,.0f}{estimate.total_input_tokens:>16,.0f}"
         f"{estimate.total_output_tokens:>16,.0f}{'':>12}{estimate.total_cost_usd:>12,.2f}"
     )
-    lines.append(f"per persona: ${estimate.per_persona_cost_usd:,.4f}; sampled {', '.join(estimate.sample_personas)} "
-                 f"in {estimate.sample_seconds:.1f} s (offline, no request sent)")
+    lines.append(
+        f"per persona: ${estimate.per_persona_cost_usd:,.4f}; sampled {', '.join(estimate.sample_personas)} "
+        f"in {estimate.sample_seconds:.1f} s (offline, no request sent)"
+    )
     lines.extend(f"approximation: {note}" for note in estimate.approximations)
     return "\n".join(lines)
 

@@ -21,18 +21,14 @@ from pathlib import Path
 
 import memoryquest
 from memoryquest.llm.prompts import all_templates
+from memoryquest.pipeline import STAGES
 
 PACKAGE = "memoryquest"
 PACKAGE_ROOT = Path(memoryquest.__file__).resolve().parent.parent
 ALWAYS = ("memoryquest.simulator",)  # loaded by template id, invisible to a static import scan
 
-STAGE_ENTRIES: dict[str, tuple[str, ...]] = {
-    "queries": ("memoryquest.stages.queries",),
-    "conversations": ("memoryquest.stages.timelines", "memoryquest.stages.dialogues", "memoryquest.stages.history"),
-    "memory": ("memoryquest.memory.extraction", "memoryquest.memory.coverage"),
-    "pgr-validation": ("memoryquest.pgr.runner",),
-}
-"""Stage group (as the flow names its tasks) -> the modules it starts from."""
+STAGE_ENTRIES: dict[str, tuple[str, ...]] = {stage.name: (stage.module,) for stage in STAGES}
+"""Stage group (as :data:`memoryquest.pipeline.STAGES` names it) -> the modules it starts from."""
 
 
 def source_file(module: str, root: Path) -> Path | None:
@@ -80,9 +76,15 @@ def module_closure(entries: Iterable[str], root: Path = PACKAGE_ROOT) -> list[st
         seen.add(name)
         parts = name.split(".")
         stack.extend(".".join(parts[:i]) for i in range(1, len(parts)))
-        if path.name == "__init__.py" and name in ALWAYS:  # submodules loaded by name (the simulator)
+        if (
+            path.name == "__init__.py" and name in ALWAYS
+        ):  # submodules loaded by name (the simulator)
             stack.extend(f"{name}.{child.stem}" for child in path.parent.glob("*.py"))
-            stack.extend(f"{name}.{child.name}" for child in path.parent.iterdir() if (child / "__init__.py").is_file())
+            stack.extend(
+                f"{name}.{child.name}"
+                for child in path.parent.iterdir()
+                if (child / "__init__.py").is_file()
+            )
         stack.extend(_imported(path))
     return sorted(seen)
 

@@ -48,7 +48,9 @@ class PublishedRowSchema(GenerateJsonSchema):
 def schema_document(name: str, model: type[BaseModel]) -> dict[str, Any]:
     # Published rows: describe what is written (every key present, defaults included).
     # The custom persona format is input: describe what is accepted (defaults optional).
-    mode: Literal["validation", "serialization"] = "validation" if name == "custom_persona" else "serialization"
+    mode: Literal["validation", "serialization"] = (
+        "validation" if name == "custom_persona" else "serialization"
+    )
     schema = model.model_json_schema(mode=mode, schema_generator=PublishedRowSchema)
     schema["$schema"] = JSON_SCHEMA_DIALECT
     schema["$id"] = f"{name}{SUFFIX}"
@@ -64,7 +66,10 @@ def render(document: dict[str, Any]) -> str:
 
 def rendered_schemas() -> dict[str, str]:
     """File name -> exact file content."""
-    return {f"{name}{SUFFIX}": render(schema_document(name, model)) for name, model in schema_models().items()}
+    return {
+        f"{name}{SUFFIX}": render(schema_document(name, model))
+        for name, model in schema_models().items()
+    }
 
 
 def export_schemas(directory: str | Path) -> list[Path]:

@@ -28,13 +28,19 @@ CONFIG_FILE_MAX_BYTES = 1_000_000
 KNOWN_METHODS = tuple(m.value for m in RetrievalMethod)
 KNOWN_JUDGES = tuple(j.value for j in JudgeKind)
 # memoryquest.pgr.baselines.BASELINE_METHODS (a test keeps the two equal; importing it here would be circular)
-KNOWN_BASELINES = (RetrievalMethod.QUERY_ONLY.value, RetrievalMethod.BM25.value, RetrievalMethod.RANDOM.value)
+KNOWN_BASELINES = (
+    RetrievalMethod.QUERY_ONLY.value,
+    RetrievalMethod.BM25.value,
+    RetrievalMethod.RANDOM.value,
+)
 
 
 def _known_names(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
     unknown = [v for v in values if v not in known]
     if unknown:
-        raise ValueError(f"unknown {what} {', '.join(map(repr, unknown))}; choose from {', '.join(known)}")
+        raise ValueError(
+            f"unknown {what} {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
+        )
     if len(set(values)) != len(values):
         raise ValueError(f"a {what} is listed twice: {values}")
     return values
@@ -58,8 +64,12 @@ class GenerationSettings(Section):
         description="Keep queries whose mean query-reference cosine is at most this "
         "(above 0: at or below it no real embedder leaves a query).",
     )
-    queries_per_user: int = Field(15, ge=1, description="n_q: at most this many kept queries per user.")
-    candidates_per_user: int = Field(24, ge=1, description="Candidate queries asked for per user before filtering.")
+    queries_per_user: int = Field(
+        15, ge=1, description="n_q: at most this many kept queries per user."
+    )
+    candidates_per_user: int = Field(
+        24, ge=1, description="Candidate queries asked for per user before filtering."
+    )
     references_min: int = Field(3, ge=1)
     references_max: int = Field(5, ge=1)
     events_min: int = Field(5, ge=1)
@@ -67,37 +77,66 @@ class GenerationSettings(Section):
     turns_min: int = Field(5, ge=2)
     turns_max: int = Field(30, ge=2)
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
-    consolidation_new_facts: int = Field(50, ge=1, description="Consolidate after this many new facts.")
-    consolidation_window_days: int = Field(7, ge=0, description="Merge only facts dated within this window.")
+    consolidation_new_facts: int = Field(
+        50, ge=1, description="Consolidate after this many new facts."
+    )
+    consolidation_window_days: int = Field(
+        7, ge=0, description="Merge only facts dated within this window."
+    )
     consolidation_similarity: float = Cosine(0.75, "Cosine at which facts cluster together.")
-    max_regenerations: int = Field(2, ge=0, description="Bounded retries when a stage output breaks an invariant.")
-    lead_days_max: int = Field(14, ge=1, description="Timelines start at most this many days before the earliest reference.")
-    query_date_start: dt.date = Field(dt.date(2024, 3, 1), description="Earliest query date asked for.")
-    query_date_end: dt.date = Field(dt.date(2025, 2, 28), description="Latest query date asked for.")
-    reference_window_days: int = Field(90, ge=1, description="References are dated at most this many days before their query.")
+    max_regenerations: int = Field(
+        2, ge=0, description="Bounded retries when a stage output breaks an invariant."
+    )
+    lead_days_max: int = Field(
+        14,
+        ge=1,
+        description="Timelines start at most this many days before the earliest reference.",
+    )
+    query_date_start: dt.date = Field(
+        dt.date(2024, 3, 1), description="Earliest query date asked for."
+    )
+    query_date_end: dt.date = Field(
+        dt.date(2025, 2, 28), description="Latest query date asked for."
+    )
+    reference_window_days: int = Field(
+        90, ge=1, description="References are dated at most this many days before their query."
+    )
     filler_similarity_max: float = Cosine(
         0.6, "A filler event whose cosine to any reference exceeds this counts as carrying it."
     )
     reference_turn_similarity_min: float = Cosine(
         0.45, "The turn said to convey a reference must reach this cosine to it."
     )
-    cosine_tolerance: float = Field(0.002, ge=0, le=1, description="Slack when validation recomputes stored cosines.")
+    cosine_tolerance: float = Field(
+        0.002, ge=0, le=1, description="Slack when validation recomputes stored cosines."
+    )
     reference_cosine_max: float = Cosine(
         0.5, "Reject a candidate when any single reference is closer than this to its query."
     )
     shared_words_max: int = Field(
-        2, ge=0, description="Reject a candidate when a reference shares more content words (stemmed) with its query."
+        2,
+        ge=0,
+        description="Reject a candidate when a reference shares more content words (stemmed) with its query.",
     )
-    duplicate_cosine: float = Cosine(0.9, "Two references of one user at or above this cosine are near-duplicates.")
+    duplicate_cosine: float = Cosine(
+        0.9, "Two references of one user at or above this cosine are near-duplicates."
+    )
     judge_relevance: bool = Field(
-        True, description="Ask the relevance judge whether each reference would change the answer; drop it if not."
+        True,
+        description="Ask the relevance judge whether each reference would change the answer; drop it if not.",
     )
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:
-        for low, high in (("references_min", "references_max"), ("events_min", "events_max"), ("turns_min", "turns_max")):
+        for low, high in (
+            ("references_min", "references_max"),
+            ("events_min", "events_max"),
+            ("turns_min", "turns_max"),
+        ):
             if getattr(self, low) > getattr(self, high):
-                raise ValueError(f"{low} ({getattr(self, low)}) is above {high} ({getattr(self, high)})")
+                raise ValueError(
+                    f"{low} ({getattr(self, low)}) is above {high} ({getattr(self, high)})"
+                )
         if self.query_date_start > self.query_date_end:
             raise ValueError(
                 f"query_date_start ({self.query_date_start}) is after query_date_end ({self.query_date_end})"
@@ -113,11 +152,17 @@ class PGRSettings(Section):
     augment_k: int = Field(5, ge=1, description="K_o: context facts for query augmentation.")
     augment_tau: float = Cosine(0.6, "tau_o: similarity floor for augmentation context.")
     delta: int = Field(5, ge=0, description="Stop refining when fewer than delta new facts arrive.")
-    max_iterations: int = Field(10, ge=0, description="I_max: at most this many Phase 2 refinements.")
+    max_iterations: int = Field(
+        10, ge=0, description="I_max: at most this many Phase 2 refinements."
+    )
     methods: list[str] = Field(default_factory=lambda: ["query_only", "pgr_cot", "pgr_tot"])
     judges: list[str] = Field(default_factory=lambda: ["provenance", "embedding", "llm"])
-    embedding_judge_threshold: float = Cosine(0.6, "Cosine at which the embedding judge counts a reference as found.")
-    generate_answers: bool = Field(False, description="Also run prospection-augmented answer generation.")
+    embedding_judge_threshold: float = Cosine(
+        0.6, "Cosine at which the embedding judge counts a reference as found."
+    )
+    generate_answers: bool = Field(
+        False, description="Also run prospection-augmented answer generation."
+    )
     budget_baselines: list[str] = Field(
         default_factory=lambda: ["query_only", "bm25", "random"],
         description="Baselines run at each PGR method's own budget (facts it retrieved).",
@@ -145,7 +190,9 @@ class PGRSettings(Section):
     @model_validator(mode="after")
     def _judged(self) -> PGRSettings:
         if self.methods and not self.judges:
-            raise ValueError("judges is empty, but methods are to be scored: name at least one judge")
+            raise ValueError(
+                "judges is empty, but methods are to be scored: name at least one judge"
+            )
         return self
 
 
@@ -161,11 +208,20 @@ class AuditSettings(Section):
         description="Fail when an n-gram found only around reference turns covers at least this share of them.",
     )
     classifier_auc_max: float = Field(
-        0.65, ge=0.5, le=1, description="Fail when the cross-user classifier separates reference material above this AUC."
+        0.65,
+        ge=0.5,
+        le=1,
+        description="Fail when the cross-user classifier separates reference material above this AUC.",
     )
-    uncovered_max: int = Field(0, ge=0, description="Fail when more references than this have no credited fact.")
-    stale_max: int = Field(0, ge=0, description="Fail when more references than this expired before their query.")
-    repeated_sentence_min: int = Field(5, ge=2, description="A sentence counts as repeated at this many occurrences.")
+    uncovered_max: int = Field(
+        0, ge=0, description="Fail when more references than this have no credited fact."
+    )
+    stale_max: int = Field(
+        0, ge=0, description="Fail when more references than this expired before their query."
+    )
+    repeated_sentence_min: int = Field(
+        5, ge=2, description="A sentence counts as repeated at this many occurrences."
+    )
 
     @model_validator(mode="after")
     def _ngram_range(self) -> AuditSettings:
@@ -200,17 +256,33 @@ class EndpointSettings(Section):
     local_embedding_model: str = "all-MiniLM-L6-v2-onnx-int8"
     timeout_seconds: float = Field(60.0, gt=0)
     max_retries: int = Field(6, ge=0)
-    strict_schema: bool = Field(True, description="Ask for strict JSON-schema output where the server supports it.")
-    batch: bool = Field(False, description="Send LLM stages through the OpenAI Batch API (half price).")
-    batch_poll_seconds: float = Field(30.0, gt=0, description="First wait between two polls of a running batch.")
-    batch_max_poll_seconds: float = Field(600.0, gt=0, description="The poll wait grows 1.5x per poll up to this.")
+    strict_schema: bool = Field(
+        True, description="Ask for strict JSON-schema output where the server supports it."
+    )
+    batch: bool = Field(
+        False, description="Send LLM stages through the OpenAI Batch API (half price)."
+    )
+    batch_poll_seconds: float = Field(
+        30.0, gt=0, description="First wait between two polls of a running batch."
+    )
+    batch_max_poll_seconds: float = Field(
+        600.0, gt=0, description="The poll wait grows 1.5x per poll up to this."
+    )
     batch_rounds: int = Field(
-        3, ge=1, description="Batches per request set (the first plus resends of failed rows); the rest goes online."
+        3,
+        ge=1,
+        description="Batches per request set (the first plus resends of failed rows); the rest goes online.",
     )
     batch_collect_seconds: float = Field(
         2.0,
         ge=0,
         description="Batch mode: requests are collected until none has arrived for this long, then sent as one batch.",
+    )
+    simulator_hints: bool = Field(
+        False,
+        description="For the bundled fake server (memoryquest.testing.fake_openai) only: send each prompt's "
+        "variables in a request header so it can answer from the offline simulator. Never for a real "
+        "server: the header carries the persona data a second time.",
     )
 
     def resolved_backend(self) -> Backend:
@@ -227,8 +299,12 @@ class LimitSettings(Section):
     requests_per_minute: int = Field(500, ge=1)
     tokens_per_minute: int = Field(400_000, ge=1)
     max_concurrency: int = Field(16, ge=1)
-    circuit_breaker_failures: int = Field(20, ge=1, description="Consecutive failed requests before the run stops.")
-    retry_base_seconds: float = Field(0.5, gt=0, description="First retry backoff; doubles per attempt, with jitter.")
+    circuit_breaker_failures: int = Field(
+        20, ge=1, description="Consecutive failed requests before the run stops."
+    )
+    retry_base_seconds: float = Field(
+        0.5, gt=0, description="First retry backoff; doubles per attempt, with jitter."
+    )
     retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff between two retries.")
 
     @model_validator(mode="after")
@@ -288,7 +364,9 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
-    prices_file: Path | None = Field(None, description="JSON price table overriding the built-in one.")
+    prices_file: Path | None = Field(
+        None, description="JSON price table overriding the built-in one."
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -391,7 +469,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"config file {path} is not a regular file")
     if info.st_size > CONFIG_FILE_MAX_BYTES:
-        raise ValueError(f"config file {path} is {info.st_size} bytes, above the {CONFIG_FILE_MAX_BYTES}-byte limit")
+        raise ValueError(
+            f"config file {path} is {info.st_size} bytes, above the {CONFIG_FILE_MAX_BYTES}-byte limit"
+        )
     try:
         with path.open("rb") as handle:
             raw = handle.read(CONFIG_FILE_MAX_BYTES + 1)
@@ -402,12 +482,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"config file {path} is not UTF-8 text (byte offset {exc.start})") from None
+        raise ValueError(
+            f"config file {path} is not UTF-8 text (byte offset {exc.start})"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"config file {path} is not valid TOML: {exc}") from None
-    except (ValueError, RecursionError) as exc:  # e.g. an integer beyond Python's digit limit, deep nesting
+    except (
+        ValueError,
+        RecursionError,
+    ) as exc:  # e.g. an integer beyond Python's digit limit, deep nesting
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise ValueError(f"config file {path} is not valid TOML: {reason}") from None
 
@@ -417,8 +502,12 @@ def load_settings(
     overrides: dict[str, Any] | None = None,
 ) -> Settings:
     """Build the settings from file < environment < explicit overrides."""
-    config_file = config_file or (Path(os.environ["MEMORYQUEST_CONFIG"]) if os.environ.get("MEMORYQUEST_CONFIG") else None)
-    file_values: dict[str, Any] = read_config_file(Path(config_file)) if config_file is not None else {}
+    config_file = config_file or (
+        Path(os.environ["MEMORYQUEST_CONFIG"]) if os.environ.get("MEMORYQUEST_CONFIG") else None
+    )
+    file_values: dict[str, Any] = (
+        read_config_file(Path(config_file)) if config_file is not None else {}
+    )
     # Environment beats the file: read it separately, then lay it over the file values.
     env_only = Settings().model_dump(exclude_unset=True)
     values = _deep_merge(_deep_merge(file_values, env_only), overrides or {})

@@ -115,13 +115,17 @@ class EmbeddingFunction:
         return cls(name=name, embed=run)
 
 
-def queries_not_recomputed(dataset: GeneratedDataset, embedder: EmbeddingFunction | None) -> list[Query]:
+def queries_not_recomputed(
+    dataset: GeneratedDataset, embedder: EmbeddingFunction | None
+) -> list[Query]:
     """Queries whose cosines cannot be recomputed with ``embedder`` (another model, or none given)."""
     return [q for q in dataset.queries if embedder is None or q.embedder != embedder.name]
 
 
 class _Checker:
-    def __init__(self, dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction | None) -> None:
+    def __init__(
+        self, dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction | None
+    ) -> None:
         self.d = dataset
         self.g = settings.generation
         self.embedder = embedder
@@ -129,10 +133,14 @@ class _Checker:
         self.personas = {p.persona_id: p for p in dataset.personas}
         # Queries withdrawn as uncovered keep their timeline and sessions in the history.
         withdrawn = [
-            Query.model_validate_json(r.payload_json) for r in dataset.rejected if r.reason == RejectionReason.UNCOVERED
+            Query.model_validate_json(r.payload_json)
+            for r in dataset.rejected
+            if r.reason == RejectionReason.UNCOVERED
         ]
         self.queries = {q.query_id: q for q in [*withdrawn, *dataset.queries]}
-        self.references = {r.reference_id: (q, r) for q in self.queries.values() for r in q.references}
+        self.references = {
+            r.reference_id: (q, r) for q in self.queries.values() for r in q.references
+        }
         self.sessions = {s.session_id: s for s in dataset.sessions}
         self.facts = {f.fid: f for f in dataset.facts}
         self.events: dict[str, tuple[Timeline, int, TimelineEvent]] = {
@@ -175,44 +183,94 @@ class _Checker:
             per_persona[q.persona_id].append(q)
             n = len(q.references)
             if not self.g.references_min <= n <= self.g.references_max:
-                self.add("queries", q.query_id, Rule.REFERENCE_COUNT,
-                         f"{n} references; need {self.g.references_min}-{self.g.references_max}")
+                self.add(
+                    "queries",
+                    q.query_id,
+                    Rule.REFERENCE_COUNT,
+                    f"{n} references; need {self.g.references_min}-{self.g.references_max}",
+                )
             for r in q.references:
                 if r.date >= q.query_date:
-                    self.add("queries", q.query_id, Rule.REFERENCE_DATE,
-                             f"reference {r.reference_id} dated {r.date} is not before the query date {q.query_date}")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.REFERENCE_DATE,
+                        f"reference {r.reference_id} dated {r.date} is not before the query date {q.query_date}",
+                    )
                 if r.cosine > self.g.reference_cosine_max + self.g.cosine_tolerance:
-                    self.add("queries", q.query_id, Rule.REFERENCE_COSINE_MAX,
-                             f"reference {r.reference_id} has cosine {r.cosine:.4f} > {self.g.reference_cosine_max}")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.REFERENCE_COSINE_MAX,
+                        f"reference {r.reference_id} has cosine {r.cosine:.4f} > {self.g.reference_cosine_max}",
+                    )
                 shared = shared_content_words(q.text, r.text)
                 if len(shared) > self.g.shared_words_max:
-                    self.add("queries", q.query_id, Rule.REFERENCE_WORD_OVERLAP,
-                             f"reference {r.reference_id} shares {len(shared)} content words with the query "
-                             f"({', '.join(sorted(shared))}; at most {self.g.shared_words_max})")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.REFERENCE_WORD_OVERLAP,
+                        f"reference {r.reference_id} shares {len(shared)} content words with the query "
+                        f"({', '.join(sorted(shared))}; at most {self.g.shared_words_max})",
+                    )
                 if r.valid_until is not None and r.valid_until < q.query_date:
-                    self.add("queries", q.query_id, Rule.REFERENCE_STALE,
-                             f"reference {r.reference_id} held until {r.valid_until}, before the query date {q.query_date}")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.REFERENCE_STALE,
+                        f"reference {r.reference_id} held until {r.valid_until}, before the query date {q.query_date}",
+                    )
                 if r.domain == q.domain:
-                    self.add("queries", q.query_id, Rule.REFERENCE_DOMAIN,
-                             f"reference {r.reference_id} is in the query's own domain {q.domain.value}")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.REFERENCE_DOMAIN,
+                        f"reference {r.reference_id} is in the query's own domain {q.domain.value}",
+                    )
             if q.references:
                 mean = float(np.mean([r.cosine for r in q.references]))
                 if abs(mean - q.gamma) > self.g.cosine_tolerance:
-                    self.add("queries", q.query_id, Rule.GAMMA_MEAN,
-                             f"gamma {q.gamma:.4f} is not the mean of its cosines ({mean:.4f})")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.GAMMA_MEAN,
+                        f"gamma {q.gamma:.4f} is not the mean of its cosines ({mean:.4f})",
+                    )
             if q.gamma > self.g.gamma_max:
-                self.add("queries", q.query_id, Rule.GAMMA_THRESHOLD, f"gamma {q.gamma:.4f} > {self.g.gamma_max}")
+                self.add(
+                    "queries",
+                    q.query_id,
+                    Rule.GAMMA_THRESHOLD,
+                    f"gamma {q.gamma:.4f} > {self.g.gamma_max}",
+                )
         for persona_id, queries in per_persona.items():
             if len(queries) > self.g.queries_per_user:
-                self.add("queries", persona_id, Rule.QUERIES_PER_USER,
-                         f"persona {persona_id} has {len(queries)} queries; at most {self.g.queries_per_user}")
+                self.add(
+                    "queries",
+                    persona_id,
+                    Rule.QUERIES_PER_USER,
+                    f"persona {persona_id} has {len(queries)} queries; at most {self.g.queries_per_user}",
+                )
             # Ranks may have gaps: a query dropped later (no valid timeline) keeps the others' ranks.
             by_rank = sorted(queries, key=lambda q: q.rank)
             ranks = [q.rank for q in by_rank]
             if len(set(ranks)) != len(ranks):
-                self.add("queries", persona_id, Rule.QUERY_RANK, f"persona {persona_id} has repeated ranks {ranks}")
-            elif any(b.gamma < a.gamma - self.g.cosine_tolerance for a, b in zip(by_rank, by_rank[1:], strict=False)):
-                self.add("queries", persona_id, Rule.QUERY_RANK, f"ranks of persona {persona_id} are not in ascending gamma")
+                self.add(
+                    "queries",
+                    persona_id,
+                    Rule.QUERY_RANK,
+                    f"persona {persona_id} has repeated ranks {ranks}",
+                )
+            elif any(
+                b.gamma < a.gamma - self.g.cosine_tolerance
+                for a, b in zip(by_rank, by_rank[1:], strict=False)
+            ):
+                self.add(
+                    "queries",
+                    persona_id,
+                    Rule.QUERY_RANK,
+                    f"ranks of persona {persona_id} are not in ascending gamma",
+                )
         self.recompute()
 
     def recompute(self) -> None:
@@ -229,8 +287,12 @@ class _Checker:
             for offset, r in enumerate(q.references, start=1):
                 cosine = float(vectors[row + offset] @ query_vector)
                 if abs(cosine - r.cosine) > self.g.cosine_tolerance:
-                    self.add("queries", q.query_id, Rule.COSINE_RECOMPUTED,
-                             f"reference {r.reference_id}: stored cosine {r.cosine:.4f}, recomputed {cosine:.4f} with {self.embedder.name}")
+                    self.add(
+                        "queries",
+                        q.query_id,
+                        Rule.COSINE_RECOMPUTED,
+                        f"reference {r.reference_id}: stored cosine {r.cosine:.4f}, recomputed {cosine:.4f} with {self.embedder.name}",
+                    )
             row += 1 + len(q.references)
 
     # ------------------------------------------------------------------ timelines
@@ -242,55 +304,111 @@ class _Checker:
             self.persona_exists("timelines", t.timeline_id, t.persona_id)
             q = self.queries.get(t.query_id)
             if q is None:
-                self.add("timelines", t.timeline_id, Rule.DANGLING_ID, f"query_id {t.query_id} does not exist")
+                self.add(
+                    "timelines",
+                    t.timeline_id,
+                    Rule.DANGLING_ID,
+                    f"query_id {t.query_id} does not exist",
+                )
                 continue
             if q.persona_id != t.persona_id:
-                self.add("timelines", t.timeline_id, Rule.DANGLING_ID,
-                         f"persona_id {t.persona_id} differs from its query's {q.persona_id}")
+                self.add(
+                    "timelines",
+                    t.timeline_id,
+                    Rule.DANGLING_ID,
+                    f"persona_id {t.persona_id} differs from its query's {q.persona_id}",
+                )
             self.timeline(t, q)
         for q in self.d.queries:
             count = len(per_query.get(q.query_id, []))
             if count != 1:
-                self.add("queries", q.query_id, Rule.TIMELINE_PER_QUERY, f"{count} timelines; need exactly one")
+                self.add(
+                    "queries",
+                    q.query_id,
+                    Rule.TIMELINE_PER_QUERY,
+                    f"{count} timelines; need exactly one",
+                )
 
     def timeline(self, t: Timeline, q: Query) -> None:
         n = len(t.events)
         if not self.g.events_min <= n <= self.g.events_max:
-            self.add("timelines", t.timeline_id, Rule.EVENT_COUNT, f"{n} events; need {self.g.events_min}-{self.g.events_max}")
+            self.add(
+                "timelines",
+                t.timeline_id,
+                Rule.EVENT_COUNT,
+                f"{n} events; need {self.g.events_min}-{self.g.events_max}",
+            )
         for a, b in zip(t.events, t.events[1:], strict=False):
             if b.date < a.date:
-                self.add("timelines", t.timeline_id, Rule.EVENT_ORDER, f"event {b.event_id} ({b.date}) comes after {a.event_id} ({a.date})")
+                self.add(
+                    "timelines",
+                    t.timeline_id,
+                    Rule.EVENT_ORDER,
+                    f"event {b.event_id} ({b.date}) comes after {a.event_id} ({a.date})",
+                )
         if t.events and q.references:
             earliest = min(r.date for r in q.references)
             first = min(e.date for e in t.events)
             if first > earliest or (earliest - first).days > self.g.lead_days_max:
-                self.add("timelines", t.timeline_id, Rule.TIMELINE_START,
-                         f"first event {first} is not within {self.g.lead_days_max} days before the earliest reference {earliest}")
+                self.add(
+                    "timelines",
+                    t.timeline_id,
+                    Rule.TIMELINE_START,
+                    f"first event {first} is not within {self.g.lead_days_max} days before the earliest reference {earliest}",
+                )
             last = max(e.date for e in t.events)
             if last >= q.query_date:
-                self.add("timelines", t.timeline_id, Rule.TIMELINE_END, f"last event {last} is not before the query date {q.query_date}")
+                self.add(
+                    "timelines",
+                    t.timeline_id,
+                    Rule.TIMELINE_END,
+                    f"last event {last} is not before the query date {q.query_date}",
+                )
         carried: dict[str, int] = defaultdict(int)
         refs = {r.reference_id: r for r in q.references}
         for e in t.events:
             if (e.kind == EventKind.REFERENCE) != (e.reference_id is not None):
-                self.add("timelines", e.event_id, Rule.EVENT_KIND, f"kind {e.kind.value} with reference_id {e.reference_id}")
+                self.add(
+                    "timelines",
+                    e.event_id,
+                    Rule.EVENT_KIND,
+                    f"kind {e.kind.value} with reference_id {e.reference_id}",
+                )
             if e.reference_id is None:
                 for r in q.references:
                     if contains_verbatim(e.description, r.text):
-                        self.add("timelines", e.event_id, Rule.FILLER_CARRIES_REFERENCE, f"filler repeats reference {r.reference_id}")
+                        self.add(
+                            "timelines",
+                            e.event_id,
+                            Rule.FILLER_CARRIES_REFERENCE,
+                            f"filler repeats reference {r.reference_id}",
+                        )
                 continue
             ref = refs.get(e.reference_id)
             if ref is None:
-                self.add("timelines", e.event_id, Rule.DANGLING_ID, f"reference_id {e.reference_id} is not a reference of query {q.query_id}")
+                self.add(
+                    "timelines",
+                    e.event_id,
+                    Rule.DANGLING_ID,
+                    f"reference_id {e.reference_id} is not a reference of query {q.query_id}",
+                )
                 continue
             carried[e.reference_id] += 1
             if e.date != ref.date or e.domain != ref.domain:
-                self.add("timelines", e.event_id, Rule.REFERENCE_EVENT_MATCH,
-                         f"event {e.date}/{e.domain.value} carries reference dated {ref.date} in {ref.domain.value}")
+                self.add(
+                    "timelines",
+                    e.event_id,
+                    Rule.REFERENCE_EVENT_MATCH,
+                    f"event {e.date}/{e.domain.value} carries reference dated {ref.date} in {ref.domain.value}",
+                )
         for r in q.references:
             if carried.get(r.reference_id, 0) != 1:
-                self.add("timelines", t.timeline_id, Rule.REFERENCE_IN_ONE_EVENT,
-                         f"reference {r.reference_id} is carried by {carried.get(r.reference_id, 0)} events; must be exactly one")
+                self.add(
+                    "timelines",
+                    t.timeline_id,
+                    Rule.REFERENCE_IN_ONE_EVENT,
+                    f"reference {r.reference_id} is carried by {carried.get(r.reference_id, 0)} events; must be exactly one",
+                )
 
     # ------------------------------------------------------------------ sessions
 
@@ -299,10 +417,20 @@ class _Checker:
         for s in self.d.sessions:
             self.persona_exists("sessions", s.session_id, s.persona_id)
             if s.query_id not in self.queries:
-                self.add("sessions", s.session_id, Rule.DANGLING_ID, f"query_id {s.query_id} does not exist")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.DANGLING_ID,
+                    f"query_id {s.query_id} does not exist",
+                )
             found = self.events.get(s.event_id)
             if found is None:
-                self.add("sessions", s.session_id, Rule.DANGLING_ID, f"event_id {s.event_id} does not exist")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.DANGLING_ID,
+                    f"event_id {s.event_id} does not exist",
+                )
             else:
                 per_event[s.event_id].append(s)
                 self.session(s, *found)
@@ -311,7 +439,12 @@ class _Checker:
             for e in t.events:
                 count = len(per_event.get(e.event_id, []))
                 if count != 1:
-                    self.add("timelines", e.event_id, Rule.SESSION_PER_EVENT, f"{count} sessions; need exactly one")
+                    self.add(
+                        "timelines",
+                        e.event_id,
+                        Rule.SESSION_PER_EVENT,
+                        f"{count} sessions; need exactly one",
+                    )
 
     def session(self, s: Session, t: Timeline, _index: int, e: TimelineEvent) -> None:
         mismatches = []
@@ -326,43 +459,91 @@ class _Checker:
         if s.reference_id != e.reference_id:
             mismatches.append(f"reference {s.reference_id} vs {e.reference_id}")
         if mismatches:
-            self.add("sessions", s.session_id, Rule.SESSION_MATCHES_EVENT, "differs from its event: " + "; ".join(mismatches))
+            self.add(
+                "sessions",
+                s.session_id,
+                Rule.SESSION_MATCHES_EVENT,
+                "differs from its event: " + "; ".join(mismatches),
+            )
         q = self.queries.get(s.query_id)
         if q is None:
             return
         for r in q.references:
             for i, turn in enumerate(s.turns):
                 if contains_verbatim(turn.content, r.text):
-                    self.add("sessions", s.session_id, Rule.REFERENCE_VERBATIM, f"turn {i} repeats reference {r.reference_id} word for word")
+                    self.add(
+                        "sessions",
+                        s.session_id,
+                        Rule.REFERENCE_VERBATIM,
+                        f"turn {i} repeats reference {r.reference_id} word for word",
+                    )
             if s.reference_id == r.reference_id and s.date >= q.query_date:
-                self.add("sessions", s.session_id, Rule.REFERENCE_LEAK,
-                         f"dated {s.date}, on or after the query date {q.query_date}, yet carries its reference")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.REFERENCE_LEAK,
+                    f"dated {s.date}, on or after the query date {q.query_date}, yet carries its reference",
+                )
 
     def turns(self, s: Session) -> None:
         n = len(s.turns)
         if not self.g.turns_min <= n <= self.g.turns_max:
-            self.add("sessions", s.session_id, Rule.TURN_COUNT, f"{n} turns; need {self.g.turns_min}-{self.g.turns_max}")
+            self.add(
+                "sessions",
+                s.session_id,
+                Rule.TURN_COUNT,
+                f"{n} turns; need {self.g.turns_min}-{self.g.turns_max}",
+            )
         for i, turn in enumerate(s.turns):
             expected = Role.USER if i % 2 == 0 else Role.ASSISTANT
             if turn.role != expected:
-                self.add("sessions", s.session_id, Rule.TURN_ROLES, f"turn {i} is {turn.role.value}; expected {expected.value}")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.TURN_ROLES,
+                    f"turn {i} is {turn.role.value}; expected {expected.value}",
+                )
                 break
         indices = s.reference_turn_indices
         if s.reference_id is None:
             if indices:
-                self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, "a filler session names reference turns")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.REFERENCE_TURN_INDICES,
+                    "a filler session names reference turns",
+                )
             return
         if not indices:
-            self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, "no turn is named as conveying the reference")
+            self.add(
+                "sessions",
+                s.session_id,
+                Rule.REFERENCE_TURN_INDICES,
+                "no turn is named as conveying the reference",
+            )
         for i in indices:
             if not 0 <= i < n or s.turns[i].role != Role.USER:
-                self.add("sessions", s.session_id, Rule.REFERENCE_TURN_INDICES, f"index {i} is not a user turn of this session")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.REFERENCE_TURN_INDICES,
+                    f"index {i} is not a user turn of this session",
+                )
         for span in s.reference_spans:
             if span.turn_index not in indices:
-                self.add("sessions", s.session_id, Rule.REFERENCE_SPAN, f"span in turn {span.turn_index}, not a reference turn")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.REFERENCE_SPAN,
+                    f"span in turn {span.turn_index}, not a reference turn",
+                )
             elif not span.start < span.end <= len(s.turns[span.turn_index].content):
-                self.add("sessions", s.session_id, Rule.REFERENCE_SPAN,
-                         f"span {span.start}:{span.end} is outside turn {span.turn_index}")
+                self.add(
+                    "sessions",
+                    s.session_id,
+                    Rule.REFERENCE_SPAN,
+                    f"span {span.start}:{span.end} is outside turn {span.turn_index}",
+                )
 
     def history(self) -> None:
         per_persona: dict[str, list[Session]] = defaultdict(list)
@@ -371,13 +552,21 @@ class _Checker:
         for persona_id, sessions in per_persona.items():
             ordered = sorted(sessions, key=lambda s: s.position)
             if [s.position for s in ordered] != list(range(len(ordered))):
-                self.add("sessions", persona_id, Rule.HISTORY_POSITIONS,
-                         f"positions of persona {persona_id} are not 0..{len(ordered) - 1}")
+                self.add(
+                    "sessions",
+                    persona_id,
+                    Rule.HISTORY_POSITIONS,
+                    f"positions of persona {persona_id} are not 0..{len(ordered) - 1}",
+                )
                 continue
             for a, b in zip(ordered, ordered[1:], strict=False):
                 if b.date < a.date:
-                    self.add("sessions", b.session_id, Rule.HISTORY_POSITIONS,
-                             f"position {b.position} ({b.date}) is earlier than position {a.position} ({a.date})")
+                    self.add(
+                        "sessions",
+                        b.session_id,
+                        Rule.HISTORY_POSITIONS,
+                        f"position {b.position} ({b.date}) is earlier than position {a.position} ({a.date})",
+                    )
 
     # ------------------------------------------------------------------ facts
 
@@ -387,33 +576,62 @@ class _Checker:
             if not f.session_ids:
                 self.add("facts", f.fid, Rule.FACT_PROVENANCE, "no session behind the fact")
             groups = [("fact", f.session_ids, f.source_reference_ids)] + [
-                (f"revision {i}", r.session_ids, r.source_reference_ids) for i, r in enumerate(f.revisions)
+                (f"revision {i}", r.session_ids, r.source_reference_ids)
+                for i, r in enumerate(f.revisions)
             ]
             for label, session_ids, reference_ids in groups:
                 carried = set()
                 for sid in session_ids:
                     session = self.sessions.get(sid)
                     if session is None:
-                        self.add("facts", f.fid, Rule.FACT_PROVENANCE, f"{label}: session {sid} does not exist")
+                        self.add(
+                            "facts",
+                            f.fid,
+                            Rule.FACT_PROVENANCE,
+                            f"{label}: session {sid} does not exist",
+                        )
                         continue
                     if session.persona_id != f.persona_id:
-                        self.add("facts", f.fid, Rule.FACT_PROVENANCE, f"{label}: session {sid} belongs to another persona")
+                        self.add(
+                            "facts",
+                            f.fid,
+                            Rule.FACT_PROVENANCE,
+                            f"{label}: session {sid} belongs to another persona",
+                        )
                     if session.reference_id:
                         carried.add(session.reference_id)
                 for rid in reference_ids:
                     if rid not in self.references:
-                        self.add("facts", f.fid, Rule.FACT_REFERENCE_CONSISTENCY, f"{label}: reference {rid} does not exist")
+                        self.add(
+                            "facts",
+                            f.fid,
+                            Rule.FACT_REFERENCE_CONSISTENCY,
+                            f"{label}: reference {rid} does not exist",
+                        )
                     elif rid not in carried:
-                        self.add("facts", f.fid, Rule.FACT_REFERENCE_CONSISTENCY,
-                                 f"{label}: reference {rid} is not carried by any of its sessions")
+                        self.add(
+                            "facts",
+                            f.fid,
+                            Rule.FACT_REFERENCE_CONSISTENCY,
+                            f"{label}: reference {rid} is not carried by any of its sessions",
+                        )
             for merged in f.merged_fids:
                 other = self.facts.get(merged)
                 if other is None:
-                    self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged fid {merged} does not exist")
+                    self.add(
+                        "facts", f.fid, Rule.MERGED_FIDS, f"merged fid {merged} does not exist"
+                    )
                 elif other.persona_id != f.persona_id:
-                    self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged fid {merged} belongs to another persona")
+                    self.add(
+                        "facts",
+                        f.fid,
+                        Rule.MERGED_FIDS,
+                        f"merged fid {merged} belongs to another persona",
+                    )
             if f.merged_into is not None and f.merged_into not in self.facts:
-                self.add("facts", f.fid, Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist")
+                self.add(
+                    "facts", f.fid, Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist"
+                )
 
     def coverage(self) -> None:
         facts_by_persona: dict[str, list[Any]] = defaultdict(list)
@@ -421,8 +639,12 @@ class _Checker:
             facts_by_persona[f.persona_id].append(f)
         for q in self.d.queries:
             for rid in uncovered_references(q, facts_by_persona.get(q.persona_id, [])):
-                self.add("queries", q.query_id, Rule.REFERENCE_UNCOVERED,
-                         f"reference {rid} has no credited fact in memory on the query date {q.query_date}")
+                self.add(
+                    "queries",
+                    q.query_id,
+                    Rule.REFERENCE_UNCOVERED,
+                    f"reference {rid} has no credited fact in memory on the query date {q.query_date}",
+                )
 
     def rejected_(self) -> None:
         for r in self.d.rejected:

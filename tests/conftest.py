@@ -46,6 +46,23 @@ def clean_settings_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
+# --------------------------------------------------------------------------- file system
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path: Path) -> Path:
+    """An existing directory this process cannot write into (skips where there is none)."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        return locked
+    # root writes anywhere it may: use a directory of a file system that refuses everyone.
+    if not os.path.isdir("/sys/fs"):
+        pytest.skip("no directory that root cannot write to")
+    return Path("/sys/fs")
+
+
 # --------------------------------------------------------------------------- prefect server
 
 
@@ -92,7 +109,15 @@ def running_prefect_server(home: Path, startup_seconds: float = 180) -> Iterator
     log_path = home / "server.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            str(Path(sys.executable).with_name("prefect")),
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -108,9 +133,13 @@ def running_prefect_server(home: Path, startup_seconds: float = 180) -> Iterator
             except httpx.HTTPError:
                 pass
             if server.poll() is not None:
-                raise RuntimeError(f"the Prefect server exited:\n{log_path.read_text(errors='replace')}")
+                raise RuntimeError(
+                    f"the Prefect server exited:\n{log_path.read_text(errors='replace')}"
+                )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the Prefect server did not become healthy within {startup_seconds:g} s")
+                raise RuntimeError(
+                    f"the Prefect server did not become healthy within {startup_seconds:g} s"
+                )
             time.sleep(0.5)
         yield {**env, "PREFECT_API_URL": api}
     finally:

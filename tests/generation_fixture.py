@@ -20,15 +20,10 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.settings import GenerationSettings, Settings
-from memoryquest.stages import (
-    DialogueStageResult,
-    QueryStageResult,
-    TimelineStageResult,
-    expand_dialogues,
-    generate_queries,
-    merge_history,
-    synthesise_timeline,
-)
+from memoryquest.stages.dialogues import DialogueStageResult, expand_dialogues
+from memoryquest.stages.history import merge_history
+from memoryquest.stages.queries import QueryStageResult, generate_queries
+from memoryquest.stages.timelines import TimelineStageResult, synthesise_timeline
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USERS = ("user0", "user3")
@@ -41,7 +36,9 @@ def simulated_client(seed: int = 0) -> ModelClient:
 
 
 def load_users(*users: str) -> list[Persona]:
-    result = load_personas(REPO_ROOT / "personas" / "personalens", PersonaSelection(user_ids=list(users)))
+    result = load_personas(
+        REPO_ROOT / "personas" / "personalens", PersonaSelection(user_ids=list(users))
+    )
     assert not result.errors, result.errors
     return result.personas
 
@@ -63,13 +60,20 @@ class GeneratedRun:
         return [q for result in self.queries.values() for q in result.queries]
 
 
-async def run_stages(persona: Persona, client: ModelClient, settings: GenerationSettings, seed: int = SEED) -> tuple[
-    QueryStageResult, dict[str, TimelineStageResult], dict[str, DialogueStageResult], dict[str, float]
+async def run_stages(
+    persona: Persona, client: ModelClient, settings: GenerationSettings, seed: int = SEED
+) -> tuple[
+    QueryStageResult,
+    dict[str, TimelineStageResult],
+    dict[str, DialogueStageResult],
+    dict[str, float],
 ]:
     started = time.perf_counter()
     queries = await generate_queries(persona, client, settings, seed=seed)
     after_queries = time.perf_counter()
-    timeline_results = await asyncio.gather(*(synthesise_timeline(persona, q, client, settings, seed=seed) for q in queries.queries))
+    timeline_results = await asyncio.gather(
+        *(synthesise_timeline(persona, q, client, settings, seed=seed) for q in queries.queries)
+    )
     after_timelines = time.perf_counter()
     dialogue_results = await asyncio.gather(
         *(
@@ -99,7 +103,9 @@ def generated(users: tuple[str, ...] = USERS, seed: int = SEED) -> GeneratedRun:
 
     async def go() -> None:
         for index, persona in enumerate(personas):
-            queries, timelines, dialogues, seconds = await run_stages(persona, client, settings.generation, seed)
+            queries, timelines, dialogues, seconds = await run_stages(
+                persona, client, settings.generation, seed
+            )
             run.queries[persona.persona_id] = queries
             run.timelines.update(timelines)
             run.dialogues.update(dialogues)

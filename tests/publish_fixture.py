@@ -78,7 +78,10 @@ def load_persona(user: str) -> Persona:
     profile = json.loads((folder / "profile.json").read_text(encoding="utf-8"))
     demographics = {k: v for k, v in profile["demographics"].items() if k != "user_id"}
     tasks: list[PersonaTask] = []
-    for file_name, kind in (("tasks.json", TaskKind.SINGLE_DOMAIN), ("tasks_md.json", TaskKind.MULTI_DOMAIN)):
+    for file_name, kind in (
+        ("tasks.json", TaskKind.SINGLE_DOMAIN),
+        ("tasks_md.json", TaskKind.MULTI_DOMAIN),
+    ):
         for task in json.loads((folder / file_name).read_text(encoding="utf-8")).values():
             tasks.append(
                 PersonaTask(
@@ -103,7 +106,9 @@ def load_persona(user: str) -> Persona:
             for domain, attributes in profile["affinities"].items()
             for name, value in attributes.items()
         ],
-        interactions=[Interaction(domain=Domain(d), summary=s) for d, s in profile["interactions"].items()],
+        interactions=[
+            Interaction(domain=Domain(d), summary=s) for d, s in profile["interactions"].items()
+        ],
         tasks=tasks,
     )
 
@@ -113,7 +118,9 @@ class _UserBuilder:
 
     def __init__(self, persona: Persona, queries_per_user: int) -> None:
         self.persona = persona
-        self.rng = random.Random(int(hashlib.sha256(persona.persona_id.encode()).hexdigest()[:8], 16))
+        self.rng = random.Random(
+            int(hashlib.sha256(persona.persona_id.encode()).hexdigest()[:8], 16)
+        )
         self.queries_per_user = queries_per_user
         self.queries: list[Query] = []
         self.timelines: list[Timeline] = []
@@ -198,7 +205,9 @@ class _UserBuilder:
             "query": task.user_intent,
             "query_date": "2024-05-02",
             "domain": task.domains[0].value,
-            "references": [{"text": self.affinity_statement(d), "domain": d.value} for d in task.domains[:3]],
+            "references": [
+                {"text": self.affinity_statement(d), "domain": d.value} for d in task.domains[:3]
+            ],
         }
         gamma = round(self.rng.uniform(0.34, 0.55), 6)
         self.rejected.append(
@@ -214,7 +223,13 @@ class _UserBuilder:
             )
         )
 
-    def build_timeline(self, query_id: str, query_date: dt.date, references: list[Reference], task_domains: list[Domain]) -> None:
+    def build_timeline(
+        self,
+        query_id: str,
+        query_date: dt.date,
+        references: list[Reference],
+        task_domains: list[Domain],
+    ) -> None:
         pid = self.persona.persona_id
         events: list[TimelineEvent] = []
         for ref in references:
@@ -230,9 +245,16 @@ class _UserBuilder:
             )
         earliest = min(ref.date for ref in references)
         fillers = self.rng.randint(2, 4)
-        filler_domains = self.rng.sample([d for d in Domain if d not in {r.domain for r in references}], k=fillers)
+        filler_domains = self.rng.sample(
+            [d for d in Domain if d not in {r.domain for r in references}], k=fillers
+        )
         for f, domain in enumerate(filler_domains):
-            date = earliest - dt.timedelta(days=self.rng.randint(1, 10)) if f == 0 else earliest + dt.timedelta(days=self.rng.randint(0, (query_date - earliest).days - 1))
+            date = (
+                earliest - dt.timedelta(days=self.rng.randint(1, 10))
+                if f == 0
+                else earliest
+                + dt.timedelta(days=self.rng.randint(0, (query_date - earliest).days - 1))
+            )
             events.append(
                 TimelineEvent(
                     event_id=make_id("event", query_id, "filler", f),
@@ -243,10 +265,19 @@ class _UserBuilder:
                 )
             )
         events.sort(key=lambda e: (e.date, e.event_id))
-        self.timelines.append(Timeline(timeline_id=make_id("timeline", query_id), query_id=query_id, persona_id=pid, events=events))
+        self.timelines.append(
+            Timeline(
+                timeline_id=make_id("timeline", query_id),
+                query_id=query_id,
+                persona_id=pid,
+                events=events,
+            )
+        )
         ref_text = {r.reference_id: r.text for r in references}
         for event in events:
-            self.sessions.append(self.build_session(query_id, event, ref_text.get(event.reference_id or "")))
+            self.sessions.append(
+                self.build_session(query_id, event, ref_text.get(event.reference_id or ""))
+            )
 
     def build_session(self, query_id: str, event: TimelineEvent, reference: str | None) -> Session:
         n_turns = 2 * self.rng.randint(3, 7)
@@ -261,7 +292,12 @@ class _UserBuilder:
                     content = f"Could you help me with something in {event.domain.value.lower()}? {self.interaction_sentence(event.domain)}"
                 turns.append(Turn(role=Role.USER, content=content))
             else:
-                turns.append(Turn(role=Role.ASSISTANT, content=f"Of course. Noted — I'll keep that in mind for {event.domain.value.lower()} requests."))
+                turns.append(
+                    Turn(
+                        role=Role.ASSISTANT,
+                        content=f"Of course. Noted — I'll keep that in mind for {event.domain.value.lower()} requests.",
+                    )
+                )
         return Session(
             session_id=make_id("session", event.event_id),
             persona_id=self.persona.persona_id,
@@ -283,7 +319,11 @@ class _UserBuilder:
         pid = self.persona.persona_id
         for number, session in enumerate(self.sessions):
             user_turn = next(t.content for t in session.turns if t.role is Role.USER)
-            info = session.turns[session.reference_turn_indices[0]].content if session.reference_id else user_turn
+            info = (
+                session.turns[session.reference_turn_indices[0]].content
+                if session.reference_id
+                else user_turn
+            )
             refs = [session.reference_id] if session.reference_id else []
             revision = FactRevision(
                 valid_from=session.date,
@@ -298,7 +338,13 @@ class _UserBuilder:
             revisions = [revision]
             if number % 5 == 4:  # seen again a week later
                 revisions.append(
-                    revision.model_copy(update={"valid_from": session.date + dt.timedelta(days=7), "frequency": 2, "state": FactState.UPDATE})
+                    revision.model_copy(
+                        update={
+                            "valid_from": session.date + dt.timedelta(days=7),
+                            "frequency": 2,
+                            "state": FactState.UPDATE,
+                        }
+                    )
                 )
             latest = revisions[-1]
             self.facts.append(
@@ -318,13 +364,25 @@ class _UserBuilder:
                 )
             )
         # one consolidation: the two earliest filler facts fold into a new merged fact
-        fillers = [f for f in sorted(self.facts, key=lambda f: (f.created_on, f.fid)) if not f.source_reference_ids][:2]
+        fillers = [
+            f
+            for f in sorted(self.facts, key=lambda f: (f.created_on, f.fid))
+            if not f.source_reference_ids
+        ][:2]
         if len(fillers) == 2:
             merged_on = max(f.updated_on for f in fillers) + dt.timedelta(days=1)
             merged_id = make_id("fact", pid, "merged", *[f.fid for f in fillers])
             sessions = sorted({s for f in fillers for s in f.session_ids})
             self.facts = [
-                f.model_copy(update={"status": FactStatus.MERGED, "merged_into": merged_id, "retired_on": merged_on}) if f in fillers else f
+                f.model_copy(
+                    update={
+                        "status": FactStatus.MERGED,
+                        "merged_into": merged_id,
+                        "retired_on": merged_on,
+                    }
+                )
+                if f in fillers
+                else f
                 for f in self.facts
             ]
             info = " ".join(f.info for f in fillers)
@@ -347,7 +405,9 @@ class _UserBuilder:
                             info=info,
                             type=FactType.PREFERENCE,
                             frequency=2,
-                            related_entities=sorted({e for f in fillers for e in f.related_entities}),
+                            related_entities=sorted(
+                                {e for f in fillers for e in f.related_entities}
+                            ),
                             session_ids=sessions,
                             state=FactState.UPDATE,
                         )
@@ -358,16 +418,29 @@ class _UserBuilder:
     def build_validation(self) -> None:
         pid = self.persona.persona_id
         for query in self.queries:
-            visible = [f for f in self.facts if f.created_on <= query.query_date and (f.retired_on is None or f.retired_on > query.query_date)]
+            visible = [
+                f
+                for f in self.facts
+                if f.created_on <= query.query_date
+                and (f.retired_on is None or f.retired_on > query.query_date)
+            ]
             visible.sort(key=lambda f: f.fid)
-            shares = {RetrievalMethod.QUERY_ONLY: 0.35, RetrievalMethod.PGR_COT: 0.6, RetrievalMethod.PGR_TOT: 0.75}
+            shares = {
+                RetrievalMethod.QUERY_ONLY: 0.35,
+                RetrievalMethod.PGR_COT: 0.6,
+                RetrievalMethod.PGR_TOT: 0.75,
+            }
             for method, share in shares.items():
                 retrieved = [f.fid for f in visible if self.rng.random() < share]
                 iterations: list[ProspectionIteration] = []
                 if method is not RetrievalMethod.QUERY_ONLY:
                     steps: list[ProspectionStep] = []
                     for s in range(3):
-                        parent = None if s == 0 else ("s0" if method is RetrievalMethod.PGR_TOT else f"s{s - 1}")
+                        parent = (
+                            None
+                            if s == 0
+                            else ("s0" if method is RetrievalMethod.PGR_TOT else f"s{s - 1}")
+                        )
                         steps.append(
                             ProspectionStep(
                                 step_id=f"s{s}",
@@ -380,16 +453,35 @@ class _UserBuilder:
                     for step in steps:
                         step.children = [c.step_id for c in steps if c.parent == step.step_id]
                     iterations = [
-                        ProspectionIteration(iteration=0, steps=steps, new_fids=retrieved[: len(retrieved) // 2]),
-                        ProspectionIteration(iteration=1, steps=steps[:1], new_fids=retrieved[len(retrieved) // 2 :]),
+                        ProspectionIteration(
+                            iteration=0, steps=steps, new_fids=retrieved[: len(retrieved) // 2]
+                        ),
+                        ProspectionIteration(
+                            iteration=1, steps=steps[:1], new_fids=retrieved[len(retrieved) // 2 :]
+                        ),
                     ]
                 retrieved_set = set(retrieved)
                 for judge in (JudgeKind.PROVENANCE, JudgeKind.EMBEDDING):
                     judgements = []
                     for ref in query.references:
-                        supporting = [f.fid for f in visible if f.fid in retrieved_set and ref.reference_id in f.source_reference_ids]
-                        found = bool(supporting) if judge is JudgeKind.PROVENANCE else bool(supporting) or self.rng.random() < 0.1
-                        judgements.append(ReferenceJudgement(reference_id=ref.reference_id, found=found, reason="retrieved fact descends from it" if supporting else "", supporting_fids=supporting))
+                        supporting = [
+                            f.fid
+                            for f in visible
+                            if f.fid in retrieved_set and ref.reference_id in f.source_reference_ids
+                        ]
+                        found = (
+                            bool(supporting)
+                            if judge is JudgeKind.PROVENANCE
+                            else bool(supporting) or self.rng.random() < 0.1
+                        )
+                        judgements.append(
+                            ReferenceJudgement(
+                                reference_id=ref.reference_id,
+                                found=found,
+                                reason="retrieved fact descends from it" if supporting else "",
+                                supporting_fids=supporting,
+                            )
+                        )
                     recall = sum(j.found for j in judgements) / len(judgements)
                     self.validation.append(
                         ValidationResult(
@@ -405,11 +497,17 @@ class _UserBuilder:
                             recall=recall,
                             recall_exact=all(j.found for j in judgements),
                             ndcg=round(recall * 0.9, 6),
-                            llm_calls=0 if method is RetrievalMethod.QUERY_ONLY else 1 + len(iterations),
+                            llm_calls=0
+                            if method is RetrievalMethod.QUERY_ONLY
+                            else 1 + len(iterations),
                             embedding_calls=1 + sum(len(i.steps) for i in iterations),
                             iterations=iterations,
-                            augmented_query=None if method is RetrievalMethod.QUERY_ONLY else f"{query.text} (user context: {len(retrieved)} facts)",
-                            summary=None if method is RetrievalMethod.QUERY_ONLY else "Plan grounded in the user's earlier sessions.",
+                            augmented_query=None
+                            if method is RetrievalMethod.QUERY_ONLY
+                            else f"{query.text} (user context: {len(retrieved)} facts)",
+                            summary=None
+                            if method is RetrievalMethod.QUERY_ONLY
+                            else "Plan grounded in the user's earlier sessions.",
                         )
                     )
 
@@ -428,15 +526,29 @@ def build_manifest(persona_ids: list[str], settings: Settings | None = None) -> 
         embedder=EMBEDDER,
         seed=settings.seed,
         settings=settings.masked(),
-        prompts=[PromptVersion(template_id=s, version=1, sha256=hashlib.sha256(s.encode()).hexdigest()) for s in stages[:4]],
-        usage=[StageUsage(stage=s, requests=10 * (i + 1), input_tokens=1200 * (i + 1), output_tokens=400 * (i + 1), seconds=0.5 * (i + 1)) for i, s in enumerate(stages)],
+        prompts=[
+            PromptVersion(template_id=s, version=1, sha256=hashlib.sha256(s.encode()).hexdigest())
+            for s in stages[:4]
+        ],
+        usage=[
+            StageUsage(
+                stage=s,
+                requests=10 * (i + 1),
+                input_tokens=1200 * (i + 1),
+                output_tokens=400 * (i + 1),
+                seconds=0.5 * (i + 1),
+            )
+            for i, s in enumerate(stages)
+        ],
         total_cost_usd=0.0,
         persona_ids=persona_ids,
         wall_seconds=12.5,
     )
 
 
-def build_publish_fixture(users: int = 6, queries_per_user: int = 3, settings: Settings | None = None) -> GeneratedDataset:
+def build_publish_fixture(
+    users: int = 6, queries_per_user: int = 3, settings: Settings | None = None
+) -> GeneratedDataset:
     """A GeneratedDataset for ``user0 .. user{users-1}`` of the bundled PersonaLens sample."""
     dataset = GeneratedDataset()
     for number in range(users):

@@ -45,7 +45,9 @@ def test_list_reports_failures_on_stderr_with_exit_code_1(
     code, lines, err = run(capsys, "personas", "list", "--users", "user0,user404,../etc")
     assert code == 1
     assert [line.split()[0] for line in lines] == ["user0"]
-    assert f"error: {personalens_sample_dir / 'profile' / 'user404'}: unknown user id 'user404'" in err
+    assert (
+        f"error: {personalens_sample_dir / 'profile' / 'user404'}: unknown user id 'user404'" in err
+    )
     assert "user_ids: rejected: user id '../etc' contains a path separator" in err
     assert "1 personas loaded, 2 errors" in err
 
@@ -57,7 +59,9 @@ def test_list_a_custom_file_and_a_source_from_set(
     assert code == 0
     assert [line.split()[0] for line in lines] == ["maya-okafor", "tomas-lindqvist"]
     assert "25-34 years old / Female / United Kingdom" in lines[0]
-    code, lines, _ = run(capsys, "personas", "list", "--set", f"persona_source={custom_personas_example}")
+    code, lines, _ = run(
+        capsys, "personas", "list", "--set", f"persona_source={custom_personas_example}"
+    )
     assert len(lines) == 2
 
 
@@ -73,11 +77,15 @@ def test_show_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert "  SD-Alarm-task-1 [Alarm] Set a new alarm" in text
 
 
-def test_show_json_is_the_persona_row(capsys: pytest.CaptureFixture[str], personalens_sample_dir: Path) -> None:
+def test_show_json_is_the_persona_row(
+    capsys: pytest.CaptureFixture[str], personalens_sample_dir: Path
+) -> None:
     code, lines, _ = run(capsys, "personas", "show", "user5", "--json")
     assert code == 0
     shown = Persona.model_validate_json("\n".join(lines))
-    expected = load_personas(personalens_sample_dir, PersonaSelection(user_ids=["user5"])).personas[0]
+    expected = load_personas(personalens_sample_dir, PersonaSelection(user_ids=["user5"])).personas[
+        0
+    ]
     assert shown == expected
 
 
@@ -125,7 +133,17 @@ def test_help(capsys: pytest.CaptureFixture[str], args: list[str], expected: str
     assert expected in capsys.readouterr().out
 
 
-def test_json_output_parses(capsys: pytest.CaptureFixture[str], custom_personas_example: Path) -> None:
-    code, lines, _ = run(capsys, "personas", "show", "tomas-lindqvist", "--source", str(custom_personas_example), "--json")
+def test_json_output_parses(
+    capsys: pytest.CaptureFixture[str], custom_personas_example: Path
+) -> None:
+    code, lines, _ = run(
+        capsys,
+        "personas",
+        "show",
+        "tomas-lindqvist",
+        "--source",
+        str(custom_personas_example),
+        "--json",
+    )
     assert code == 0
     assert json.loads("\n".join(lines))["source"] == "custom"

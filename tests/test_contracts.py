@@ -63,7 +63,13 @@ def query() -> Query:
         reasoning="Needs the user's seat preference, budget and a prior booking.",
         domain=Domain.TRAVEL,
         references=[
-            Reference(reference_id=REFERENCE, date=dt.date(2024, 2, 1), text="Prefers aisle seats.", domain=Domain.FLIGHTS, cosine=0.12)
+            Reference(
+                reference_id=REFERENCE,
+                date=dt.date(2024, 2, 1),
+                text="Prefers aisle seats.",
+                domain=Domain.FLIGHTS,
+                cosine=0.12,
+            )
         ],
         gamma=0.12,
         embedder="all-MiniLM-L6-v2-onnx-int8",
@@ -108,7 +114,10 @@ def rows(persona: Persona) -> list[BaseModel]:
             date=DAY,
             domain=Domain.FLIGHTS,
             position=0,
-            turns=[Turn(role=Role.USER, content="Aisle seat please."), Turn(role=Role.ASSISTANT, content="Done.")],
+            turns=[
+                Turn(role=Role.USER, content="Aisle seat please."),
+                Turn(role=Role.ASSISTANT, content="Done."),
+            ],
             reference_id=REFERENCE,
             reference_turn_indices=[0],
         ),
@@ -135,7 +144,9 @@ def rows(persona: Persona) -> list[BaseModel]:
             memory_as_of=DAY,
             memory_size=1,
             retrieved_fids=[FACT],
-            judgements=[ReferenceJudgement(reference_id=REFERENCE, found=True, supporting_fids=[FACT])],
+            judgements=[
+                ReferenceJudgement(reference_id=REFERENCE, found=True, supporting_fids=[FACT])
+            ],
             recall=1.0,
             recall_exact=True,
             ndcg=1.0,
@@ -144,7 +155,14 @@ def rows(persona: Persona) -> list[BaseModel]:
             iterations=[
                 ProspectionIteration(
                     iteration=0,
-                    steps=[ProspectionStep(step_id="1", action="Check seats", constraints="aisle", retrieved_fids=[FACT])],
+                    steps=[
+                        ProspectionStep(
+                            step_id="1",
+                            action="Check seats",
+                            constraints="aisle",
+                            retrieved_fids=[FACT],
+                        )
+                    ],
                     new_fids=[FACT],
                 )
             ],
@@ -200,7 +218,16 @@ def test_an_other_schema_version_is_refused(persona: Persona) -> None:
 
 @pytest.mark.parametrize(
     "bad_id",
-    ["", "p_123", "P_0123456789abcdef", "p_0123456789abcdeg", "p-0123456789abcdef", "pp_0123456789abcdef", "p_0123456789ABCDEF", "p_0123456789abcdef0"],
+    [
+        "",
+        "p_123",
+        "P_0123456789abcdef",
+        "p_0123456789abcdeg",
+        "p-0123456789abcdef",
+        "pp_0123456789abcdef",
+        "p_0123456789ABCDEF",
+        "p_0123456789abcdef0",
+    ],
 )
 def test_id_pattern_refuses_malformed_ids(persona: Persona, bad_id: str) -> None:
     with pytest.raises(ValidationError, match="persona_id"):
@@ -232,11 +259,25 @@ def test_enums_refuse_unknown_values(persona: Persona) -> None:
         Turn.model_validate({"role": "system", "content": "hi"})
     with pytest.raises(ValidationError):
         FactRevision.model_validate(
-            {"valid_from": "2024-01-01", "info": "x", "type": "Opinion", "frequency": 1,
-             "related_entities": [], "session_ids": [], "state": "add"}
+            {
+                "valid_from": "2024-01-01",
+                "info": "x",
+                "type": "Opinion",
+                "frequency": 1,
+                "related_entities": [],
+                "session_ids": [],
+                "state": "add",
+            }
         )
     assert [d.value for d in Domain][:3] == ["Alarm", "Books", "Buses"] and len(Domain) == 20
-    assert {t.value for t in FactType} == {"Identity", "Preference", "Goal", "Interest", "Activity", "Event"}
+    assert {t.value for t in FactType} == {
+        "Identity",
+        "Preference",
+        "Goal",
+        "Interest",
+        "Activity",
+        "Event",
+    }
     assert FactStatus("merged") is FactStatus.MERGED
 
 

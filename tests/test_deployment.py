@@ -112,7 +112,15 @@ def test_deployment_run_publishes_a_dataset(prefect_server: dict[str, str], tmp_
     }
     try:
         out = _run(
-            [PREFECT, "deployment", "run", "memoryquest-generate/offline", "--params", json.dumps(params), "--watch"],
+            [
+                PREFECT,
+                "deployment",
+                "run",
+                "memoryquest-generate/offline",
+                "--params",
+                json.dumps(params),
+                "--watch",
+            ],
             env,
             timeout=600,
         )

@@ -66,7 +66,11 @@ def stop_process_group(proc: subprocess.Popen[bytes]) -> None:
 
 def clean_env(base: dict[str, str]) -> dict[str, str]:
     """No endpoint settings from the caller's shell reach the runs."""
-    return {k: v for k, v in base.items() if not k.startswith(("MEMORYQUEST_", "OPENAI_", "AZURE_OPENAI_"))}
+    return {
+        k: v
+        for k, v in base.items()
+        if not k.startswith(("MEMORYQUEST_", "OPENAI_", "AZURE_OPENAI_"))
+    }
 
 
 # --------------------------------------------------------------------------- planning and checking
@@ -85,15 +89,27 @@ def test_a_failed_child_is_named_with_its_users_and_reason(tmp_path: Path) -> No
     plan = plan_shards(["user0", "user1", "user2"], 3, tmp_path)
     runs = [
         FlowRun(name="p-shard-0", flow_id=uuid.uuid4(), state=Completed()),
-        FlowRun(name="p-shard-1", flow_id=uuid.uuid4(), state=Failed(message="Flow run encountered an exception: boom")),
-        FlowRun(name="p-shard-2", flow_id=uuid.uuid4(), state=Crashed(message="worker process exited")),
+        FlowRun(
+            name="p-shard-1",
+            flow_id=uuid.uuid4(),
+            state=Failed(message="Flow run encountered an exception: boom"),
+        ),
+        FlowRun(
+            name="p-shard-2", flow_id=uuid.uuid4(), state=Crashed(message="worker process exited")
+        ),
     ]
     with pytest.raises(ShardFailedError) as caught:
         check_shard_runs(plan, runs)
     text = str(caught.value)
     assert text.startswith("2 of 3 shards failed")
-    assert f"shard 1 (users user1): flow run 'p-shard-1' ({runs[1].id}) ended Failed: Flow run encountered an exception: boom" in text
-    assert "shard 2 (users user2): flow run 'p-shard-2'" in text and "ended Crashed: worker process exited" in text
+    assert (
+        f"shard 1 (users user1): flow run 'p-shard-1' ({runs[1].id}) ended Failed: Flow run encountered an exception: boom"
+        in text
+    )
+    assert (
+        "shard 2 (users user2): flow run 'p-shard-2'" in text
+        and "ended Crashed: worker process exited" in text
+    )
     assert "shard 0" not in text
     check_shard_runs(plan[:1], runs[:1])  # all completed: no error
 
@@ -118,7 +134,11 @@ async def _flow_runs() -> list[FlowRun]:
 def test_sharded_run_on_two_workers_merges_both_shards(
     prefect_api: dict[str, str], prefect_in_process: dict[str, str], tmp_path: Path
 ) -> None:
-    env = {**clean_env(prefect_api), "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
+    env = {
+        **clean_env(prefect_api),
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+    }
     _run([PREFECT, "work-pool", "create", "memoryquest", "--type", "process"], env)
     _run([PREFECT, "--no-prompt", "deploy", "--name", "offline", "--name", "sharded"], env)
     workers, logs = [], []
@@ -128,7 +148,17 @@ def test_sharded_run_on_two_workers_merges_both_shards(
         workers.append(
             subprocess.Popen(
                 # Two slots each: the parent run holds one while its children run.
-                [PREFECT, "worker", "start", "--pool", "memoryquest", "--name", name, "--limit", "2"],
+                [
+                    PREFECT,
+                    "worker",
+                    "start",
+                    "--pool",
+                    "memoryquest",
+                    "--name",
+                    name,
+                    "--limit",
+                    "2",
+                ],
                 env=env,
                 cwd=REPO,
                 stdout=log,
@@ -137,12 +167,27 @@ def test_sharded_run_on_two_workers_merges_both_shards(
             )
         )
     output = tmp_path / "sharded"
-    params = {"output": str(output), "users": USERS, "count": None, "shards": 2, "overrides": SMALL, "poll_seconds": 1,
-              "allow_failed_audit": True}  # about sharding and merging, not the dataset's validity
+    params = {
+        "output": str(output),
+        "users": USERS,
+        "count": None,
+        "shards": 2,
+        "overrides": SMALL,
+        "poll_seconds": 1,
+        "allow_failed_audit": True,  # about sharding and merging, not the dataset's validity
+    }
     started = time.perf_counter()
     try:
         done = subprocess.run(
-            [PREFECT, "deployment", "run", "memoryquest-generate-sharded/sharded", "--params", json.dumps(params), "--watch"],
+            [
+                PREFECT,
+                "deployment",
+                "run",
+                "memoryquest-generate-sharded/sharded",
+                "--params",
+                json.dumps(params),
+                "--watch",
+            ],
             env=env,
             cwd=REPO,
             capture_output=True,
@@ -155,12 +200,18 @@ def test_sharded_run_on_two_workers_merges_both_shards(
         for log in logs:
             log.close()
     print(f"sharded run of {len(USERS)} users on 2 workers: {time.perf_counter() - started:.1f} s")
-    worker_logs = "".join((tmp_path / f"{n}.log").read_text(errors="replace") for n in ("worker-a", "worker-b"))
-    assert done.returncode == 0 and "Completed" in done.stdout, done.stdout + done.stderr + worker_logs
+    worker_logs = "".join(
+        (tmp_path / f"{n}.log").read_text(errors="replace") for n in ("worker-a", "worker-b")
+    )
+    assert done.returncode == 0 and "Completed" in done.stdout, (
+        done.stdout + done.stderr + worker_logs
+    )
 
     runs = asyncio.run(_flow_runs())
     parent = next(r for r in runs if r.parameters.get("shards") == 2)
-    children = sorted((r for r in runs if r.name.startswith(f"{parent.name}-shard-")), key=lambda r: r.name)
+    children = sorted(
+        (r for r in runs if r.name.startswith(f"{parent.name}-shard-")), key=lambda r: r.name
+    )
     assert [c.name for c in children] == [f"{parent.name}-shard-0", f"{parent.name}-shard-1"]
     for index, child in enumerate(children):
         assert child.state is not None and child.state.is_completed(), child.state
@@ -171,7 +222,9 @@ def test_sharded_run_on_two_workers_merges_both_shards(
         assert str(child.id) in worker_logs
     first, second = children
     assert first.start_time and second.start_time and first.end_time and second.end_time
-    assert first.start_time < second.end_time and second.start_time < first.end_time, "the shards did not run concurrently"
+    assert first.start_time < second.end_time and second.start_time < first.end_time, (
+        "the shards did not run concurrently"
+    )
 
     shards = [GeneratedDataset.load(output / "shards" / str(i) / "dataset") for i in range(2)]
     assert [[p.source_user_id for p in s.personas] for s in shards] == [["user0"], ["user1"]]
@@ -180,8 +233,14 @@ def test_sharded_run_on_two_workers_merges_both_shards(
     for table in TABLE_NAMES:
         assert rows(merged, table) == rows(shards[0], table) + rows(shards[1], table), table
     assert merged.queries and merged.sessions and merged.facts and merged.validation
-    assert merged.manifest is not None and shards[0].manifest is not None and shards[1].manifest is not None
-    assert merged.manifest.usage == sum_usage([*shards[0].manifest.usage, *shards[1].manifest.usage])
+    assert (
+        merged.manifest is not None
+        and shards[0].manifest is not None
+        and shards[1].manifest is not None
+    )
+    assert merged.manifest.usage == sum_usage(
+        [*shards[0].manifest.usage, *shards[1].manifest.usage]
+    )
     assert sum(u.requests for u in merged.manifest.usage) == sum(
         u.requests for s in shards if s.manifest for u in s.manifest.usage
     )
@@ -192,15 +251,21 @@ def test_sharded_run_on_two_workers_merges_both_shards(
     # Parts from workers running other code are refused, naming the shard.
     assert shards[1].manifest is not None
     shards[1].manifest = shards[1].manifest.model_copy(update={"package_version": "0.0.0-other"})
-    with pytest.raises(ValueError, match="shard 1 was generated with a different package_version than shard 0"):
-        merge_parts(shards, ["shard 0", "shard 1"], load_settings(overrides=SMALL), time.perf_counter())
+    with pytest.raises(
+        ValueError, match="shard 1 was generated with a different package_version than shard 0"
+    ):
+        merge_parts(
+            shards, ["shard 0", "shard 1"], load_settings(overrides=SMALL), time.perf_counter()
+        )
 
 
 # --------------------------------------------------------------------------- Dask
 
 
 @pytest.mark.slow
-def test_dask_run_equals_the_in_process_pipeline(prefect_in_process: dict[str, str], tmp_path: Path) -> None:
+def test_dask_run_equals_the_in_process_pipeline(
+    prefect_in_process: dict[str, str], tmp_path: Path
+) -> None:
     from distributed import LocalCluster
 
     output = tmp_path / "dask"
@@ -209,9 +274,15 @@ def test_dask_run_equals_the_in_process_pipeline(prefect_in_process: dict[str, s
         n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True
     ) as cluster:
         assert len(cluster.workers) == 2
-        generate_with_dask(
-            output=str(output), scheduler_address=cluster.scheduler_address, users=USERS, overrides=SMALL, publish=True,
-            allow_failed_audit=True,  # about running on Dask, not the dataset's validity
+        asyncio.run(
+            generate_with_dask(
+                output=str(output),
+                scheduler_address=cluster.scheduler_address,
+                users=USERS,
+                overrides=SMALL,
+                publish=True,
+                allow_failed_audit=True,  # about running on Dask, not the dataset's validity
+            )
         )
     dask_seconds = time.perf_counter() - started
     dask_run = GeneratedDataset.load(output / "dataset")
@@ -220,14 +291,18 @@ def test_dask_run_equals_the_in_process_pipeline(prefect_in_process: dict[str, s
     personas = load_personas(settings.persona_source, PersonaSelection(user_ids=USERS)).personas
     started = time.perf_counter()
     reference = asyncio.run(generate_dataset(personas, build_client(settings), settings))
-    print(f"2 users: Dask (2 worker processes) {dask_seconds:.1f} s, in process {time.perf_counter() - started:.1f} s")
+    print(
+        f"2 users: Dask (2 worker processes) {dask_seconds:.1f} s, in process {time.perf_counter() - started:.1f} s"
+    )
 
     assert [p.source_user_id for p in dask_run.personas] == USERS
     for table in TABLE_NAMES:
         assert rows(dask_run, table) == rows(reference, table), table
     assert dask_run.queries and dask_run.sessions and dask_run.facts and dask_run.validation
     assert dask_run.manifest is not None and reference.manifest is not None
-    assert {u.stage: u.requests for u in dask_run.manifest.usage} == {u.stage: u.requests for u in reference.manifest.usage}
+    assert {u.stage: u.requests for u in dask_run.manifest.usage} == {
+        u.stage: u.requests for u in reference.manifest.usage
+    }
     assert {u.stage: u.input_tokens for u in dask_run.manifest.usage} == {
         u.stage: u.input_tokens for u in reference.manifest.usage
     }

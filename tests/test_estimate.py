@@ -18,11 +18,15 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def sample():
-    return load_personas(data_dir("personas") / "personalens", PersonaSelection(user_ids=["user0"])).personas
+    return load_personas(
+        data_dir("personas") / "personalens", PersonaSelection(user_ids=["user0"])
+    ).personas
 
 
 async def test_estimate_scales_the_dry_run_and_prices_it(sample, tmp_path) -> None:
-    settings = load_settings(overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}})
+    settings = load_settings(
+        overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}}
+    )
     one = await estimate_run(settings, sample, planned_personas=1)
     ten = await estimate_run(settings, sample, planned_personas=10)
     assert one.total_requests > 0 and one.total_input_tokens > 0
@@ -36,9 +40,15 @@ async def test_estimate_scales_the_dry_run_and_prices_it(sample, tmp_path) -> No
 
 
 async def test_batch_pricing_halves_the_llm_cost(sample, tmp_path) -> None:
-    online = load_settings(overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}})
+    online = load_settings(
+        overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}}
+    )
     batch = load_settings(
-        overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o", "batch": True}}
+        overrides={
+            **SMALL,
+            "output_dir": str(tmp_path),
+            "endpoint": {"chat_model": "gpt-4o", "batch": True},
+        }
     )
     a = await estimate_run(online, sample, planned_personas=5)
     b = await estimate_run(batch, sample, planned_personas=5)

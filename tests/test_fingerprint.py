@@ -13,7 +13,11 @@ from memoryquest.fingerprint import PACKAGE_ROOT, STAGE_ENTRIES, module_closure,
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the package source to edit."""
-    shutil.copytree(PACKAGE_ROOT / "memoryquest", tmp_path / "memoryquest", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        PACKAGE_ROOT / "memoryquest",
+        tmp_path / "memoryquest",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     return tmp_path
 
 
@@ -32,9 +36,16 @@ def test_the_copy_has_the_installed_fingerprints(tree: Path) -> None:
     assert fingerprints(tree) == fingerprints(PACKAGE_ROOT)
 
 
-def test_changing_the_gamma_rule_recomputes_queries_and_every_stage_that_runs_it(tree: Path) -> None:
+def test_changing_the_gamma_rule_recomputes_queries_and_every_stage_that_runs_it(
+    tree: Path,
+) -> None:
     before = fingerprints(tree)
-    edit(tree, "stages/queries.py", "if gamma > settings.gamma_max:", "if gamma >= settings.gamma_max:")
+    edit(
+        tree,
+        "stages/queries.py",
+        "if gamma > settings.gamma_max:",
+        "if gamma >= settings.gamma_max:",
+    )
     after = fingerprints(tree)
     assert after["queries"] != before["queries"]
     for stage in STAGE_ENTRIES:

@@ -9,33 +9,18 @@ setting or file — for ``config show`` and, where the probe hit it, for
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from memoryquest.cli.main import main
+try:
+    from tests.cli_fixture import one_error_line
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from cli_fixture import one_error_line
 from memoryquest.pgr.baselines import BASELINE_METHODS
 from memoryquest.settings import CONFIG_FILE_MAX_BYTES, KNOWN_BASELINES, load_settings
 
 pytestmark = pytest.mark.usefixtures("clean_settings_env")
-
-
-def one_error_line(
-    capsys: pytest.CaptureFixture[str], argv: list[str], seconds: float = 10.0
-) -> str:
-    started = time.perf_counter()
-    code = main(argv)
-    elapsed = time.perf_counter() - started
-    captured = capsys.readouterr()
-    assert code == 2, captured.err
-    assert captured.out == ""
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, captured.err
-    assert lines[0].startswith("memoryquest: error: "), lines[0]
-    assert "Traceback" not in captured.err
-    assert elapsed < seconds, f"{elapsed:.1f} s"
-    return lines[0]
 
 
 SETTING_CASES: dict[str, tuple[list[str], str, str]] = {
@@ -305,18 +290,6 @@ def test_the_config_file_from_the_environment_is_checked_too(
 # --------------------------------------------------------------------------- output and inputs of generate
 
 
-def _unwritable_directory(tmp_path: Path) -> Path:
-    if os.geteuid() != 0:
-        locked = tmp_path / "locked"
-        locked.mkdir()
-        locked.chmod(0o555)
-        return locked
-    # root writes anywhere it may: use a directory of a file system that refuses everyone.
-    if not os.path.isdir("/sys/fs"):
-        pytest.skip("no directory that root cannot write to")
-    return Path("/sys/fs")
-
-
 def test_output_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     output = tmp_path / "run"
     output.write_text("not a directory", encoding="utf-8")
@@ -332,9 +305,9 @@ def test_output_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_output_directory_that_is_not_writable(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    unwritable_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    output = _unwritable_directory(tmp_path)
+    output = unwritable_dir
     line = one_error_line(capsys, ["generate", "--count", "1", "--output", str(output)], seconds=5)
     assert line.startswith(f"memoryquest: error: output directory {output} is not writable: "), line
 

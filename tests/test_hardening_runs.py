@@ -103,6 +103,7 @@ def generate_args(server: FakeOpenAIServer, output: Path, *extra: str) -> list[s
     settings = {
         "endpoint.backend": "openai",
         "endpoint.base_url": server.url,
+        "endpoint.simulator_hints": "true",  # the fake server answers from the simulator
         "endpoint.embedder": "local",
         "endpoint.chat_model": MODEL,
         "endpoint.max_retries": "3",

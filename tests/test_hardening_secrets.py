@@ -170,6 +170,7 @@ def settings_for(server: FakeOpenAIServer, key: str, tmp_path: Path) -> Settings
         endpoint={
             "backend": "openai",
             "base_url": server.url,
+            "simulator_hints": True,  # the fake server answers from the simulator
             "api_key": key,
             "chat_model": "gpt-4o-mini",
             "embedder": "local",
@@ -309,12 +310,10 @@ def test_prefect_does_not_retry_a_permanent_error() -> None:
 
 
 def test_every_stage_task_carries_the_retry_condition() -> None:
-    from memoryquest import orchestration
+    from memoryquest.orchestration import STAGE_TASKS
+    from memoryquest.pipeline import STAGES
 
-    for task in (
-        orchestration.queries_task,
-        orchestration.conversations_task,
-        orchestration.memory_task,
-        orchestration.validation_task,
-    ):
+    assert list(STAGE_TASKS) == [stage.name for stage in STAGES]
+    for name, task in STAGE_TASKS.items():
+        assert task.name == name
         assert task.retries == 2 and task.retry_condition_fn is retry_unless_permanent, task.name

@@ -183,6 +183,7 @@ def test_a_client_with_a_real_endpoint_writes_through(tmp_path: Path) -> None:
             endpoint={
                 "backend": "openai",
                 "base_url": server.url,
+                "simulator_hints": True,  # the fake server answers from the simulator
                 "embedder": "local",
                 "chat_model": "gpt-4o-mini",
             },

@@ -39,7 +39,11 @@ def test_example_file_loads_grounded_personas(custom_personas_example: Path) -> 
     assert (Domain.BOOKS, "Favorite Authors") in names  # written "Favourite Authors"
     assert [a.values for a in maya.affinities if a.name == "Reading Format"] == [["audiobook"]]
     assert {i.domain for i in maya.interactions} >= {d for t in maya.tasks for d in t.domains}
-    assert [t.kind for t in maya.tasks] == [TaskKind.SINGLE_DOMAIN, TaskKind.SINGLE_DOMAIN, TaskKind.MULTI_DOMAIN]
+    assert [t.kind for t in maya.tasks] == [
+        TaskKind.SINGLE_DOMAIN,
+        TaskKind.SINGLE_DOMAIN,
+        TaskKind.MULTI_DOMAIN,
+    ]
     assert maya.tasks[0].situations[0].name == "Location"
     # interests default to the affinity domains, in Domain order
     assert tomas.interests == [Domain.ALARM, Domain.BUSES, Domain.FINANCE, Domain.SPORTS]
@@ -74,7 +78,11 @@ def only_error(result: IntakeResult, loaded: list[str]) -> tuple[str, str | None
 def test_missing_field(tmp_path: Path, example: list[dict[str, Any]]) -> None:
     del example[1]["tasks"]
     path = write(tmp_path, example)
-    assert only_error(load_custom_personas(path), ["maya-okafor"]) == (str(path), "[1].tasks", "Field required")
+    assert only_error(load_custom_personas(path), ["maya-okafor"]) == (
+        str(path),
+        "[1].tasks",
+        "Field required",
+    )
 
 
 def test_unknown_domain(tmp_path: Path, example: list[dict[str, Any]]) -> None:
@@ -145,7 +153,10 @@ def test_single_object_errors_have_no_index(tmp_path: Path, example: list[dict[s
     ("content", "message"),
     [
         (b'"just a string"', "expected a persona object or a list of them, got string"),
-        (b"[{", "invalid JSON: Expecting property name enclosed in double quotes (line 1, column 3)"),
+        (
+            b"[{",
+            "invalid JSON: Expecting property name enclosed in double quotes (line 1, column 3)",
+        ),
         (b'[{"user_id": "caf\xe9"}]', "not valid UTF-8 (byte 0xe9 at offset 17)"),
     ],
 )

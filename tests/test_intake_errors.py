@@ -54,7 +54,10 @@ def test_error_text_names_file_field_and_message() -> None:
     assert str(IntakeError("a/profile.json", "affinities.Books", "expected an object")) == (
         "a/profile.json: affinities.Books: expected an object"
     )
-    assert str(IntakeError("a/profile.json", None, "file is missing")) == "a/profile.json: file is missing"
+    assert (
+        str(IntakeError("a/profile.json", None, "file is missing"))
+        == "a/profile.json: file is missing"
+    )
 
 
 # --------------------------------------------------------------------------- unreadable files
@@ -108,7 +111,9 @@ def test_oversized_file(source: Path) -> None:
 
 def test_unknown_user_id(source: Path) -> None:
     result = load_personas(source, PersonaSelection(user_ids=["user0", "user7"]))
-    assert_error(result, source / "profile" / "user7", None, "unknown user id 'user7': no such directory")
+    assert_error(
+        result, source / "profile" / "user7", None, "unknown user id 'user7': no such directory"
+    )
 
 
 # --------------------------------------------------------------------------- profile.json
@@ -143,26 +148,41 @@ def test_affinity_value_neither_string_nor_list(source: Path) -> None:
     path = user_file(source, "profile.json")
     edit(path, lambda data: data["affinities"]["Books"].update(Genre=3))
     assert_error(
-        load_personas(source), path, "affinities.Books.Genre", "expected a string or a list of strings, got number"
+        load_personas(source),
+        path,
+        "affinities.Books.Genre",
+        "expected a string or a list of strings, got number",
     )
 
 
 def test_affinity_list_item_not_a_string(source: Path) -> None:
     path = user_file(source, "profile.json")
     edit(path, lambda data: data["affinities"]["Books"].update(Genre=["history", {"name": "x"}]))
-    assert_error(load_personas(source), path, "affinities.Books.Genre[1]", "expected a string, got object")
+    assert_error(
+        load_personas(source), path, "affinities.Books.Genre[1]", "expected a string, got object"
+    )
 
 
 def test_unknown_affinity_domain(source: Path) -> None:
     path = user_file(source, "profile.json")
     edit(path, lambda data: data["affinities"].update(Cooking={"Cuisine": "Thai"}))
-    assert_error(load_personas(source), path, "affinities.Cooking", "unknown domain 'Cooking'; expected one of: Alarm,")
+    assert_error(
+        load_personas(source),
+        path,
+        "affinities.Cooking",
+        "unknown domain 'Cooking'; expected one of: Alarm,",
+    )
 
 
 def test_domain_given_twice(source: Path) -> None:
     path = user_file(source, "profile.json")
     edit(path, lambda data: data["interactions"].update(books="a second Books summary"))
-    assert_error(load_personas(source), path, "interactions.books", "domain 'Books' is given twice (also as 'Books')")
+    assert_error(
+        load_personas(source),
+        path,
+        "interactions.books",
+        "domain 'Books' is given twice (also as 'Books')",
+    )
 
 
 def test_unknown_interest_domain(source: Path) -> None:
@@ -193,7 +213,10 @@ def test_demographics_user_id_must_match_the_directory(source: Path) -> None:
     path = user_file(source, "profile.json")
     edit(path, lambda data: data["demographics"].update(user_id="user9"))
     assert_error(
-        load_personas(source), path, "demographics.user_id", "'user9' does not match the user id 'user1'"
+        load_personas(source),
+        path,
+        "demographics.user_id",
+        "'user9' does not match the user id 'user1'",
     )
 
 
@@ -217,7 +240,9 @@ def test_all_errors_of_one_file_are_reported_together(source: Path) -> None:
 
 def test_tasks_file_must_be_an_object(source: Path) -> None:
     path = user_file(source, "tasks.json")
-    path.write_text(json.dumps(list(json.loads(path.read_text(encoding="utf-8")).values())), encoding="utf-8")
+    path.write_text(
+        json.dumps(list(json.loads(path.read_text(encoding="utf-8")).values())), encoding="utf-8"
+    )
     assert_error(load_personas(source), path, None, "expected an object, got array")
 
 
@@ -228,7 +253,15 @@ def test_task_not_an_object(source: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["task_id", "Task Description", "User Intent", "Task Goal", "Relevant Domains", "Relevant Affinity Types"]
+    "key",
+    [
+        "task_id",
+        "Task Description",
+        "User Intent",
+        "Task Goal",
+        "Relevant Domains",
+        "Relevant Affinity Types",
+    ],
 )
 def test_missing_task_field(source: Path, key: str) -> None:
     path = user_file(source, "tasks_md.json")
@@ -251,7 +284,9 @@ def test_empty_task_text(source: Path) -> None:
 def test_unknown_task_domain(source: Path) -> None:
     path = user_file(source, "tasks_md.json")
     edit(path, lambda data: data["Task 1"].update({"Relevant Domains": ["Events", "Space Travel"]}))
-    assert_error(load_personas(source), path, "Task 1.Relevant Domains[1]", "unknown domain 'Space Travel'")
+    assert_error(
+        load_personas(source), path, "Task 1.Relevant Domains[1]", "unknown domain 'Space Travel'"
+    )
 
 
 def test_task_without_domains(source: Path) -> None:
@@ -269,7 +304,9 @@ def test_situations_not_an_object(source: Path) -> None:
 def test_situation_value_not_a_string(source: Path) -> None:
     path = user_file(source, "tasks.json")
     edit(path, lambda data: data["Task 1"]["situations"].update(Device={"kind": "phone"}))
-    assert_error(load_personas(source), path, "Task 1.situations.Device", "expected a string, got object")
+    assert_error(
+        load_personas(source), path, "Task 1.situations.Device", "expected a string, got object"
+    )
 
 
 def test_two_spellings_of_one_task_key_conflict(source: Path) -> None:

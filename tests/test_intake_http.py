@@ -81,9 +81,7 @@ class QuietServer(http.server.ThreadingHTTPServer):
 def loopback(personalens_sample_dir: Path) -> Iterator[LoopbackServer]:
     requests: list[str] = []
     release = threading.Event()
-    handler = type(
-        "Handler", (PersonaLensHandler,), {"requests": requests, "release": release}
-    )
+    handler = type("Handler", (PersonaLensHandler,), {"requests": requests, "release": release})
     server = QuietServer(("127.0.0.1", 0), partial(handler, directory=str(personalens_sample_dir)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -96,24 +94,32 @@ def loopback(personalens_sample_dir: Path) -> Iterator[LoopbackServer]:
         thread.join(timeout=5)
 
 
-def test_http_intake_matches_local_intake(loopback: LoopbackServer, personalens_sample_dir: Path) -> None:
+def test_http_intake_matches_local_intake(
+    loopback: LoopbackServer, personalens_sample_dir: Path
+) -> None:
     selection = PersonaSelection(user_ids=["user0", "user17", "user3"])
     over_http = load_personas(f"{loopback.url}/data", selection, timeout_seconds=TIMEOUT)
     local = load_personas(personalens_sample_dir, selection)
     assert over_http.errors == []
     assert [p.source_user_id for p in over_http.personas] == ["user0", "user17", "user3"]
-    assert [p.model_dump_json() for p in over_http.personas] == [p.model_dump_json() for p in local.personas]
+    assert [p.model_dump_json() for p in over_http.personas] == [
+        p.model_dump_json() for p in local.personas
+    ]
     assert over_http.personas[0].demographics.reside_country == "Canada"
 
 
 def test_http_count_maps_to_upstream_user_numbers(loopback: LoopbackServer) -> None:
-    result = load_personas(f"{loopback.url}/data/", PersonaSelection(count=12), timeout_seconds=TIMEOUT)
+    result = load_personas(
+        f"{loopback.url}/data/", PersonaSelection(count=12), timeout_seconds=TIMEOUT
+    )
     assert result.errors == []
     assert [p.source_user_id for p in result.personas] == [f"user{i}" for i in range(12)]
 
 
 def test_http_range_beyond_the_source_reports_unknown_users(loopback: LoopbackServer) -> None:
-    result = load_personas(f"{loopback.url}/data", PersonaSelection(start=28, stop=31), timeout_seconds=TIMEOUT)
+    result = load_personas(
+        f"{loopback.url}/data", PersonaSelection(start=28, stop=31), timeout_seconds=TIMEOUT
+    )
     assert [p.source_user_id for p in result.personas] == ["user28", "user29"]
     assert len(result.errors) == 1
     error = result.errors[0]
@@ -129,19 +135,41 @@ def test_http_faults_are_per_user_errors(loopback: LoopbackServer) -> None:
     )
     assert [p.source_user_id for p in result.personas] == ["user0", "user6"]
     errors = {(e.file.removeprefix(base), e.field, e.message) for e in result.errors}
-    assert ("/profile/user1/profile.json", None, "server error: HTTP 500 Internal Server Error") in errors
+    assert (
+        "/profile/user1/profile.json",
+        None,
+        "server error: HTTP 500 Internal Server Error",
+    ) in errors
     assert ("/profile/user2/profile.json", None, f"timed out after {MIXED_TIMEOUT:g} s") in errors
-    assert ("/profile/user3/profile.json", None, f"file is {LIMIT * 2} bytes, above the {LIMIT}-byte limit") in errors
-    assert ("/profile/user4/tasks_md.json", None, "file is missing: HTTP 404 Not Found") in errors  # reason set by the route
-    assert ("/profile/user5/profile.json", None, f"file is larger than the {LIMIT}-byte limit") in errors
+    assert (
+        "/profile/user3/profile.json",
+        None,
+        f"file is {LIMIT * 2} bytes, above the {LIMIT}-byte limit",
+    ) in errors
+    assert (
+        "/profile/user4/tasks_md.json",
+        None,
+        "file is missing: HTTP 404 Not Found",
+    ) in errors  # reason set by the route
+    assert (
+        "/profile/user5/profile.json",
+        None,
+        f"file is larger than the {LIMIT}-byte limit",
+    ) in errors
     # one error per failing user: after a server error or a timeout on the profile,
     # the user's other files are not requested
     assert len(result.errors) == 5
-    assert not [path for path in loopback.requests if path.startswith(("/mixed/profile/user1/tasks", "/mixed/profile/user2/tasks"))]
+    assert not [
+        path
+        for path in loopback.requests
+        if path.startswith(("/mixed/profile/user1/tasks", "/mixed/profile/user2/tasks"))
+    ]
 
 
 def test_http_server_error_everywhere(loopback: LoopbackServer) -> None:
-    result = load_personas(f"{loopback.url}/broken", PersonaSelection(count=2), timeout_seconds=TIMEOUT)
+    result = load_personas(
+        f"{loopback.url}/broken", PersonaSelection(count=2), timeout_seconds=TIMEOUT
+    )
     assert result.personas == []
     assert len(result.errors) == 2
     assert result.errors[0].file == f"{loopback.url}/broken/profile/user0/profile.json"
@@ -178,7 +206,9 @@ def test_connection_refused_is_a_per_user_error() -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    result = load_personas(f"http://127.0.0.1:{port}/data", PersonaSelection(count=1), timeout_seconds=TIMEOUT)
+    result = load_personas(
+        f"http://127.0.0.1:{port}/data", PersonaSelection(count=1), timeout_seconds=TIMEOUT
+    )
     assert result.personas == []
     assert result.errors[0].file == f"http://127.0.0.1:{port}/data/profile/user0/profile.json"
     assert result.errors[0].message.startswith("request failed: ConnectError")

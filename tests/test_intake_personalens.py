@@ -51,11 +51,17 @@ def test_user0_demographics_and_interests(sample_personas: list[Persona]) -> Non
 def test_favourite_is_spelt_favorite_everywhere(sample_personas: list[Persona]) -> None:
     user0 = sample_personas[0]
     # upstream Books says "Favourite Authors", Music says "Favorite Artists"
-    assert affinity(user0, Domain.BOOKS, "Favorite Authors") == ["Carl Sagan", "Stephen Hawking", "Yuval Noah Harari"]
+    assert affinity(user0, Domain.BOOKS, "Favorite Authors") == [
+        "Carl Sagan",
+        "Stephen Hawking",
+        "Yuval Noah Harari",
+    ]
     assert affinity(user0, Domain.MEDIA, "Favorite Actors and Directors")
     assert affinity(user0, Domain.MUSIC, "Favorite Artists")
     for persona in sample_personas:
-        names = {a.name for a in persona.affinities} | {t for task in persona.tasks for t in task.affinity_types}
+        names = {a.name for a in persona.affinities} | {
+            t for task in persona.tasks for t in task.affinity_types
+        }
         assert not [n for n in names if "favourite" in n.lower()], persona.source_user_id
 
 
@@ -82,14 +88,23 @@ def test_tasks_single_then_multi_domain_by_task_number(sample_personas: list[Per
     user0 = sample_personas[0]
     kinds = [t.kind for t in user0.tasks]
     single = kinds.count(TaskKind.SINGLE_DOMAIN)
-    assert kinds == [TaskKind.SINGLE_DOMAIN] * single + [TaskKind.MULTI_DOMAIN] * (len(kinds) - single)
+    assert kinds == [TaskKind.SINGLE_DOMAIN] * single + [TaskKind.MULTI_DOMAIN] * (
+        len(kinds) - single
+    )
     assert single == 73  # "Task 1" .. "Task 73" in tasks.json
     first, tenth = user0.tasks[0], user0.tasks[9]
     assert first.task_id == "SD-Alarm-task-1"  # "Task 1", not "Task 10"
     assert tenth.task_id == "SD-Calendar-task-1"  # "Task 10" comes after "Task 9"
     assert first.domains == [Domain.ALARM]
-    assert first.affinity_types == ["Alarm Time Preference", "Alarm Sound Preference", "Alarm Recurring Preference"]
-    assert [(s.name, s.value) for s in first.situations][:2] == [("Location", "Toronto, Canada"), ("Device", "Smartphone")]
+    assert first.affinity_types == [
+        "Alarm Time Preference",
+        "Alarm Sound Preference",
+        "Alarm Recurring Preference",
+    ]
+    assert [(s.name, s.value) for s in first.situations][:2] == [
+        ("Location", "Toronto, Canada"),
+        ("Device", "Smartphone"),
+    ]
     multi = user0.tasks[single]
     assert multi.task_id == "MD-task-1"
     assert multi.domains == [Domain.EVENTS, Domain.RESTAURANTS, Domain.HOTELS, Domain.TRAVEL]
@@ -105,7 +120,9 @@ def test_loading_twice_gives_identical_rows(personalens_sample_dir: Path) -> Non
     selection = PersonaSelection(user_ids=["user3", "user11"])
     first = load_personas(personalens_sample_dir, selection)
     second = load_personas(str(personalens_sample_dir), selection)
-    assert [p.model_dump_json() for p in first.personas] == [p.model_dump_json() for p in second.personas]
+    assert [p.model_dump_json() for p in first.personas] == [
+        p.model_dump_json() for p in second.personas
+    ]
     assert [p.source_user_id for p in first.personas] == ["user3", "user11"]
 
 
@@ -143,7 +160,9 @@ def test_unknown_user_id_is_a_clear_error_and_the_rest_load(personalens_sample_d
     assert "unknown user id 'user404'" in error.message
 
 
-def test_tolerant_spellings_of_keys_and_domains(tmp_path: Path, personalens_sample_dir: Path) -> None:
+def test_tolerant_spellings_of_keys_and_domains(
+    tmp_path: Path, personalens_sample_dir: Path
+) -> None:
     """Key case, spacing and underscores vary in hand-edited files; the mapping does not."""
     import json
 

@@ -49,7 +49,9 @@ def test_upstream_ids_for_http() -> None:
 
 
 def test_parse_from_command_line_text() -> None:
-    assert PersonaSelection.parse(users="user0, user3,") == PersonaSelection(user_ids=("user0", "user3"))
+    assert PersonaSelection.parse(users="user0, user3,") == PersonaSelection(
+        user_ids=("user0", "user3")
+    )
     assert PersonaSelection.parse(count=5) == PersonaSelection(count=5)
     assert PersonaSelection.parse(range_text="0:10") == PersonaSelection(start=0, stop=10)
     assert PersonaSelection.parse() == PersonaSelection()

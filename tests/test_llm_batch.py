@@ -47,7 +47,11 @@ class WordAnswer(BaseModel):
 @simulates(TEMPLATE_ID)
 def _describe(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     word = variables["word"]
-    return {"word": word, "length": len(word), "tags": sorted(rng.sample(["short", "noun", "verb", "rare", "common"], 2))}
+    return {
+        "word": word,
+        "length": len(word),
+        "tags": sorted(rng.sample(["short", "noun", "verb", "rare", "common"], 2)),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +75,10 @@ def server(module_server: FakeOpenAIServer) -> FakeOpenAIServer:
 
 @pytest.fixture
 async def make_client(
-    server: FakeOpenAIServer, prompts_dir: Path, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+    server: FakeOpenAIServer,
+    prompts_dir: Path,
+    tmp_path: Path,
+    clean_settings_env: pytest.MonkeyPatch,
 ) -> AsyncIterator[Any]:
     made: list[ModelClient] = []
 
@@ -80,6 +87,7 @@ async def make_client(
             output_dir=output or tmp_path / "out",
             endpoint={
                 "base_url": server.url,
+                "simulator_hints": True,  # the fake server answers from the simulator
                 "chat_model": MODEL,
                 "timeout_seconds": 2.0,
                 "batch": batch,
@@ -100,7 +108,9 @@ async def make_client(
 
 
 def requests_for(words: list[str], **options: Any) -> list[LLMRequest[Any]]:
-    return [LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="describe", **options) for w in words]
+    return [
+        LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="describe", **options) for w in words
+    ]
 
 
 def assert_complete(answers: list[Any], words: list[str] = WORDS) -> None:
@@ -116,7 +126,9 @@ def calls(server: FakeOpenAIServer, method: str, path: str) -> list[LoggedReques
 
 def batch_inputs(server: FakeOpenAIServer) -> list[list[dict[str, Any]]]:
     """The uploaded JSONL of every batch created, in creation order."""
-    return [server.file_lines(r.body["input_file_id"]) for r in calls(server, "POST", "/v1/batches")]
+    return [
+        server.file_lines(r.body["input_file_id"]) for r in calls(server, "POST", "/v1/batches")
+    ]
 
 
 def state_files(output: Path) -> list[Path]:
@@ -151,7 +163,10 @@ async def test_a_batch_of_structured_requests_completes_as_one_batch(
     assert calls(server, "POST", "/v1/chat/completions") == []  # nothing went online
     assert len(server.batch_lines) == len(WORDS)
     (created,) = calls(server, "POST", "/v1/batches")
-    assert created.body["endpoint"] == "/v1/chat/completions" and created.body["completion_window"] == "24h"
+    assert (
+        created.body["endpoint"] == "/v1/chat/completions"
+        and created.body["completion_window"] == "24h"
+    )
     (upload,) = calls(server, "POST", "/v1/files")
     assert upload.body["purpose"] == "batch" and upload.body["file"]["filename"].endswith(".jsonl")
 
@@ -161,16 +176,28 @@ async def test_a_batch_of_structured_requests_completes_as_one_batch(
     for line in lines:
         assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
         response_format = line["body"]["response_format"]
-        assert response_format["type"] == "json_schema" and response_format["json_schema"]["strict"] is True
+        assert (
+            response_format["type"] == "json_schema"
+            and response_format["json_schema"]["strict"] is True
+        )
         schema = response_format["json_schema"]["schema"]
-        assert schema["additionalProperties"] is False and schema["required"] == ["word", "length", "tags"]
-        assert line["body"]["model"] == MODEL and [m["role"] for m in line["body"]["messages"]] == ["system", "user"]
+        assert schema["additionalProperties"] is False and schema["required"] == [
+            "word",
+            "length",
+            "tags",
+        ]
+        assert line["body"]["model"] == MODEL and [m["role"] for m in line["body"]["messages"]] == [
+            "system",
+            "user",
+        ]
     assert state_files(tmp_path / "out") == []  # done: nothing left to resume
     (row,) = client.usage()
     assert row.stage == "describe" and row.requests == len(WORDS) and row.cost_usd > 0
 
 
-async def test_a_second_run_makes_zero_requests(server: FakeOpenAIServer, make_client: Any, tmp_path: Path) -> None:
+async def test_a_second_run_makes_zero_requests(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
     answers = await make_client(tmp_path / "run").complete_all(requests_for(WORDS))
     server.clear_log()
     again = make_client(tmp_path / "run")
@@ -185,11 +212,16 @@ async def test_a_restart_polls_the_batch_in_flight_instead_of_sending_it_again(
 ) -> None:
     server.batch_polls = 10**6  # the batch stays in progress until we let it finish
     output = tmp_path / "run"
-    state = await crash_once_recorded(asyncio.ensure_future(make_client(output).complete_all(requests_for(WORDS))), output)
+    state = await crash_once_recorded(
+        asyncio.ensure_future(make_client(output).complete_all(requests_for(WORDS))), output
+    )
     (created,) = calls(server, "POST", "/v1/batches")
     (recorded,) = state["batches"]
     batch_id = recorded["batch_id"]
-    assert len(recorded["custom_ids"]) == len(WORDS) and recorded["input_file_id"] == created.body["input_file_id"]
+    assert (
+        len(recorded["custom_ids"]) == len(WORDS)
+        and recorded["input_file_id"] == created.body["input_file_id"]
+    )
     assert server.batches[batch_id]["input_file_id"] == created.body["input_file_id"]
 
     server.clear_log()
@@ -197,7 +229,9 @@ async def test_a_restart_polls_the_batch_in_flight_instead_of_sending_it_again(
     restarted = make_client(output)
     assert_complete(await restarted.complete_all(requests_for(WORDS)))
     assert calls(server, "POST", "/v1/files") == [] and calls(server, "POST", "/v1/batches") == []
-    assert {r.path for r in calls(server, "GET", f"/v1/batches/{batch_id}")} == {f"/v1/batches/{batch_id}"}
+    assert {r.path for r in calls(server, "GET", f"/v1/batches/{batch_id}")} == {
+        f"/v1/batches/{batch_id}"
+    }
     assert len(server.batch_lines) == len(WORDS)  # each request ran once, in the first batch
     assert state_files(output) == []
 
@@ -225,15 +259,26 @@ async def test_only_the_failed_rows_go_out_again_in_a_smaller_batch(
     server: FakeOpenAIServer, make_client: Any
 ) -> None:
     client = make_client()
-    server.script(Fault.schema_invalid(), Fault.truncated(), Fault.server_error(500))  # lines 1, 2 and 3
+    server.script(
+        Fault.schema_invalid(), Fault.truncated(), Fault.server_error(500)
+    )  # lines 1, 2 and 3
     answers = await client.complete_all(requests_for(WORDS, max_output_tokens=300))
     assert_complete(answers)
     first, second = batch_inputs(server)
     assert len(first) == len(WORDS) and len(second) == 3
     invalid, truncated, errored = (line for line in first[:3])
-    assert [line["custom_id"] for line in second] == [invalid["custom_id"], truncated["custom_id"], errored["custom_id"]]
+    assert [line["custom_id"] for line in second] == [
+        invalid["custom_id"],
+        truncated["custom_id"],
+        errored["custom_id"],
+    ]
     repair, longer, again = second
-    assert [m["role"] for m in repair["body"]["messages"]] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in repair["body"]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert repair["body"]["messages"][2]["content"] == json.dumps({"unexpected": True})
     assert "could not be used" in repair["body"]["messages"][3]["content"]
     assert truncated["body"]["max_tokens"] == 300 and longer["body"]["max_tokens"] == 600
@@ -241,11 +286,15 @@ async def test_only_the_failed_rows_go_out_again_in_a_smaller_batch(
 
     first_batch = next(iter(server.batches.values()))
     errors = server.file_lines(first_batch["error_file_id"])
-    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [(errored["custom_id"], 500)]
+    assert [(e["custom_id"], e["response"]["status_code"]) for e in errors] == [
+        (errored["custom_id"], 500)
+    ]
     assert len(server.file_lines(first_batch["output_file_id"])) == len(WORDS) - 1
     assert calls(server, "POST", "/v1/chat/completions") == []
     (row,) = client.usage()
-    assert row.requests == len(WORDS) + 2  # the schema-invalid and truncated answers were billed too
+    assert (
+        row.requests == len(WORDS) + 2
+    )  # the schema-invalid and truncated answers were billed too
 
 
 async def test_batch_answers_cost_half_the_online_price_for_the_same_tokens(
@@ -264,14 +313,18 @@ async def test_batch_answers_cost_half_the_online_price_for_the_same_tokens(
     assert online_row.cost_usd > 0
     assert batch_row.cost_usd == pytest.approx(online_row.cost_usd / 2, rel=1e-9)
     entry = json.loads(next((tmp_path / "batched" / ".cache" / "chat").rglob("*.json")).read_text())
-    assert entry["calls"] == 1 and entry["cost_usd"] == pytest.approx(batch_row.cost_usd / len(WORDS), rel=0.2)
+    assert entry["calls"] == 1 and entry["cost_usd"] == pytest.approx(
+        batch_row.cost_usd / len(WORDS), rel=0.2
+    )
 
 
 async def test_rows_failing_every_round_are_finished_online_at_full_price(
     server: FakeOpenAIServer, make_client: Any
 ) -> None:
     client = make_client(batch_rounds=2)
-    server.script(Fault.server_error(500).matching("word00"), Fault.server_error(503).matching("word00"))
+    server.script(
+        Fault.server_error(500).matching("word00"), Fault.server_error(503).matching("word00")
+    )
     answers = await client.complete_all(requests_for(WORDS[:4]))
     assert_complete(answers, WORDS[:4])
     first, second = batch_inputs(server)
@@ -284,9 +337,13 @@ async def test_rows_failing_every_round_are_finished_online_at_full_price(
 async def test_a_persistent_refusal_fails_that_request_only(
     server: FakeOpenAIServer, make_client: Any, tmp_path: Path
 ) -> None:
-    refusals = [Fault.refusal("I cannot describe that word.").matching("word00")] * 3  # once per batch
+    refusals = [
+        Fault.refusal("I cannot describe that word.").matching("word00")
+    ] * 3  # once per batch
     server.script(*refusals)
-    answers = await make_client(tmp_path / "a").complete_all(requests_for(WORDS[:4]), return_exceptions=True)
+    answers = await make_client(tmp_path / "a").complete_all(
+        requests_for(WORDS[:4]), return_exceptions=True
+    )
     assert isinstance(answers[0], LLMRefusalError) and "refused 3 times" in str(answers[0])
     assert_complete(answers[1:], WORDS[1:4])
     assert [len(lines) for lines in batch_inputs(server)] == [4, 1, 1]
@@ -297,8 +354,12 @@ async def test_a_persistent_refusal_fails_that_request_only(
     with pytest.raises(LLMRefusalError, match="reason: I cannot describe that word"):
         await make_client(tmp_path / "b").complete_all(requests_for(WORDS[:4]))
     server.reset()
-    assert_complete(await make_client(tmp_path / "b").complete_all(requests_for(WORDS[:4])), WORDS[:4])
-    assert [len(lines) for lines in batch_inputs(server)] == [1]  # the others were cached before the error
+    assert_complete(
+        await make_client(tmp_path / "b").complete_all(requests_for(WORDS[:4])), WORDS[:4]
+    )
+    assert [len(lines) for lines in batch_inputs(server)] == [
+        1
+    ]  # the others were cached before the error
 
 
 async def test_expired_rows_are_sent_again(server: FakeOpenAIServer, make_client: Any) -> None:
@@ -324,7 +385,9 @@ async def test_a_server_without_strict_schema_gets_json_mode_in_the_next_batch(
     assert "JSON schema" in second[0]["body"]["messages"][0]["content"]
 
 
-async def test_a_set_above_the_per_batch_limit_is_split(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_a_set_above_the_per_batch_limit_is_split(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     assert client.batch is not None
     client.batch.options = dataclasses.replace(client.batch.options, max_lines=4)
@@ -336,7 +399,9 @@ async def test_a_batch_cancelled_elsewhere_fails_its_open_rows_without_resending
     server: FakeOpenAIServer, make_client: Any, tmp_path: Path
 ) -> None:
     server.batch_polls = 10**6
-    run = asyncio.ensure_future(make_client(tmp_path / "run").complete_all(requests_for(WORDS[:3]), return_exceptions=True))
+    run = asyncio.ensure_future(
+        make_client(tmp_path / "run").complete_all(requests_for(WORDS[:3]), return_exceptions=True)
+    )
     while not server.batches:
         await asyncio.sleep(0.005)
     (batch_id,) = server.batches
@@ -356,7 +421,10 @@ async def test_concurrent_complete_calls_travel_as_one_batch(
     words = [f"word{i:02d}" for i in range(20)]
     answers = await asyncio.gather(*(client.complete(r) for r in requests_for(words)))
     assert_complete(list(answers), words)
-    assert len(calls(server, "POST", "/v1/files")) == 1 and len(calls(server, "POST", "/v1/batches")) == 1
+    assert (
+        len(calls(server, "POST", "/v1/files")) == 1
+        and len(calls(server, "POST", "/v1/batches")) == 1
+    )
     assert calls(server, "POST", "/v1/chat/completions") == []
     (lines,) = batch_inputs(server)
     assert len(lines) == 20
@@ -365,7 +433,9 @@ async def test_concurrent_complete_calls_travel_as_one_batch(
     assert row.requests == 20 and row.cost_usd > 0
 
 
-async def test_identical_concurrent_requests_share_one_line(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_identical_concurrent_requests_share_one_line(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     asked = requests_for(["alpha", "beta", "alpha", "alpha"])
     singles = asyncio.gather(*(client.complete(r) for r in asked))
@@ -374,7 +444,11 @@ async def test_identical_concurrent_requests_share_one_line(server: FakeOpenAISe
     assert_complete([*answers, *more], ["alpha", "beta", "alpha", "alpha", "beta", "gamma"])
     assert answers[0] == answers[2] == answers[3] and answers[1] == more[0]
     (lines,) = batch_inputs(server)  # complete and complete_all calls share the batch
-    assert sorted(line["body"]["messages"][1]["content"].split()[3] for line in lines) == ["alpha", "beta", "gamma"]
+    assert sorted(line["body"]["messages"][1]["content"].split()[3] for line in lines) == [
+        "alpha",
+        "beta",
+        "gamma",
+    ]
     (row,) = client.usage()
     assert row.requests == 3 and row.cache_hits == 3
 
@@ -384,14 +458,27 @@ async def test_a_failing_line_is_retried_alone_and_fails_only_its_caller(
 ) -> None:
     client = make_client()
     words = [f"word{i:02d}" for i in range(8)]
-    server.script(Fault.schema_invalid().matching("word03"), *[Fault.refusal("Not this one.").matching("word05")] * 3)
-    answers = await asyncio.gather(*(client.complete(r) for r in requests_for(words)), return_exceptions=True)
+    server.script(
+        Fault.schema_invalid().matching("word03"),
+        *[Fault.refusal("Not this one.").matching("word05")] * 3,
+    )
+    answers = await asyncio.gather(
+        *(client.complete(r) for r in requests_for(words)), return_exceptions=True
+    )
     assert isinstance(answers[5], LLMRefusalError) and "reason: Not this one." in str(answers[5])
     assert_complete(answers[:5] + answers[6:], words[:5] + words[6:])
     first, *resent = batch_inputs(server)
-    assert len(first) == 8 and [len(lines) for lines in resent] == [2, 1]  # only the failing lines, again
+    assert len(first) == 8 and [len(lines) for lines in resent] == [
+        2,
+        1,
+    ]  # only the failing lines, again
     repaired = next(line for lines in resent for line in lines if "word03" in json.dumps(line))
-    assert [m["role"] for m in repaired["body"]["messages"]] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in repaired["body"]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert calls(server, "POST", "/v1/chat/completions") == []
 
 
@@ -402,7 +489,9 @@ async def test_a_rerun_of_collected_calls_makes_zero_requests(
     answers = await asyncio.gather(*(first.complete(r) for r in requests_for(WORDS)))
     server.clear_log()
     again = make_client(tmp_path / "run")
-    assert list(await asyncio.gather(*(again.complete(r) for r in requests_for(WORDS)))) == list(answers)
+    assert list(await asyncio.gather(*(again.complete(r) for r in requests_for(WORDS)))) == list(
+        answers
+    )
     assert server.count() == 0
     (row,) = again.usage()
     assert row.cache_hits == len(WORDS) and row.requests == 0 and row.cost_usd == 0
@@ -436,7 +525,9 @@ async def test_a_full_collector_sends_without_waiting_for_the_window(
     client = make_client(batch_collect_seconds=60)
     assert client.batch is not None
     client.batch.options = dataclasses.replace(client.batch.options, collect_max=5)
-    answers = await asyncio.wait_for(asyncio.gather(*(client.complete(r) for r in requests_for(WORDS))), 10)
+    answers = await asyncio.wait_for(
+        asyncio.gather(*(client.complete(r) for r in requests_for(WORDS))), 10
+    )
     assert_complete(list(answers))
     assert [len(lines) for lines in batch_inputs(server)] == [5, 5]
 
@@ -447,7 +538,9 @@ async def test_a_restart_waits_for_recorded_lines_whatever_the_new_grouping(
     server.batch_polls = 10**6
     output = tmp_path / "run"
     crashed = make_client(output)
-    run = asyncio.ensure_future(asyncio.gather(*(crashed.complete(r) for r in requests_for(WORDS[:6]))))
+    run = asyncio.ensure_future(
+        asyncio.gather(*(crashed.complete(r) for r in requests_for(WORDS[:6])))
+    )
     (recorded,) = (await crash_once_recorded(run, output))["batches"]
     assert len(recorded["custom_ids"]) == 6
 
@@ -455,11 +548,15 @@ async def test_a_restart_waits_for_recorded_lines_whatever_the_new_grouping(
     server.batch_polls = 0
     restarted = make_client(output)
     # Three recorded requests arrive with three new ones; the other three recorded ones only later.
-    first = await asyncio.gather(*(restarted.complete(r) for r in requests_for(WORDS[:3] + WORDS[6:9])))
+    first = await asyncio.gather(
+        *(restarted.complete(r) for r in requests_for(WORDS[:3] + WORDS[6:9]))
+    )
     assert_complete(list(first), WORDS[:3] + WORDS[6:9])
     (new_batch,) = calls(server, "POST", "/v1/batches")
     assert [len(lines) for lines in batch_inputs(server)] == [3]
-    assert {line["custom_id"] for line in batch_inputs(server)[0]}.isdisjoint(recorded["custom_ids"])
+    assert {line["custom_id"] for line in batch_inputs(server)[0]}.isdisjoint(
+        recorded["custom_ids"]
+    )
     assert calls(server, "GET", f"/v1/batches/{recorded['batch_id']}")
 
     server.clear_log()
@@ -490,7 +587,9 @@ async def test_a_cancelled_caller_leaves_the_batch_to_the_others(
     assert server.count() == 0  # the abandoned request's answer was cached all the same
 
 
-async def test_online_mode_sends_complete_calls_directly(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_online_mode_sends_complete_calls_directly(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client(batch=False)
     answers = await asyncio.gather(*(client.complete(r) for r in requests_for(WORDS[:3])))
     assert_complete(list(answers), WORDS[:3])
@@ -500,10 +599,17 @@ async def test_online_mode_sends_complete_calls_directly(server: FakeOpenAIServe
 async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> None:
     sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
     try:
-        bad = await sdk.files.create(file=("bad.jsonl", b'{"custom_id": "a"}\nnot json\n'), purpose="batch")
-        failed = await sdk.batches.create(input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h")
+        bad = await sdk.files.create(
+            file=("bad.jsonl", b'{"custom_id": "a"}\nnot json\n'), purpose="batch"
+        )
+        failed = await sdk.batches.create(
+            input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
         assert failed.status == "failed" and failed.errors is not None
-        assert [(e.line, e.code) for e in failed.errors.data or []] == [(1, "invalid_request"), (2, "invalid_json_line")]
+        assert [(e.line, e.code) for e in failed.errors.data or []] == [
+            (1, "invalid_request"),
+            (2, "invalid_json_line"),
+        ]
         with pytest.raises(openai.NotFoundError):
             await sdk.batches.retrieve("batch-missing")
 
@@ -511,12 +617,21 @@ async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> No
         good = await sdk.files.create(
             file=(
                 "good.jsonl",
-                json.dumps({"custom_id": "x", "method": "POST", "url": "/v1/chat/completions", "body": {"model": MODEL}}).encode(),
+                json.dumps(
+                    {
+                        "custom_id": "x",
+                        "method": "POST",
+                        "url": "/v1/chat/completions",
+                        "body": {"model": MODEL},
+                    }
+                ).encode(),
             ),
             purpose="batch",
         )
         assert (await sdk.files.content(good.id)).text.startswith('{"custom_id": "x"')
-        running = await sdk.batches.create(input_file_id=good.id, endpoint="/v1/chat/completions", completion_window="24h")
+        running = await sdk.batches.create(
+            input_file_id=good.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
         assert (await sdk.batches.retrieve(running.id)).status == "in_progress"
         assert (await sdk.batches.cancel(running.id)).status == "cancelled"
         listed = await sdk.batches.list()

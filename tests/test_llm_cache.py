@@ -44,8 +44,12 @@ def test_every_part_of_the_request_is_in_the_key(field: str, value: Any) -> None
 def test_keys_are_stable_and_embedding_keys_depend_on_model_and_text() -> None:
     assert chat_key(**BASE) == chat_key(**json.loads(json.dumps(BASE)))
     key = embedding_key(backend="openai", base_url=None, model="text-embedding-3-small", text="a")
-    assert key != embedding_key(backend="openai", base_url=None, model="text-embedding-3-large", text="a")
-    assert key != embedding_key(backend="openai", base_url=None, model="text-embedding-3-small", text="b")
+    assert key != embedding_key(
+        backend="openai", base_url=None, model="text-embedding-3-large", text="a"
+    )
+    assert key != embedding_key(
+        backend="openai", base_url=None, model="text-embedding-3-small", text="b"
+    )
     assert key != chat_key(**BASE)
 
 
@@ -74,7 +78,9 @@ def test_a_corrupt_entry_is_a_miss_and_is_rewritten(tmp_path: Path) -> None:
     assert cache.get_chat(key) is None and cache.stats.corrupt == 1
     cache.put_chat(key, "{}", {})
     assert cache.get_chat(key) == {"text": "{}"}
-    (vector_path := tmp_path / "embeddings" / "cd" / ("cd" * 32 + ".f32")).parent.mkdir(parents=True)
+    (vector_path := tmp_path / "embeddings" / "cd" / ("cd" * 32 + ".f32")).parent.mkdir(
+        parents=True
+    )
     vector_path.write_bytes(b"\x00\x01\x02")
     assert cache.get_vector("cd" * 32) is None
 

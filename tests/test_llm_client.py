@@ -47,7 +47,9 @@ class Unanswerable(BaseModel):
 def _plan(variables: dict[str, Any], rng: random.Random) -> Plan:
     interests = list(variables["interests"])
     rng.shuffle(interests)
-    return Plan(city=variables["city"], steps=[f"look for {i} in {variables['city']}" for i in interests])
+    return Plan(
+        city=variables["city"], steps=[f"look for {i} in {variables['city']}" for i in interests]
+    )
 
 
 @simulates(BROKEN_ID)
@@ -59,11 +61,16 @@ def _broken(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 def prompts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("prompts")
     (directory / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
-    (directory / f"{BROKEN_ID}.md").write_text(TEMPLATE.replace(TEMPLATE_ID, BROKEN_ID), encoding="utf-8")
-    (directory / "test_llm_client_no_header.md").write_text("## system\nx\n## user\ny\n", encoding="utf-8")
+    (directory / f"{BROKEN_ID}.md").write_text(
+        TEMPLATE.replace(TEMPLATE_ID, BROKEN_ID), encoding="utf-8"
+    )
+    (directory / "test_llm_client_no_header.md").write_text(
+        "## system\nx\n## user\ny\n", encoding="utf-8"
+    )
     (directory / "test_llm_client_wrong_id.md").write_text(TEMPLATE, encoding="utf-8")
     (directory / "test_llm_client_stray_dollar.md").write_text(
-        TEMPLATE.replace(TEMPLATE_ID, "test_llm_client_stray_dollar").replace("$$20", "$ 20"), encoding="utf-8"
+        TEMPLATE.replace(TEMPLATE_ID, "test_llm_client_stray_dollar").replace("$$20", "$ 20"),
+        encoding="utf-8",
     )
     return directory
 
@@ -74,12 +81,27 @@ def embedder() -> LocalEmbedder:
 
 
 @pytest.fixture
-def client(tmp_path: Path, prompts_dir: Path, embedder: LocalEmbedder, clean_settings_env: pytest.MonkeyPatch) -> ModelClient:
-    return build_client(Settings(output_dir=tmp_path, seed=3), embedder=embedder, prompts_dir=prompts_dir)
+def client(
+    tmp_path: Path,
+    prompts_dir: Path,
+    embedder: LocalEmbedder,
+    clean_settings_env: pytest.MonkeyPatch,
+) -> ModelClient:
+    return build_client(
+        Settings(output_dir=tmp_path, seed=3), embedder=embedder, prompts_dir=prompts_dir
+    )
 
 
-def plan_request(city: str = "Lisbon", seed: int = 0, template: str = TEMPLATE_ID) -> LLMRequest[Plan]:
-    return LLMRequest(template, {"city": city, "interests": ["jazz", "bakeries", "tram rides"]}, Plan, stage="plan", seed=seed)
+def plan_request(
+    city: str = "Lisbon", seed: int = 0, template: str = TEMPLATE_ID
+) -> LLMRequest[Plan]:
+    return LLMRequest(
+        template,
+        {"city": city, "interests": ["jazz", "bakeries", "tram rides"]},
+        Plan,
+        stage="plan",
+        seed=seed,
+    )
 
 
 async def test_the_default_client_is_the_offline_simulator_with_the_local_embedder(
@@ -92,14 +114,20 @@ async def test_the_default_client_is_the_offline_simulator_with_the_local_embedd
     assert client.embedder is shared_local_embedder()  # loaded once per process
 
 
-async def test_a_simulated_answer_is_the_response_model_and_deterministic(client: ModelClient) -> None:
+async def test_a_simulated_answer_is_the_response_model_and_deterministic(
+    client: ModelClient,
+) -> None:
     first = await client.complete(plan_request())
     assert isinstance(first, Plan) and first.city == "Lisbon" and len(first.steps) == 3
     assert await client.complete(plan_request()) == first
-    assert {tuple((await client.complete(plan_request(seed=s))).steps) for s in range(6)} != {tuple(first.steps)}
+    assert {tuple((await client.complete(plan_request(seed=s))).steps) for s in range(6)} != {
+        tuple(first.steps)
+    }
 
 
-async def test_simulated_usage_counts_real_tokens_and_costs_nothing(client: ModelClient, prompts_dir: Path) -> None:
+async def test_simulated_usage_counts_real_tokens_and_costs_nothing(
+    client: ModelClient, prompts_dir: Path
+) -> None:
     answer = await client.complete(plan_request())
     messages = load_template(TEMPLATE_ID, prompts_dir).render(
         {"city": "Lisbon", "interests": ["jazz", "bakeries", "tram rides"]}
@@ -126,7 +154,9 @@ async def test_complete_all_keeps_order_and_can_return_errors_in_place(client: M
 
 
 async def test_an_answer_that_does_not_fit_names_template_and_model(client: ModelClient) -> None:
-    with pytest.raises(LLMOutputError, match=rf"{BROKEN_ID} v2 \(stage plan\): answer does not fit Plan.*city"):
+    with pytest.raises(
+        LLMOutputError, match=rf"{BROKEN_ID} v2 \(stage plan\): answer does not fit Plan.*city"
+    ):
         await client.complete(plan_request(template=BROKEN_ID))
 
 
@@ -141,12 +171,17 @@ async def test_the_simulator_output_must_match_the_requested_model(client: Model
 
 async def test_a_missing_variable_is_named(client: ModelClient) -> None:
     request = LLMRequest(TEMPLATE_ID, {"city": "Oslo"}, Plan, stage="plan")
-    with pytest.raises(PromptError, match=rf"prompt {TEMPLATE_ID} v2: variable 'interests' not supplied \(given: city\)"):
+    with pytest.raises(
+        PromptError,
+        match=rf"prompt {TEMPLATE_ID} v2: variable 'interests' not supplied \(given: city\)",
+    ):
         await client.complete(request)
 
 
 async def test_a_missing_template_names_the_path(client: ModelClient, prompts_dir: Path) -> None:
-    with pytest.raises(PromptError, match=rf"no prompt template 'nope' \(looked for {prompts_dir}/nope.md\)"):
+    with pytest.raises(
+        PromptError, match=rf"no prompt template 'nope' \(looked for {prompts_dir}/nope.md\)"
+    ):
         await client.complete(LLMRequest("nope", {}, Plan, stage="plan"))
 
 
@@ -154,22 +189,31 @@ async def test_a_missing_template_names_the_path(client: ModelClient, prompts_di
     ("template_id", "message"),
     [
         ("test_llm_client_no_header", "missing the '---' header block"),
-        ("test_llm_client_wrong_id", "header id 'test_llm_client_plan' does not match the file name"),
+        (
+            "test_llm_client_wrong_id",
+            "header id 'test_llm_client_plan' does not match the file name",
+        ),
     ],
 )
-def test_malformed_templates_are_rejected(prompts_dir: Path, template_id: str, message: str) -> None:
+def test_malformed_templates_are_rejected(
+    prompts_dir: Path, template_id: str, message: str
+) -> None:
     with pytest.raises(PromptError, match=message):
         load_template(template_id, prompts_dir)
 
 
 def test_a_stray_dollar_is_reported_with_the_fix(prompts_dir: Path) -> None:
     template = load_template("test_llm_client_stray_dollar", prompts_dir)
-    with pytest.raises(PromptError, match=r"system section: Invalid placeholder.*write a literal \$ as \$\$"):
+    with pytest.raises(
+        PromptError, match=r"system section: Invalid placeholder.*write a literal \$ as \$\$"
+    ):
         template.render({"city": "Oslo", "interests": []})
 
 
 def test_literal_dollars_and_json_values_render(prompts_dir: Path) -> None:
-    system, user = load_template(TEMPLATE_ID, prompts_dir).render({"city": "Oslo", "interests": ["a", "b"]})
+    system, user = load_template(TEMPLATE_ID, prompts_dir).render(
+        {"city": "Oslo", "interests": ["a", "b"]}
+    )
     assert system["content"].endswith("Budget: $20.")
     assert '"a",' in user["content"]
 
@@ -180,7 +224,12 @@ def test_literal_dollars_and_json_values_render(prompts_dir: Path) -> None:
 async def test_local_embeddings_are_normalised_ordered_and_cached(
     client: ModelClient, tmp_path: Path, prompts_dir: Path, embedder: LocalEmbedder
 ) -> None:
-    texts = ["Loves science-fiction books", "Enjoys reading sci-fi novels", "Flies Air Canada", "Loves science-fiction books"]
+    texts = [
+        "Loves science-fiction books",
+        "Enjoys reading sci-fi novels",
+        "Flies Air Canada",
+        "Loves science-fiction books",
+    ]
     vectors = await client.embed(texts, stage="embed")
     assert vectors.shape == (4, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -189,7 +238,9 @@ async def test_local_embeddings_are_normalised_ordered_and_cached(
     (row,) = client.usage()
     assert row.embedding_requests == 1 and row.embedding_tokens > 0 and row.cost_usd == 0.0
 
-    again = build_client(Settings(output_dir=tmp_path, seed=3), embedder=embedder, prompts_dir=prompts_dir)
+    again = build_client(
+        Settings(output_dir=tmp_path, seed=3), embedder=embedder, prompts_dir=prompts_dir
+    )
     assert np.array_equal(await again.embed(texts, stage="embed"), vectors)
     (cached,) = again.usage()
     assert cached.cache_hits == 3 and cached.embedding_requests == 0
@@ -199,7 +250,9 @@ async def test_embedding_nothing_gives_an_empty_matrix(client: ModelClient) -> N
     assert (await client.embed([], stage="embed")).shape == (0, 384)
 
 
-async def test_a_client_built_without_settings_still_works(embedder: LocalEmbedder, prompts_dir: Path) -> None:
+async def test_a_client_built_without_settings_still_works(
+    embedder: LocalEmbedder, prompts_dir: Path
+) -> None:
     client = ModelClient(SimulatedChatBackend(seed=3), embedder, prompts_dir=prompts_dir)
     assert (await client.complete(plan_request())).city == "Lisbon"
     assert client.cache_stats.hits == 0

@@ -33,7 +33,9 @@ async def test_requests_per_minute_is_the_pace_after_a_small_burst() -> None:
 async def test_tokens_per_minute_is_counted_before_sending() -> None:
     limiter = RateLimiter(10**6, 60_000, 100)  # 1,000 tokens/s
     elapsed = await take(limiter, 5, tokens=200)
-    assert 0.45 <= elapsed <= 1.2  # the 5th request goes once 1000 - 200 - 250 tokens refilled: 0.55 s
+    assert (
+        0.45 <= elapsed <= 1.2
+    )  # the 5th request goes once 1000 - 200 - 250 tokens refilled: 0.55 s
 
 
 async def test_unused_tokens_are_handed_back() -> None:
@@ -101,5 +103,8 @@ def test_the_breaker_opens_after_consecutive_failures_only() -> None:
     breaker.failure("timeout")
     breaker.check()
     breaker.failure("connection refused")
-    with pytest.raises(CircuitOpenError, match=r"3 consecutive requests to http://example.test/v1 failed.*connection refused"):
+    with pytest.raises(
+        CircuitOpenError,
+        match=r"3 consecutive requests to http://example.test/v1 failed.*connection refused",
+    ):
         breaker.check()

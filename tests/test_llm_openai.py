@@ -61,7 +61,12 @@ class FreeFormAnswer(BaseModel):
 @simulates(TEMPLATE_ID)
 def _describe(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     word = variables["word"]
-    return {"word": word, "length": len(word), "tags": sorted(rng.sample(["short", "noun", "verb", "rare", "common"], 2)), "counts": {word: 1}}
+    return {
+        "word": word,
+        "length": len(word),
+        "tags": sorted(rng.sample(["short", "noun", "verb", "rare", "common"], 2)),
+        "counts": {word: 1},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +89,13 @@ def server(module_server: FakeOpenAIServer) -> FakeOpenAIServer:
 
 
 def make_settings(server: FakeOpenAIServer, output: Path, **sections: Any) -> Settings:
-    endpoint = {"base_url": server.url, "chat_model": MODEL, "timeout_seconds": 0.5, "max_retries": 5}
+    endpoint = {
+        "base_url": server.url,
+        "simulator_hints": True,  # the fake server answers from the simulator
+        "chat_model": MODEL,
+        "timeout_seconds": 0.5,
+        "max_retries": 5,
+    }
     limits = {
         "requests_per_minute": 60_000,
         "tokens_per_minute": 50_000_000,
@@ -101,11 +112,16 @@ FAST_RETRY = RetryPolicy(max_retries=5, base_delay=0.005, max_delay=0.05)
 
 @pytest.fixture
 async def make_client(
-    server: FakeOpenAIServer, prompts_dir: Path, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+    server: FakeOpenAIServer,
+    prompts_dir: Path,
+    tmp_path: Path,
+    clean_settings_env: pytest.MonkeyPatch,
 ) -> AsyncIterator[Any]:
     made: list[ModelClient] = []
 
-    def make(output: Path | None = None, retry: RetryPolicy = FAST_RETRY, **sections: Any) -> ModelClient:
+    def make(
+        output: Path | None = None, retry: RetryPolicy = FAST_RETRY, **sections: Any
+    ) -> ModelClient:
         settings = make_settings(server, output or tmp_path / "out", **sections)
         made.append(build_client(settings, retry=retry, prompts_dir=prompts_dir))
         return made[-1]
@@ -115,7 +131,9 @@ async def make_client(
         await client.aclose()
 
 
-def requests_for(words: list[str], model: type[BaseModel] = WordAnswer, **options: Any) -> list[LLMRequest[Any]]:
+def requests_for(
+    words: list[str], model: type[BaseModel] = WordAnswer, **options: Any
+) -> list[LLMRequest[Any]]:
     return [LLMRequest(TEMPLATE_ID, {"word": w}, model, stage="describe", **options) for w in words]
 
 
@@ -207,7 +225,10 @@ async def test_retry_after_is_honoured(server: FakeOpenAIServer, make_client: An
 async def test_random_faults_with_a_seed_still_complete_the_workload(
     server: FakeOpenAIServer, make_client: Any
 ) -> None:
-    client = make_client(retry=RetryPolicy(max_retries=10, base_delay=0.002, max_delay=0.02), limits={"circuit_breaker_failures": 50})
+    client = make_client(
+        retry=RetryPolicy(max_retries=10, base_delay=0.002, max_delay=0.02),
+        limits={"circuit_breaker_failures": 50},
+    )
     rates = {
         FaultKind.RATE_LIMIT: 0.08,
         FaultKind.SERVER_ERROR: 0.08,
@@ -223,10 +244,14 @@ async def test_random_faults_with_a_seed_still_complete_the_workload(
     assert any(r.fault is not None for r in server.requests)
 
 
-async def test_persistent_refusal_is_rejected_with_the_reason(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_persistent_refusal_is_rejected_with_the_reason(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     server.script(*[Fault.refusal("I cannot describe that word.")] * 3)
-    with pytest.raises(LLMRefusalError, match="refused 3 times; reason: I cannot describe that word") as caught:
+    with pytest.raises(
+        LLMRefusalError, match="refused 3 times; reason: I cannot describe that word"
+    ) as caught:
         await client.complete(requests_for(["alpha"])[0])
     assert caught.value.reason == "I cannot describe that word."
     assert TEMPLATE_ID in str(caught.value)
@@ -242,7 +267,9 @@ async def test_persistent_content_filter_is_rejected_with_the_reason(
         await client.complete(requests_for(["alpha"])[0])
 
 
-async def test_persistent_truncation_is_rejected(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_persistent_truncation_is_rejected(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     server.script(*[Fault.truncated()] * 3)
     with pytest.raises(LLMTruncatedError, match="finish_reason length"):
@@ -250,7 +277,9 @@ async def test_persistent_truncation_is_rejected(server: FakeOpenAIServer, make_
 
 
 async def test_retries_are_bounded(server: FakeOpenAIServer, make_client: Any) -> None:
-    client = make_client(retry=RetryPolicy(max_retries=2, base_delay=0.001), limits={"circuit_breaker_failures": 100})
+    client = make_client(
+        retry=RetryPolicy(max_retries=2, base_delay=0.001), limits={"circuit_breaker_failures": 100}
+    )
     server.script(*[Fault.server_error()] * 3)
     with pytest.raises(LLMTransportError, match="gave up after 3 attempts.*HTTP 500"):
         await client.complete(requests_for(["alpha"])[0])
@@ -302,7 +331,9 @@ async def test_the_cache_key_changes_with_the_parameters(
     assert server.count() == 3
 
 
-async def test_identical_concurrent_requests_are_sent_once(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_identical_concurrent_requests_are_sent_once(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     server.latency = 0.05
     answers = await client.complete_all(requests_for(["same"] * 6))
@@ -323,7 +354,9 @@ async def test_the_limiter_caps_concurrency(server: FakeOpenAIServer, make_clien
     assert time.perf_counter() - started >= 4 * 0.05
 
 
-async def test_the_limiter_keeps_under_an_enforced_rate_limit(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_the_limiter_keeps_under_an_enforced_rate_limit(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     server.set_rate_limit(600)  # 10 requests/s, one second of burst
     client = make_client(limits={"requests_per_minute": 540})
     await client.complete_all(requests_for(WORDS))
@@ -336,7 +369,9 @@ async def test_the_circuit_breaker_stops_the_run_with_a_clear_message(
     client = make_client(limits={"circuit_breaker_failures": 4, "max_concurrency": 2})
     server.set_fault_rates({FaultKind.SERVER_ERROR: 1.0})
     started = time.perf_counter()
-    with pytest.raises(CircuitOpenError, match=r"4 consecutive requests to http://127\.0\.0\.1.*failed.*HTTP 500"):
+    with pytest.raises(
+        CircuitOpenError, match=r"4 consecutive requests to http://127\.0\.0\.1.*failed.*HTTP 500"
+    ):
         await client.complete_all(requests_for(WORDS))
     assert time.perf_counter() - started < 5
     assert server.count() <= 4 + 2
@@ -345,7 +380,9 @@ async def test_the_circuit_breaker_stops_the_run_with_a_clear_message(
     assert server.count() <= 4 + 2
 
 
-async def test_a_wrong_key_fails_at_once_without_retries(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_a_wrong_key_fails_at_once_without_retries(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     server.api_key = "right-key"
     client = make_client(endpoint={"api_key": "wrong-key"})
     with pytest.raises(LLMConfigurationError, match="HTTP 401.*Incorrect API key"):
@@ -353,10 +390,32 @@ async def test_a_wrong_key_fails_at_once_without_retries(server: FakeOpenAIServe
     assert server.count() == 1
 
 
+# --- what travels in headers ----------------------------------------------------------------
+
+
+async def test_persona_variables_travel_in_headers_only_when_simulator_hints_are_on(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    """A loopback server (a user's own vLLM or Ollama) gets no prompt variables unless asked."""
+    assert Settings().endpoint.simulator_hints is False
+    client = make_client(endpoint={"simulator_hints": False})
+    with pytest.raises(LLMConfigurationError, match="simulator_hints"):
+        await client.complete(
+            requests_for(["alpha"])[0]
+        )  # the fake server cannot answer without them
+    (request,) = chat_log(server)
+    assert request.headers["x-memoryquest-template"] == TEMPLATE_ID
+    assert "x-memoryquest-variables" not in request.headers
+    await make_client().complete(requests_for(["beta"])[0])  # the fixture turns them on
+    assert "x-memoryquest-variables" in chat_log(server)[-1].headers
+
+
 # --- structured output modes --------------------------------------------------------------
 
 
-async def test_strict_json_schema_is_sent_when_supported(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_strict_json_schema_is_sent_when_supported(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     await client.complete(requests_for(["alpha"])[0])
     (request,) = chat_log(server)
@@ -364,7 +423,11 @@ async def test_strict_json_schema_is_sent_when_supported(server: FakeOpenAIServe
     assert response_format["type"] == "json_schema"
     schema = response_format["json_schema"]["schema"]
     assert response_format["json_schema"]["strict"] is True
-    assert schema["additionalProperties"] is False and schema["required"] == ["word", "length", "tags"]
+    assert schema["additionalProperties"] is False and schema["required"] == [
+        "word",
+        "length",
+        "tags",
+    ]
     assert request.headers["x-memoryquest-template"] == TEMPLATE_ID
 
 
@@ -402,7 +465,9 @@ async def test_strict_schema_off_uses_json_mode(server: FakeOpenAIServer, make_c
     assert chat_log(server)[0].body["response_format"] == {"type": "json_object"}
 
 
-async def test_a_schema_strict_mode_cannot_express_uses_json_mode(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_a_schema_strict_mode_cannot_express_uses_json_mode(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     client = make_client()
     answer = await client.complete(requests_for(["alpha"], model=FreeFormAnswer)[0])
     assert answer.counts == {"alpha": 1}
@@ -412,7 +477,9 @@ async def test_a_schema_strict_mode_cannot_express_uses_json_mode(server: FakeOp
 # --- accounting ---------------------------------------------------------------------------
 
 
-async def test_usage_and_cost_of_a_known_request(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_usage_and_cost_of_a_known_request(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     server.cached_tokens = 10
     client = make_client()
     answer = await client.complete(requests_for(["alpha"])[0])
@@ -434,7 +501,9 @@ async def test_a_price_file_overrides_the_built_in_prices(
     server: FakeOpenAIServer, make_client: Any, tmp_path: Path
 ) -> None:
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"models": {MODEL: {"input": 1000.0, "output": 0.0}}}), encoding="utf-8")
+    prices.write_text(
+        json.dumps({"models": {MODEL: {"input": 1000.0, "output": 0.0}}}), encoding="utf-8"
+    )
     client = make_client(prices_file=prices)
     await client.complete(requests_for(["alpha"])[0])
     (row,) = client.usage()
@@ -451,7 +520,9 @@ async def test_the_cache_entry_records_what_the_answer_cost(
     entry = json.loads(entry_file.read_text(encoding="utf-8"))
     (row,) = client.usage()
     assert entry["calls"] == 2 == row.requests  # the malformed answer was paid for too
-    assert entry["input_tokens"] == row.input_tokens and entry["cost_usd"] == pytest.approx(row.cost_usd)
+    assert entry["input_tokens"] == row.input_tokens and entry["cost_usd"] == pytest.approx(
+        row.cost_usd
+    )
     assert entry["template"] == [TEMPLATE_ID, 3] and entry["model"] == MODEL
 
 
@@ -469,11 +540,15 @@ async def test_without_reported_usage_tokens_are_counted_and_flagged(
 # --- embeddings ---------------------------------------------------------------------------
 
 
-async def test_embeddings_are_batched_ordered_and_normalised(server: FakeOpenAIServer, make_client: Any) -> None:
+async def test_embeddings_are_batched_ordered_and_normalised(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
     server.shuffle_embeddings = True
     client = make_client()
     client.embedder.max_batch_texts = 4
-    texts = [f"the {w} sentence number {i}" for i, w in enumerate(WORDS[:10])] + ["the word00 sentence number 0"]
+    texts = [f"the {w} sentence number {i}" for i, w in enumerate(WORDS[:10])] + [
+        "the word00 sentence number 0"
+    ]
     vectors = await client.embed(texts, stage="embed")
     assert client.embedder_name == "text-embedding-3-small"
     assert vectors.shape == (11, 256)
@@ -481,7 +556,11 @@ async def test_embeddings_are_batched_ordered_and_normalised(server: FakeOpenAIS
     for text, row in zip(texts, vectors, strict=True):
         assert np.allclose(row, hashed_embedding(text, 256), atol=1e-5)
     embedding_calls = [r for r in server.requests if r.path.endswith("/embeddings")]
-    assert sorted(len(r.body["input"]) for r in embedding_calls) == [2, 4, 4]  # duplicates sent once
+    assert sorted(len(r.body["input"]) for r in embedding_calls) == [
+        2,
+        4,
+        4,
+    ]  # duplicates sent once
     (row,) = client.usage()
     assert row.embedding_requests == 3
     assert row.embedding_tokens == token_counter("text-embedding-3-small").count_many(texts[:10])
@@ -490,7 +569,9 @@ async def test_embeddings_are_batched_ordered_and_normalised(server: FakeOpenAIS
 
 async def test_embedding_faults_are_retried(server: FakeOpenAIServer, make_client: Any) -> None:
     client = make_client()
-    server.script(Fault.rate_limit(0.01, endpoint="embeddings"), Fault.server_error(endpoint="embeddings"))
+    server.script(
+        Fault.rate_limit(0.01, endpoint="embeddings"), Fault.server_error(endpoint="embeddings")
+    )
     vectors = await client.embed(["one", "two"], stage="embed")
     assert vectors.shape == (2, 256)
     assert server.count(path="/embeddings") == 3

@@ -75,7 +75,7 @@ def test_schema_names_are_api_safe() -> None:
     ("reply", "expected"),
     [
         ('{"a": 1}', '{"a": 1}'),
-        ('  [1, 2] ', "[1, 2]"),
+        ("  [1, 2] ", "[1, 2]"),
         ('Sure!\n```json\n{"a": 1}\n```\nAnything else?', '{"a": 1}'),
         ('The answer is {"a": {"b": 2}} as requested.', '{"a": {"b": 2}}'),
         ("no json here", "no json here"),

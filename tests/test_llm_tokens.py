@@ -65,7 +65,10 @@ def test_without_any_encoding_characters_over_four_are_flagged(
 
 def test_chat_messages_include_the_formatting_overhead(fresh_counters: None) -> None:
     counter = token_counter("gpt-4")
-    messages = [{"role": "system", "content": "hello world"}, {"role": "user", "content": "hello world"}]
+    messages = [
+        {"role": "system", "content": "hello world"},
+        {"role": "user", "content": "hello world"},
+    ]
     # 3 per message + role + content, plus 3 to prime the reply (OpenAI's recipe)
     assert counter.count_messages(messages) == 3 + (3 + 1 + 2) * 2
 
@@ -90,7 +93,9 @@ def test_an_unpriced_model_costs_zero_and_is_remembered() -> None:
 
 def test_a_price_file_overrides_and_bad_files_are_named(tmp_path: Path) -> None:
     override = tmp_path / "prices.json"
-    override.write_text(json.dumps({"models": {"gpt-4o": {"input": 1, "output": 2}}, "batch_multiplier": 0.4}))
+    override.write_text(
+        json.dumps({"models": {"gpt-4o": {"input": 1, "output": 2}}, "batch_multiplier": 0.4})
+    )
     table = PriceTable.load(override)
     assert table.cost("gpt-4o", 1_000_000, 1_000_000) == pytest.approx(3.0)
     assert table.cost("gpt-4o", 1_000_000, batch=True) == pytest.approx(0.4)

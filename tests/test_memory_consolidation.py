@@ -26,7 +26,9 @@ SIMILARITY = 0.7
 @pytest.fixture
 def client(tmp_path: Path, clean_settings_env: pytest.MonkeyPatch) -> ModelClient:
     """Offline client; the factory shares one local embedder per process."""
-    settings = load_settings(overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}})
+    settings = load_settings(
+        overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}}
+    )
     return build_client(settings)
 
 
@@ -42,35 +44,66 @@ def settings(new_facts: int = 3) -> GenerationSettings:
 def history(persona: Persona, second: dt.date, third: dt.date) -> list[Session]:
     """Two near-duplicate statements (the first conveys a reference), then an unrelated one."""
     return [
-        make_session(persona, 0, dt.date(2024, 4, 1), Domain.BOOKS, [SCI_FI], reference_turn=0, reference_key="sci-fi"),
+        make_session(
+            persona,
+            0,
+            dt.date(2024, 4, 1),
+            Domain.BOOKS,
+            [SCI_FI],
+            reference_turn=0,
+            reference_key="sci-fi",
+        ),
         make_session(persona, 1, second, Domain.BOOKS, [SCI_FI_AGAIN]),
         make_session(persona, 2, third, Domain.FLIGHTS, [OTHER]),
     ]
 
 
 async def test_the_two_statements_are_similar_but_not_the_same_fact(client: ModelClient) -> None:
-    vectors = await client.embed(["Loves science-fiction books", "Enjoys reading sci-fi novels", "Usually flies Air Canada when they can"], stage="memory")
+    vectors = await client.embed(
+        [
+            "Loves science-fiction books",
+            "Enjoys reading sci-fi novels",
+            "Usually flies Air Canada when they can",
+        ],
+        stage="memory",
+    )
     cosine = vectors @ vectors.T
     assert cosine[0, 1] >= SIMILARITY
     assert cosine[0, 2] < SIMILARITY and cosine[1, 2] < SIMILARITY
 
 
-async def test_facts_two_days_apart_are_merged_with_aggregated_provenance(client: ModelClient) -> None:
+async def test_facts_two_days_apart_are_merged_with_aggregated_provenance(
+    client: ModelClient,
+) -> None:
     persona = user0_persona()
     sessions = history(persona, dt.date(2024, 4, 3), dt.date(2024, 4, 5))
     result = await build_memory(persona, sessions, client, settings())
-    assert (result.consolidations, result.merges, result.consolidation_calls, result.embedding_calls) == (1, 1, 1, 1)
+    assert (
+        result.consolidations,
+        result.merges,
+        result.consolidation_calls,
+        result.embedding_calls,
+    ) == (1, 1, 1, 1)
     merged = next(f for f in result.facts if f.merged_fids)
     originals = [f for f in result.facts if f.status is FactStatus.MERGED]
     assert len(result.facts) == 4 and len(originals) == 2
     assert merged.fid == make_id("fact", "merge", *sorted(f.fid for f in originals))
     assert merged.merged_fids == sorted(f.fid for f in originals)
     assert merged.info == "Enjoys reading sci-fi novels"  # one member, never a concatenation
-    assert merged.frequency == 2 and merged.state is FactState.ADD and merged.status is FactStatus.ACTIVE
+    assert (
+        merged.frequency == 2
+        and merged.state is FactState.ADD
+        and merged.status is FactStatus.ACTIVE
+    )
     assert merged.session_ids == [sessions[0].session_id, sessions[1].session_id]
     assert merged.source_reference_ids == [sessions[0].reference_id]
     consolidation_day = dt.date(2024, 4, 5)
-    assert merged.created_on == merged.updated_on == merged.revisions[0].valid_from == consolidation_day
+    assert (
+        merged.created_on
+        == merged.updated_on
+        == merged.revisions[0].valid_from
+        == consolidation_day
+    )
     assert merged.revisions[0].source_reference_ids == [sessions[0].reference_id]
     for original in originals:
         assert original.merged_into == merged.fid and original.retired_on == consolidation_day
@@ -108,18 +141,35 @@ def _fact(fid: str, day: int) -> Fact:
 
     date = dt.date(2024, 4, day)
     revision = FactRevision(
-        valid_from=date, info=fid, type=FactType.PREFERENCE, frequency=1, related_entities=[], session_ids=[], state=FactState.ADD
+        valid_from=date,
+        info=fid,
+        type=FactType.PREFERENCE,
+        frequency=1,
+        related_entities=[],
+        session_ids=[],
+        state=FactState.ADD,
     )
     return Fact(
-        fid=make_id("fact", fid), persona_id=make_id("persona", "x"), info=fid, type=FactType.PREFERENCE, frequency=1,
-        related_entities=[], session_ids=[], state=FactState.ADD, created_on=date, updated_on=date, revisions=[revision],
+        fid=make_id("fact", fid),
+        persona_id=make_id("persona", "x"),
+        info=fid,
+        type=FactType.PREFERENCE,
+        frequency=1,
+        related_entities=[],
+        session_ids=[],
+        state=FactState.ADD,
+        created_on=date,
+        updated_on=date,
+        revisions=[revision],
     )
 
 
 def test_clusters_use_complete_linkage_so_chains_do_not_merge() -> None:
     a, b, c = _fact("a", 1), _fact("b", 1), _fact("c", 1)
     angle = np.deg2rad(40)  # a~b and b~c at cos 0.77, a~c at cos 0.17
-    vectors = np.array([[1.0, 0.0], [np.cos(angle), np.sin(angle)], [np.cos(2 * angle), np.sin(2 * angle)]])
+    vectors = np.array(
+        [[1.0, 0.0], [np.cos(angle), np.sin(angle)], [np.cos(2 * angle), np.sin(2 * angle)]]
+    )
     clusters = cluster_by_similarity([a, b, c], vectors, 0.75)
     assert [[f.info for f in cluster] for cluster in clusters] == [["a", "b"], ["c"]]
 
@@ -128,13 +178,23 @@ def test_windows_span_at_most_the_configured_days() -> None:
     facts = [_fact("d1", 1), _fact("d20", 20), _fact("d8", 8), _fact("d3", 3), _fact("d22", 22)]
     windows = split_by_window(facts, 7)
     assert [[f.info for f in window] for window in windows] == [["d1", "d3", "d8"], ["d20", "d22"]]
-    assert [[f.info for f in w] for w in split_by_window(facts, 0)] == [["d1"], ["d3"], ["d8"], ["d20"], ["d22"]]
+    assert [[f.info for f in w] for w in split_by_window(facts, 0)] == [
+        ["d1"],
+        ["d3"],
+        ["d8"],
+        ["d20"],
+        ["d22"],
+    ]
 
 
-async def test_every_merge_on_a_long_history_keeps_the_store_consistent(client: ModelClient) -> None:
+async def test_every_merge_on_a_long_history_keeps_the_store_consistent(
+    client: ModelClient,
+) -> None:
     persona = user0_persona()
     sessions = long_history(persona, 40)
-    config = GenerationSettings(memory_every_sessions=2, consolidation_new_facts=12, consolidation_similarity=0.75)
+    config = GenerationSettings(
+        memory_every_sessions=2, consolidation_new_facts=12, consolidation_similarity=0.75
+    )
     result = await build_memory(persona, sessions, client, config)
     again = await build_memory(persona, sessions, client, config)
     assert [f.model_dump() for f in result.facts] == [f.model_dump() for f in again.facts]
@@ -146,15 +206,21 @@ async def test_every_merge_on_a_long_history_keeps_the_store_consistent(client: 
     for fact in merged:
         members = [f for f in result.facts if f.merged_into == fact.fid]
         assert len(members) >= 2 and all(m.status is FactStatus.MERGED for m in members)
-        assert fact.merged_fids == sorted({m.fid for m in members} | {g for m in members for g in m.merged_fids})
+        assert fact.merged_fids == sorted(
+            {m.fid for m in members} | {g for m in members for g in m.merged_fids}
+        )
         assert all(m.retired_on == fact.created_on for m in members)
-        assert max(m.updated_on for m in members) - min(m.updated_on for m in members) <= dt.timedelta(days=7)
+        assert max(m.updated_on for m in members) - min(
+            m.updated_on for m in members
+        ) <= dt.timedelta(days=7)
         # Merged facts may be updated later; their first revision is the merge itself.
         assert fact.revisions[0].frequency == sum(m.frequency for m in members)
         assert fact.revisions[0].valid_from == fact.created_on
         union = {sid for m in members for sid in m.session_ids}
         assert fact.revisions[0].session_ids == sorted(union, key=position.__getitem__)
-        assert set(fact.revisions[0].source_reference_ids) == {r for m in members for r in m.source_reference_ids}
+        assert set(fact.revisions[0].source_reference_ids) == {
+            r for m in members for r in m.source_reference_ids
+        }
     assert any(len(f.revisions) > 1 for f in merged)  # a merged fact can still be upserted
     retired = [f for f in result.facts if f.status is FactStatus.MERGED]
     assert retired and all(f.merged_into in by_fid and f.retired_on is not None for f in retired)

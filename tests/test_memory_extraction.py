@@ -25,7 +25,9 @@ from memoryquest.settings import GenerationSettings, load_settings
 @pytest.fixture
 def client(tmp_path: Path, clean_settings_env: pytest.MonkeyPatch) -> ModelClient:
     """Offline client; the factory shares one local embedder per process."""
-    settings = load_settings(overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}})
+    settings = load_settings(
+        overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}}
+    )
     return build_client(settings)
 
 
@@ -38,7 +40,9 @@ def _only(facts: list[Fact], word: str) -> Fact:
 async def test_a_fact_seen_twice_is_one_fact_with_two_revisions(client: ModelClient) -> None:
     persona = user0_persona()
     history = user0_history(persona)
-    result = await build_memory(persona, history, client, GenerationSettings(memory_every_sessions=3))
+    result = await build_memory(
+        persona, history, client, GenerationSettings(memory_every_sessions=3)
+    )
     aisle = _only(result.facts, "aisle")
     assert aisle.frequency == 2 and aisle.state is FactState.UPDATE
     assert aisle.session_ids == [history[1].session_id, history[4].session_id]
@@ -63,30 +67,43 @@ async def test_new_fact_ids_are_stable_and_derived_from_batch_and_rank(client: M
     second = await build_memory(persona, list(reversed(history)), client, settings)
     assert [f.model_dump() for f in first.facts] == [f.model_dump() for f in second.facts]
     sagan = _only(first.facts, "Carl Sagan")
-    assert sagan.fid in {make_id("fact", persona.persona_id, history[0].session_id, n) for n in range(10)}
+    assert sagan.fid in {
+        make_id("fact", persona.persona_id, history[0].session_id, n) for n in range(10)
+    }
 
 
 async def test_source_references_come_only_from_reference_turns(client: ModelClient) -> None:
     persona = user0_persona()
     history = user0_history(persona)
-    result = await build_memory(persona, history, client, GenerationSettings(memory_every_sessions=3))
+    result = await build_memory(
+        persona, history, client, GenerationSettings(memory_every_sessions=3)
+    )
     reference_session = history[3]
     with_reference = [f for f in result.facts if f.source_reference_ids]
     # The reference sentence says one thing; its fact descends from it.
-    assert [f.info for f in with_reference] == ["Has a nut allergy, so they always check menus carefully"]
+    assert [f.info for f in with_reference] == [
+        "Has a nut allergy, so they always check menus carefully"
+    ]
     for fact in with_reference:
         assert fact.source_reference_ids == [reference_session.reference_id]
         assert fact.revisions[0].source_reference_ids == [reference_session.reference_id]
     # Another fact from the same session, but not from the reference turn, carries no reference.
     japanese = _only(result.facts, "Japanese")
-    assert japanese.session_ids == [reference_session.session_id] and japanese.source_reference_ids == []
+    assert (
+        japanese.session_ids == [reference_session.session_id]
+        and japanese.source_reference_ids == []
+    )
     assert result.rejected == []
 
 
 @pytest.mark.parametrize(("every", "calls"), [(1, 7), (2, 4), (3, 3), (7, 1), (10, 1)])
-async def test_one_extraction_call_every_n_sessions_and_at_the_end(client: ModelClient, every: int, calls: int) -> None:
+async def test_one_extraction_call_every_n_sessions_and_at_the_end(
+    client: ModelClient, every: int, calls: int
+) -> None:
     persona = user0_persona()
-    result = await build_memory(persona, user0_history(persona), client, GenerationSettings(memory_every_sessions=every))
+    result = await build_memory(
+        persona, user0_history(persona), client, GenerationSettings(memory_every_sessions=every)
+    )
     assert result.extraction_calls == result.batches == calls
     assert result.consolidation_calls == 0 and result.consolidations == 0
     # Batching changes when facts are written, not what is learnt.
@@ -106,18 +123,26 @@ async def test_empty_history_costs_nothing(client: ModelClient) -> None:
 async def test_sessions_of_another_persona_are_refused(client: ModelClient) -> None:
     persona = user0_persona()
     history = user0_history(persona)
-    stranger = history[2].model_copy(update={"persona_id": make_id("persona", "personalens", "user1")})
+    stranger = history[2].model_copy(
+        update={"persona_id": make_id("persona", "personalens", "user1")}
+    )
     with pytest.raises(ValueError, match=stranger.session_id):
         await build_memory(persona, [*history[:2], stranger], client, GenerationSettings())
 
 
-async def test_an_uncited_reference_is_rejected_retried_and_the_rest_kept(client: ModelClient) -> None:
+async def test_an_uncited_reference_is_rejected_retried_and_the_rest_kept(
+    client: ModelClient,
+) -> None:
     persona = user0_persona()
     # The "reference" turn is a question, so no fact can honestly cite it.
     session = make_session(
-        persona, 0, dt.date(2024, 5, 1), Domain.RESTAURANTS,
+        persona,
+        0,
+        dt.date(2024, 5, 1),
+        Domain.RESTAURANTS,
         ["Could you find a quiet place for dinner on Friday?", "I'm a big fan of Thai food."],
-        reference_turn=0, reference_key="question",
+        reference_turn=0,
+        reference_key="question",
     )
     settings = GenerationSettings(max_regenerations=2)
     result = await build_memory(persona, [session], client, settings)
@@ -137,8 +162,13 @@ def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -
 
     def fact(fid: str, session_id: str, turns: list[int]) -> ExtractedFact:
         return ExtractedFact(
-            fid=fid, info="Prefers an aisle seat", type="Preference", frequency=1, related_entities=["flights"],
-            state="add", evidence=[Evidence(session_id=session_id, turn_indices=turns)],
+            fid=fid,
+            info="Prefers an aisle seat",
+            type="Preference",
+            frequency=1,
+            related_entities=["flights"],
+            state="add",
+            evidence=[Evidence(session_id=session_id, turn_indices=turns)],
         )
 
     answer = ExtractionAnswer(
@@ -155,7 +185,10 @@ def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -
     assert [c.fid for c in changes] == [None, known]
     assert changes[1].evidence == {batch[1].session_id: [2]}
     assert len(problems) == 4
-    assert "'f_00000000000000ff'" in problems[0] and "neither NEW_<n> nor an active fact" in problems[0]
+    assert (
+        "'f_00000000000000ff'" in problems[0]
+        and "neither NEW_<n> nor an active fact" in problems[0]
+    )
     assert history[5].session_id in problems[1] and "not in this batch" in problems[1]
     assert "[99] out of range" in problems[2]
     assert "updated twice" in problems[3]

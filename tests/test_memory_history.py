@@ -25,7 +25,14 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 
-PROFILE = Path(__file__).resolve().parent.parent / "personas" / "personalens" / "profile" / "user0" / "profile.json"
+PROFILE = (
+    Path(__file__).resolve().parent.parent
+    / "personas"
+    / "personalens"
+    / "profile"
+    / "user0"
+    / "profile.json"
+)
 QUERY_ID = make_id("query", "memory-tests", "user0")
 
 
@@ -35,9 +42,13 @@ def user0_profile() -> dict:
 
 def user0_persona() -> Persona:
     profile = user0_profile()
-    demographics = {k: v for k, v in profile["demographics"].items() if k in Demographics.model_fields}
+    demographics = {
+        k: v for k, v in profile["demographics"].items() if k in Demographics.model_fields
+    }
     affinities = [
-        Affinity(domain=Domain(domain), name=name, values=value if isinstance(value, list) else [value])
+        Affinity(
+            domain=Domain(domain), name=name, values=value if isinstance(value, list) else [value]
+        )
         for domain, attributes in profile["affinities"].items()
         for name, value in attributes.items()
     ]
@@ -48,7 +59,9 @@ def user0_persona() -> Persona:
         demographics=Demographics(**demographics),
         interests=[Domain(d) for d, flag in profile["interests"].items() if flag],
         affinities=affinities,
-        interactions=[Interaction(domain=Domain(d), summary=s) for d, s in profile["interactions"].items()],
+        interactions=[
+            Interaction(domain=Domain(d), summary=s) for d, s in profile["interactions"].items()
+        ],
         tasks=[],
     )
 
@@ -67,9 +80,18 @@ def make_session(
     turns: list[Turn] = []
     for text in user_turns:
         turns.append(Turn(role=Role.USER, content=text))
-        turns.append(Turn(role=Role.ASSISTANT, content=f"Noted. Here is what I can do about {domain.value.lower()}."))
+        turns.append(
+            Turn(
+                role=Role.ASSISTANT,
+                content=f"Noted. Here is what I can do about {domain.value.lower()}.",
+            )
+        )
     session_id = make_id("session", persona.persona_id, date.isoformat(), position)
-    reference_id = make_id("reference", persona.persona_id, reference_key) if reference_turn is not None else None
+    reference_id = (
+        make_id("reference", persona.persona_id, reference_key)
+        if reference_turn is not None
+        else None
+    )
     return Session(
         session_id=session_id,
         persona_id=persona.persona_id,
@@ -89,38 +111,82 @@ def user0_history(persona: Persona) -> list[Session]:
     a = user0_profile()["affinities"]
     d = dt.date
     return [
-        make_session(persona, 0, d(2024, 3, 1), Domain.BOOKS, [
-            "Can you suggest something new to read this weekend?",
-            f"I love {a['Books']['Genre'][0]} and {a['Books']['Genre'][2]} books.",
-            f"My favourite author is {a['Books']['Favourite Authors'][0]}. Thanks!",
-        ]),
-        make_session(persona, 1, d(2024, 3, 3), Domain.FLIGHTS, [
-            "I need a flight from Toronto to Vancouver next month.",
-            f"I prefer an {a['Flights']['Seat Preference']} seat on flights.",
-            f"I usually fly {a['Flights']['Preferred Airline'][0]} when I can.",
-        ]),
-        make_session(persona, 2, d(2024, 3, 5), Domain.ALARM, [
-            "Please set my weekday alarm.",
-            f"I wake up at {a['Alarm']['Alarm Time Preference']} on {a['Alarm']['Alarm Recurring Preference']}.",
-            f"I like {a['Alarm']['Alarm Sound Preference']} as my alarm sound.",
-        ]),
-        make_session(persona, 3, d(2024, 3, 10), Domain.RESTAURANTS, [
-            "Could you find a place for dinner on Friday?",
-            f"I have a {a['Restaurants']['Dietary Restrictions'][0]}, so I always check menus carefully.",
-            f"I'm a big fan of {a['Restaurants']['Cuisine Preference'][0]} food.",
-        ], reference_turn=1, reference_key="nut-allergy"),
-        make_session(persona, 4, d(2024, 3, 12), Domain.FLIGHTS, [
-            "Any updates on flights to Vancouver?",
-            f"I prefer an {a['Flights']['Seat Preference']} seat on flights.",
-        ]),
-        make_session(persona, 5, d(2024, 3, 15), Domain.MUSIC, [
-            f"I've been listening to {a['Music']['Favorite Artists'][0]} a lot lately.",
-            f"My favourite band is {a['Music']['Favorite Bands'][0]}.",
-        ]),
-        make_session(persona, 6, d(2024, 3, 20), Domain.SPORTS, [
-            f"I'm going to a {a['Sports']['Favorite Team'][0]} game next Saturday.",
-            "Sounds good, thanks!",
-        ]),
+        make_session(
+            persona,
+            0,
+            d(2024, 3, 1),
+            Domain.BOOKS,
+            [
+                "Can you suggest something new to read this weekend?",
+                f"I love {a['Books']['Genre'][0]} and {a['Books']['Genre'][2]} books.",
+                f"My favourite author is {a['Books']['Favourite Authors'][0]}. Thanks!",
+            ],
+        ),
+        make_session(
+            persona,
+            1,
+            d(2024, 3, 3),
+            Domain.FLIGHTS,
+            [
+                "I need a flight from Toronto to Vancouver next month.",
+                f"I prefer an {a['Flights']['Seat Preference']} seat on flights.",
+                f"I usually fly {a['Flights']['Preferred Airline'][0]} when I can.",
+            ],
+        ),
+        make_session(
+            persona,
+            2,
+            d(2024, 3, 5),
+            Domain.ALARM,
+            [
+                "Please set my weekday alarm.",
+                f"I wake up at {a['Alarm']['Alarm Time Preference']} on {a['Alarm']['Alarm Recurring Preference']}.",
+                f"I like {a['Alarm']['Alarm Sound Preference']} as my alarm sound.",
+            ],
+        ),
+        make_session(
+            persona,
+            3,
+            d(2024, 3, 10),
+            Domain.RESTAURANTS,
+            [
+                "Could you find a place for dinner on Friday?",
+                f"I have a {a['Restaurants']['Dietary Restrictions'][0]}, so I always check menus carefully.",
+                f"I'm a big fan of {a['Restaurants']['Cuisine Preference'][0]} food.",
+            ],
+            reference_turn=1,
+            reference_key="nut-allergy",
+        ),
+        make_session(
+            persona,
+            4,
+            d(2024, 3, 12),
+            Domain.FLIGHTS,
+            [
+                "Any updates on flights to Vancouver?",
+                f"I prefer an {a['Flights']['Seat Preference']} seat on flights.",
+            ],
+        ),
+        make_session(
+            persona,
+            5,
+            d(2024, 3, 15),
+            Domain.MUSIC,
+            [
+                f"I've been listening to {a['Music']['Favorite Artists'][0]} a lot lately.",
+                f"My favourite band is {a['Music']['Favorite Bands'][0]}.",
+            ],
+        ),
+        make_session(
+            persona,
+            6,
+            d(2024, 3, 20),
+            Domain.SPORTS,
+            [
+                f"I'm going to a {a['Sports']['Favorite Team'][0]} game next Saturday.",
+                "Sounds good, thanks!",
+            ],
+        ),
     ]
 
 
@@ -147,8 +213,13 @@ def long_history(persona: Persona, sessions: int = 60) -> list[Session]:
         conveys = position % 7 == 3
         history.append(
             make_session(
-                persona, position, day, domain, ["Can you help me with something?", first, second, "Thanks!"],
-                reference_turn=1 if conveys else None, reference_key=f"long-{position}",
+                persona,
+                position,
+                day,
+                domain,
+                ["Can you help me with something?", first, second, "Thanks!"],
+                reference_turn=1 if conveys else None,
+                reference_key=f"long-{position}",
             )
         )
         day += dt.timedelta(days=(0, 1, 1, 2, 3)[position % 5])

@@ -19,7 +19,9 @@ from memoryquest.memory.extraction import (
 )
 from memoryquest.memory.store import FactStore
 
-REFERENCE_SENTENCE = "I found out last month that I'm allergic to tree nuts, so menus need checking."
+REFERENCE_SENTENCE = (
+    "I found out last month that I'm allergic to tree nuts, so menus need checking."
+)
 OTHER_SENTENCE = "I like going to dinner on my own best."
 
 
@@ -27,9 +29,13 @@ OTHER_SENTENCE = "I like going to dinner on my own best."
 def session() -> Session:
     persona = user0_persona()
     plain = make_session(
-        persona, 0, dt.date(2024, 3, 10), Domain.RESTAURANTS,
+        persona,
+        0,
+        dt.date(2024, 3, 10),
+        Domain.RESTAURANTS,
         ["Could you find a place for dinner on Friday?", f"{OTHER_SENTENCE} {REFERENCE_SENTENCE}"],
-        reference_turn=1, reference_key="nut-allergy",
+        reference_turn=1,
+        reference_key="nut-allergy",
     )
     content = plain.turns[2].content
     start = content.index(REFERENCE_SENTENCE)
@@ -39,7 +45,12 @@ def session() -> Session:
 
 def fact(fid: str, info: str, session: Session, quote: str) -> ExtractedFact:
     return ExtractedFact(
-        fid=fid, info=info, type=FactType.PREFERENCE, frequency=1, related_entities=[], state="add",
+        fid=fid,
+        info=info,
+        type=FactType.PREFERENCE,
+        frequency=1,
+        related_entities=[],
+        state="add",
         evidence=[Evidence(session_id=session.session_id, turn_indices=[2], quote=quote)],
     )
 
@@ -62,7 +73,9 @@ def test_only_the_fact_from_the_reference_sentence_is_credited(session: Session)
 
 
 def test_a_turn_level_citation_without_the_sentence_is_not_enough(session: Session) -> None:
-    answer = ExtractionAnswer(facts=[fact("NEW_1", "Likes solo dinners best", session, OTHER_SENTENCE)])
+    answer = ExtractionAnswer(
+        facts=[fact("NEW_1", "Likes solo dinners best", session, OTHER_SENTENCE)]
+    )
     changes, problems = check_answer(answer, [session], set())
     assert len(changes) == 1
     assert any("quoted by no fact" in p for p in problems)
@@ -91,18 +104,30 @@ def test_a_lightly_trimmed_quote_still_finds_its_sentence(session: Session) -> N
 def query_for(session: Session) -> Query:
     assert session.reference_id is not None
     reference = Reference(
-        reference_id=session.reference_id, date=session.date, text="Allergic to tree nuts",
-        domain=Domain.RESTAURANTS, cosine=0.1,
+        reference_id=session.reference_id,
+        date=session.date,
+        text="Allergic to tree nuts",
+        domain=Domain.RESTAURANTS,
+        cosine=0.1,
     )
     return Query(
-        query_id=make_id("query", "quotes", "q"), persona_id=session.persona_id, query_date=dt.date(2024, 4, 1),
-        text="Plan a birthday picnic for me", reasoning="r", domain=Domain.EVENTS, references=[reference],
-        gamma=0.1, embedder="test", rank=0,
+        query_id=make_id("query", "quotes", "q"),
+        persona_id=session.persona_id,
+        query_date=dt.date(2024, 4, 1),
+        text="Plan a birthday picnic for me",
+        reasoning="r",
+        domain=Domain.EVENTS,
+        references=[reference],
+        gamma=0.1,
+        embedder="test",
+        rank=0,
     )
 
 
 def stored(session: Session, quote: str) -> list[Fact]:
-    changes, _ = check_answer(ExtractionAnswer(facts=[fact("NEW_1", "x", session, quote)]), [session], set())
+    changes, _ = check_answer(
+        ExtractionAnswer(facts=[fact("NEW_1", "x", session, quote)]), [session], set()
+    )
     store = FactStore(session.persona_id, [session])
     store.add(changes[0], session.session_id, 0)
     return store.all()
@@ -113,7 +138,9 @@ def test_coverage_needs_a_credited_fact_visible_on_the_query_date(session: Sessi
     assert uncovered_references(query, stored(session, REFERENCE_SENTENCE)) == []
     assert uncovered_references(query, stored(session, OTHER_SENTENCE)) == [session.reference_id]
     early = query.model_copy(update={"query_date": session.date - dt.timedelta(days=1)})
-    assert uncovered_references(early, stored(session, REFERENCE_SENTENCE)) == [session.reference_id]
+    assert uncovered_references(early, stored(session, REFERENCE_SENTENCE)) == [
+        session.reference_id
+    ]
 
 
 def test_an_uncovered_query_is_withdrawn_with_its_reason(session: Session) -> None:

@@ -20,14 +20,18 @@ from memoryquest.settings import GenerationSettings, load_settings
 @pytest.fixture
 def client(tmp_path: Path, clean_settings_env: pytest.MonkeyPatch) -> ModelClient:
     """Offline client; the factory shares one local embedder per process."""
-    settings = load_settings(overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}})
+    settings = load_settings(
+        overrides={"output_dir": str(tmp_path), "endpoint": {"backend": "simulated"}}
+    )
     return build_client(settings)
 
 
 async def replay(client: ModelClient) -> tuple[list[Session], MemoryStageResult]:
     persona = user0_persona()
     history = user0_history(persona)
-    return history, await build_memory(persona, history, client, GenerationSettings(memory_every_sessions=3))
+    return history, await build_memory(
+        persona, history, client, GenerationSettings(memory_every_sessions=3)
+    )
 
 
 def _days(start: dt.date, end: dt.date) -> list[dt.date]:
@@ -63,14 +67,28 @@ async def test_nothing_from_a_later_session_is_visible(client: ModelClient) -> N
     assert music <= {i.fid for i in memory_as_of(result.facts, dt.date(2024, 3, 15))}
 
 
-async def test_originals_before_the_consolidation_date_merged_fact_from_it(client: ModelClient) -> None:
+async def test_originals_before_the_consolidation_date_merged_fact_from_it(
+    client: ModelClient,
+) -> None:
     persona = user0_persona()
     sessions = [
-        make_session(persona, 0, dt.date(2024, 4, 1), Domain.BOOKS, ["I love science-fiction books."]),
-        make_session(persona, 1, dt.date(2024, 4, 3), Domain.BOOKS, ["I enjoy reading sci-fi novels."]),
-        make_session(persona, 2, dt.date(2024, 4, 5), Domain.FLIGHTS, ["I usually fly Air Canada when I can."]),
+        make_session(
+            persona, 0, dt.date(2024, 4, 1), Domain.BOOKS, ["I love science-fiction books."]
+        ),
+        make_session(
+            persona, 1, dt.date(2024, 4, 3), Domain.BOOKS, ["I enjoy reading sci-fi novels."]
+        ),
+        make_session(
+            persona,
+            2,
+            dt.date(2024, 4, 5),
+            Domain.FLIGHTS,
+            ["I usually fly Air Canada when I can."],
+        ),
     ]
-    settings = GenerationSettings(memory_every_sessions=1, consolidation_new_facts=3, consolidation_similarity=0.7)
+    settings = GenerationSettings(
+        memory_every_sessions=1, consolidation_new_facts=3, consolidation_similarity=0.7
+    )
     result = await build_memory(persona, sessions, client, settings)
     merged = next(f for f in result.facts if f.merged_fids)
     before = {i.fid for i in memory_as_of(result.facts, dt.date(2024, 4, 4))}
@@ -83,26 +101,49 @@ async def test_originals_before_the_consolidation_date_merged_fact_from_it(clien
 
 def _revision(day: int, info: str, frequency: int) -> FactRevision:
     return FactRevision(
-        valid_from=dt.date(2024, 1, day), info=info, type=FactType.GOAL, frequency=frequency,
-        related_entities=[], session_ids=[], state=FactState.UPDATE if frequency > 1 else FactState.ADD,
+        valid_from=dt.date(2024, 1, day),
+        info=info,
+        type=FactType.GOAL,
+        frequency=frequency,
+        related_entities=[],
+        session_ids=[],
+        state=FactState.UPDATE if frequency > 1 else FactState.ADD,
     )
 
 
 def test_the_last_revision_of_a_day_wins() -> None:
-    revisions = [_revision(1, "Plans a trip", 1), _revision(5, "Plans a trip to Rome", 2), _revision(5, "Plans a trip to Rome in May", 3)]
+    revisions = [
+        _revision(1, "Plans a trip", 1),
+        _revision(5, "Plans a trip to Rome", 2),
+        _revision(5, "Plans a trip to Rome in May", 3),
+    ]
     fact = Fact(
-        fid=make_id("fact", "rome"), persona_id=make_id("persona", "x"), info=revisions[-1].info, type=FactType.GOAL,
-        frequency=3, related_entities=[], session_ids=[], state=FactState.UPDATE, created_on=dt.date(2024, 1, 1),
-        updated_on=dt.date(2024, 1, 5), revisions=revisions,
+        fid=make_id("fact", "rome"),
+        persona_id=make_id("persona", "x"),
+        info=revisions[-1].info,
+        type=FactType.GOAL,
+        frequency=3,
+        related_entities=[],
+        session_ids=[],
+        state=FactState.UPDATE,
+        created_on=dt.date(2024, 1, 1),
+        updated_on=dt.date(2024, 1, 5),
+        revisions=revisions,
     )
     assert [i.info for i in memory_as_of([fact], dt.date(2024, 1, 4))] == ["Plans a trip"]
-    assert [i.info for i in memory_as_of([fact], dt.date(2024, 1, 5))] == ["Plans a trip to Rome in May"]
+    assert [i.info for i in memory_as_of([fact], dt.date(2024, 1, 5))] == [
+        "Plans a trip to Rome in May"
+    ]
     retired = fact.model_copy(update={"retired_on": dt.date(2024, 1, 9)})
-    assert [i.info for i in memory_as_of([retired], dt.date(2024, 1, 8))] == ["Plans a trip to Rome in May"]
+    assert [i.info for i in memory_as_of([retired], dt.date(2024, 1, 8))] == [
+        "Plans a trip to Rome in May"
+    ]
     assert memory_as_of([retired], dt.date(2024, 1, 9)) == []
 
 
-async def test_replaying_a_consolidated_store_never_leaks_or_double_counts(client: ModelClient) -> None:
+async def test_replaying_a_consolidated_store_never_leaks_or_double_counts(
+    client: ModelClient,
+) -> None:
     persona = user0_persona()
     history = long_history(persona, 40)
     config = GenerationSettings(memory_every_sessions=2, consolidation_new_facts=12)
@@ -110,7 +151,9 @@ async def test_replaying_a_consolidated_store_never_leaks_or_double_counts(clien
     assert result.merges >= 2
     date_of = {s.session_id: s.date for s in history}
     merged_into = {f.fid: f.merged_into for f in result.facts if f.merged_into}
-    for day in _days(history[0].date - dt.timedelta(days=1), history[-1].date + dt.timedelta(days=1)):
+    for day in _days(
+        history[0].date - dt.timedelta(days=1), history[-1].date + dt.timedelta(days=1)
+    ):
         visible = memory_as_of(result.facts, day)
         fids = {i.fid for i in visible}
         for item in visible:

@@ -35,7 +35,11 @@ def small_run(harness, tmp_path_factory) -> Path:
     output = tmp_path_factory.mktemp("flow") / "run"
     import asyncio
 
-    asyncio.run(generate_benchmark(output=str(output), users=["user0", "user1"], overrides=SMALL, publish=False))
+    asyncio.run(
+        generate_benchmark(
+            output=str(output), users=["user0", "user1"], overrides=SMALL, publish=False
+        )
+    )
     return output
 
 
@@ -54,14 +58,22 @@ def test_flow_rerun_is_served_from_task_cache(small_run: Path, harness) -> None:
     import asyncio
 
     before = GeneratedDataset.load(small_run / "dataset")
-    asyncio.run(generate_benchmark(output=str(small_run), users=["user0", "user1"], overrides=SMALL, publish=False))
+    asyncio.run(
+        generate_benchmark(
+            output=str(small_run), users=["user0", "user1"], overrides=SMALL, publish=False
+        )
+    )
     after = GeneratedDataset.load(small_run / "dataset")
-    assert json.loads((small_run / "run_report.json").read_text())["state_counts"] == {"Cached": 2 * 4}
+    assert json.loads((small_run / "run_report.json").read_text())["state_counts"] == {
+        "Cached": 2 * 4
+    }
     assert after.manifest is not None and before.manifest is not None
     assert sum(u.requests for u in after.manifest.usage_this_attempt) == 0  # nothing asked again
     # The manifest still reports what the run spent: the first attempt's usage, reused.
     assert after.manifest.attempts == before.manifest.attempts + 1
-    assert [(u.stage, u.requests) for u in after.manifest.usage] == [(u.stage, u.requests) for u in before.manifest.usage]
+    assert [(u.stage, u.requests) for u in after.manifest.usage] == [
+        (u.stage, u.requests) for u in before.manifest.usage
+    ]
     assert [u.model_dump(exclude={"seconds"}) for u in after.manifest.reused_from_cache] == [
         u.model_dump(exclude={"seconds"}) for u in before.manifest.usage
     ]
@@ -92,12 +104,16 @@ def test_killed_run_resumes_without_recomputing_finished_stages(harness, tmp_pat
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     }
     env.pop("PREFECT_API_URL", None)
-    proc = subprocess.Popen([sys.executable, "-c", script, str(output), overrides], env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(output), overrides], env=env, start_new_session=True
+    )
     deadline = time.monotonic() + 240
     try:
         while _count_results(output) < 2 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.2)
-        assert proc.poll() is None, "the run finished before it could be interrupted; make it longer"
+        assert proc.poll() is None, (
+            "the run finished before it could be interrupted; make it longer"
+        )
         assert _count_results(output) >= 2, "no stage finished within the deadline"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -110,7 +126,10 @@ def test_killed_run_resumes_without_recomputing_finished_stages(harness, tmp_pat
 
     asyncio.run(
         generate_benchmark(
-            output=str(output), users=["user0", "user1", "user2"], overrides=json.loads(overrides), publish=False
+            output=str(output),
+            users=["user0", "user1", "user2"],
+            overrides=json.loads(overrides),
+            publish=False,
         )
     )
     resumed = GeneratedDataset.load(output / "dataset")

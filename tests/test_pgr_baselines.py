@@ -310,11 +310,11 @@ def test_pgr_run_prints_the_budget_matched_table_and_writes_baseline_rows(
     out = tmp_path / "pgr.jsonl"
     code = main(
         [
-            "pgr", "run", "--dataset", str(dataset_dir),
+            "pgr", "run", str(dataset_dir),
             "--set", f"cache.directory={tmp_path / 'cache'}", "--set", "pgr.max_iterations=1",
             "--set", "pgr.bootstrap_samples=200",
             "--method", "query_only", "--method", "pgr_tot", "--judge", "provenance",
-            "--out", str(out),
+            "--output", str(out),
         ]
     )  # fmt: skip
     assert code == 0

@@ -30,7 +30,6 @@ def run(dataset_dir: Path, tmp_path: Path, *extra: str) -> int:
         [
             "pgr",
             "run",
-            "--dataset",
             str(dataset_dir),
             "--set",
             f"cache.directory={tmp_path / 'cache'}",
@@ -42,7 +41,10 @@ def run(dataset_dir: Path, tmp_path: Path, *extra: str) -> int:
 
 
 def test_run_prints_the_table_and_writes_joined_results(
-    dataset_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_settings_env: pytest.MonkeyPatch
+    dataset_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_settings_env: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "results" / "pgr.jsonl"
     code = run(
@@ -51,7 +53,7 @@ def test_run_prints_the_table_and_writes_joined_results(
         "--method", "query_only", "--method", "pgr_tot",
         "--judge", "provenance", "--judge", "llm",
         "--users", "user0",
-        "--out", str(out),
+        "--output", str(out),
     )  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out
@@ -59,7 +61,9 @@ def test_run_prints_the_table_and_writes_joined_results(
     header = next(line for line in printed.splitlines() if line.startswith("method"))
     for column in ("Recall", "RecallExact", "LLM calls/q", "embed req/q", "facts/q"):
         assert column in header
-    rows = [line.split() for line in printed.splitlines() if line.startswith(("query_only", "pgr_tot"))]
+    rows = [
+        line.split() for line in printed.splitlines() if line.startswith(("query_only", "pgr_tot"))
+    ]
     assert [(r[0], r[1]) for r in rows] == [
         ("query_only", "provenance"), ("query_only", "llm"), ("pgr_tot", "provenance"), ("pgr_tot", "llm")
     ]  # fmt: skip
@@ -76,13 +80,18 @@ def test_run_prints_the_table_and_writes_joined_results(
         query = texts[line["query_id"]]
         assert line["query_text"] == query.text and line["gamma"] == pytest.approx(query.gamma)
         assert line["user"] == "user0"
-        assert line["result_id"] == make_id("result", line["query_id"], line["method"], line["judge"])
+        assert line["result_id"] == make_id(
+            "result", line["query_id"], line["method"], line["judge"]
+        )
     tot = [line for line in lines if line["method"] == "pgr_tot"]
     assert all(line["iterations"][0]["iteration"] == 0 and line["summary"] for line in tot)
 
 
 def test_unknown_user_is_a_clear_error(
-    dataset_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_settings_env: pytest.MonkeyPatch
+    dataset_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_settings_env: pytest.MonkeyPatch,
 ) -> None:
     assert run(dataset_dir, tmp_path, "--users", "user7", "--judge", "provenance") == 2
     assert "no such user(s) in the dataset: user7" in capsys.readouterr().err
@@ -100,4 +109,4 @@ def test_load_for_pgr_names_what_is_missing(tmp_path: Path) -> None:
 def test_pgr_appears_in_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["pgr", "run", "--help"])
-    assert "--dataset" in capsys.readouterr().out
+    assert "DATASET_DIR" in capsys.readouterr().out

@@ -49,18 +49,51 @@ QUERY = Query(
     reasoning="fitness, transport and money all matter",
     domain=Domain.SPORTS,
     references=[
-        Reference(reference_id=R_KNEE, date=DAY, text="Strained his left knee while running in early March", domain=Domain.SERVICES, cosine=0.1),
-        Reference(reference_id=R_BUS, date=DAY, text="Sold his car and now takes the bus around Toronto", domain=Domain.BUSES, cosine=0.2),
-        Reference(reference_id=R_MONEY, date=DAY, text="Keeps discretionary spending under 200 dollars a month", domain=Domain.FINANCE, cosine=0.1),
+        Reference(
+            reference_id=R_KNEE,
+            date=DAY,
+            text="Strained his left knee while running in early March",
+            domain=Domain.SERVICES,
+            cosine=0.1,
+        ),
+        Reference(
+            reference_id=R_BUS,
+            date=DAY,
+            text="Sold his car and now takes the bus around Toronto",
+            domain=Domain.BUSES,
+            cosine=0.2,
+        ),
+        Reference(
+            reference_id=R_MONEY,
+            date=DAY,
+            text="Keeps discretionary spending under 200 dollars a month",
+            domain=Domain.FINANCE,
+            cosine=0.1,
+        ),
     ],
     gamma=0.13,
     embedder="all-MiniLM-L6-v2-onnx-int8",
     rank=0,
 )
 FACTS = [
-    make_fact(PID, "knee", [(DAY, "Strained left knee while running in early March")], reference_ids=[R_KNEE]),
-    make_fact(PID, "bus", [(DAY, "Sold car and takes the bus or streetcar around Toronto")], reference_ids=[R_BUS]),
-    make_fact(PID, "money", [(DAY, "Keeps discretionary spending under 200 dollars a month")], reference_ids=[R_MONEY]),
+    make_fact(
+        PID,
+        "knee",
+        [(DAY, "Strained left knee while running in early March")],
+        reference_ids=[R_KNEE],
+    ),
+    make_fact(
+        PID,
+        "bus",
+        [(DAY, "Sold car and takes the bus or streetcar around Toronto")],
+        reference_ids=[R_BUS],
+    ),
+    make_fact(
+        PID,
+        "money",
+        [(DAY, "Keeps discretionary spending under 200 dollars a month")],
+        reference_ids=[R_MONEY],
+    ),
     make_fact(PID, "books", [(DAY, "Enjoys reading science fiction in the evening")]),
     make_fact(PID, "alarm", [(DAY, "Wakes up at 7:00 AM on weekdays to upbeat music")]),
 ]
@@ -91,7 +124,9 @@ async def test_embedding_judge_counts_a_reference_at_the_threshold(client: Model
     verdicts = await EmbeddingJudge(0.6).judge(QUERY, retrieved, index, client)
     # R_MONEY is word-for-word a retrieved fact; nothing retrieved is about the knee.
     assert [v.found for v in verdicts] == [False, True, True]
-    assert verdicts[2].supporting_fids[0] == FID["money"] and "best cosine 1.000" in verdicts[2].reason
+    assert (
+        verdicts[2].supporting_fids[0] == FID["money"] and "best cosine 1.000" in verdicts[2].reason
+    )
     # The threshold decides: set it just above / at the bus reference's best cosine.
     ref = (await client.embed([QUERY.references[1].text], "test"))[0]
     best = float(max(ref @ index.vector(item.fid) for item in retrieved))
@@ -120,7 +155,9 @@ async def test_judges_find_nothing_in_an_empty_retrieval(client: ModelClient) ->
 
 
 def test_unknown_judge_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="unknown judge 'vibes'; choose from provenance, llm, embedding"):
+    with pytest.raises(
+        ValueError, match="unknown judge 'vibes'; choose from provenance, llm, embedding"
+    ):
         build_judge("vibes", PGRSettings())
 
 
@@ -128,7 +165,10 @@ def test_unknown_judge_is_a_clear_error() -> None:
 
 
 def judged(*found: bool) -> list[ReferenceJudgement]:
-    return [ReferenceJudgement(reference_id=make_id("reference", "m", i), found=f) for i, f in enumerate(found)]
+    return [
+        ReferenceJudgement(reference_id=make_id("reference", "m", i), found=f)
+        for i, f in enumerate(found)
+    ]
 
 
 def test_recall_and_recall_exact() -> None:
@@ -146,7 +186,9 @@ def test_ndcg_hand_computed() -> None:
     assert ndcg(["a", "b", "c", "d"], {"b", "d", "e"}) == pytest.approx(dcg / idcg)
     assert ndcg(["b", "d", "e"], {"b", "d", "e"}) == pytest.approx(1.0)
     # Only two slots: the ideal list holds two relevant facts, and we have one at rank 2.
-    assert ndcg(["a", "b"], {"b", "d", "e"}) == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    assert ndcg(["a", "b"], {"b", "d", "e"}) == pytest.approx(
+        (1 / math.log2(3)) / (1 + 1 / math.log2(3))
+    )
     assert ndcg([], {"b"}) == 0.0 and ndcg(["a"], set()) == 0.0
 
 
@@ -164,12 +206,21 @@ async def test_relevance_comes_from_provenance(client: ModelClient) -> None:
     assert provenance_support([R_BUS], index.items) == {R_BUS: [FID["bus"]]}
 
 
-def result(method: RetrievalMethod, judge: JudgeKind, found: list[bool], retrieved: int, phases: list[int], calls: int) -> ValidationResult:
+def result(
+    method: RetrievalMethod,
+    judge: JudgeKind,
+    found: list[bool],
+    retrieved: int,
+    phases: list[int],
+    calls: int,
+) -> ValidationResult:
     fids = [make_id("fact", "s", i) for i in range(retrieved)]
     iterations = []
     start = 0
     for number, size in enumerate(phases):
-        iterations.append(ProspectionIteration(iteration=number, steps=[], new_fids=fids[start : start + size]))
+        iterations.append(
+            ProspectionIteration(iteration=number, steps=[], new_fids=fids[start : start + size])
+        )
         start += size
     judgements = judged(*found)
     return ValidationResult(
@@ -193,14 +244,27 @@ def result(method: RetrievalMethod, judge: JudgeKind, found: list[bool], retriev
 
 def test_summary_means_per_method_and_judge() -> None:
     results = [
-        result(RetrievalMethod.QUERY_ONLY, JudgeKind.PROVENANCE, [True, False, False, False], 20, [], 0),
+        result(
+            RetrievalMethod.QUERY_ONLY, JudgeKind.PROVENANCE, [True, False, False, False], 20, [], 0
+        ),
         result(RetrievalMethod.QUERY_ONLY, JudgeKind.PROVENANCE, [True, True, True], 20, [], 0),
-        result(RetrievalMethod.PGR_TOT, JudgeKind.PROVENANCE, [True, True, False, True], 30, [20, 8, 2], 5),
+        result(
+            RetrievalMethod.PGR_TOT,
+            JudgeKind.PROVENANCE,
+            [True, True, False, True],
+            30,
+            [20, 8, 2],
+            5,
+        ),
         result(RetrievalMethod.PGR_TOT, JudgeKind.PROVENANCE, [True, True, True], 24, [24], 3),
     ]
     summary = summarise(results)
     baseline = summary.row("query_only", "provenance")
-    assert baseline.n == 2 and baseline.recall == pytest.approx((0.25 + 1.0) / 2) and baseline.recall_exact == 0.5
+    assert (
+        baseline.n == 2
+        and baseline.recall == pytest.approx((0.25 + 1.0) / 2)
+        and baseline.recall_exact == 0.5
+    )
     assert baseline.phase1_facts is None and baseline.facts_retrieved == 20
     tot = summary.row(RetrievalMethod.PGR_TOT, JudgeKind.PROVENANCE)
     assert tot.recall == pytest.approx((0.75 + 1.0) / 2)

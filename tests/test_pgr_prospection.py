@@ -19,7 +19,11 @@ from memoryquest.pgr.prospection import (
 
 def node(node_id: str, parent: str | None, children: list[str], action: str = "") -> TreeNode:
     return TreeNode(
-        id=node_id, action=action or f"step {node_id}", constraints=f"limits of {node_id}", parent=parent, children=children
+        id=node_id,
+        action=action or f"step {node_id}",
+        constraints=f"limits of {node_id}",
+        parent=parent,
+        children=children,
     )
 
 
@@ -54,7 +58,12 @@ def test_empty_chain_is_rejected_by_the_response_model() -> None:
 def test_valid_tree_parses_strictly_without_repairs() -> None:
     parsed = parse_tree(VALID, repair=False)
     assert parsed.root == "A1" and parsed.repairs == []
-    assert {s.step_id: s.parent for s in parsed.steps} == {"A1": None, "A2": "A1", "A3": "A1", "A4": "A2"}
+    assert {s.step_id: s.parent for s in parsed.steps} == {
+        "A1": None,
+        "A2": "A1",
+        "A3": "A1",
+        "A4": "A2",
+    }
     assert {s.step_id: s.children for s in parsed.steps}["A1"] == ["A2", "A3"]
 
 
@@ -67,7 +76,12 @@ def test_duplicate_ids_are_rejected(repair: bool) -> None:
 
 @pytest.mark.parametrize("repair", [True, False])
 def test_cycles_are_rejected_naming_the_loop(repair: bool) -> None:
-    nodes = [node("A1", None, ["A2"]), node("A2", "A4", ["A3"]), node("A3", "A2", ["A4"]), node("A4", "A3", ["A2"])]
+    nodes = [
+        node("A1", None, ["A2"]),
+        node("A2", "A4", ["A3"]),
+        node("A3", "A2", ["A4"]),
+        node("A4", "A3", ["A2"]),
+    ]
     with pytest.raises(ProspectionTreeError, match=r"cycle: A2 -> A4 -> A3 -> A2"):
         parse_tree(nodes, repair=repair)
 
@@ -88,7 +102,12 @@ def test_missing_parent_is_repaired_by_attaching_to_the_root() -> None:
 
 
 def test_several_roots_are_joined_under_the_first() -> None:
-    nodes = [node("A1", None, ["A2"]), node("A2", "A1", []), node("B1", None, ["B2"]), node("B2", "B1", [])]
+    nodes = [
+        node("A1", None, ["A2"]),
+        node("A2", "A1", []),
+        node("B1", None, ["B2"]),
+        node("B2", "B1", []),
+    ]
     with pytest.raises(ProspectionTreeError, match="2 roots"):
         parse_tree(nodes, repair=False)
     parsed = parse_tree(nodes)
@@ -125,6 +144,10 @@ def test_empty_tree_is_an_error() -> None:
 
 
 def test_steps_view_hides_retrieval_bookkeeping() -> None:
-    step = ProspectionStep(step_id="A1", action="a", constraints="c", retrieved_fids=["f_0123456789abcdef"])
+    step = ProspectionStep(
+        step_id="A1", action="a", constraints="c", retrieved_fids=["f_0123456789abcdef"]
+    )
     assert steps_view([step], "chain") == [{"action": "a", "constraints": "c"}]
-    assert steps_view([step], "tree") == [{"id": "A1", "action": "a", "constraints": "c", "parent": None, "children": []}]
+    assert steps_view([step], "tree") == [
+        {"id": "A1", "action": "a", "constraints": "c", "parent": None, "children": []}
+    ]

@@ -55,14 +55,33 @@ def client(embedder: CountingEmbedder) -> ModelClient:
 
 def facts():
     return [
-        make_fact(PID, "knee", [(BEFORE, "Strained left knee while running; sees a physiotherapist weekly"),
-                                (AFTER, "Left knee has fully healed and he runs again")]),
-        make_fact(PID, "pottery", [(AFTER, "Signed up for a Saturday pottery class on Queen Street")]),
-        make_fact(PID, "bus", [(BEFORE, "Sold his car and takes the bus or streetcar around Toronto")]),
-        make_fact(PID, "budget", [(BEFORE, "Keeps discretionary spending under 200 dollars a month")], type=FactType.GOAL),
+        make_fact(
+            PID,
+            "knee",
+            [
+                (BEFORE, "Strained left knee while running; sees a physiotherapist weekly"),
+                (AFTER, "Left knee has fully healed and he runs again"),
+            ],
+        ),
+        make_fact(
+            PID, "pottery", [(AFTER, "Signed up for a Saturday pottery class on Queen Street")]
+        ),
+        make_fact(
+            PID, "bus", [(BEFORE, "Sold his car and takes the bus or streetcar around Toronto")]
+        ),
+        make_fact(
+            PID,
+            "budget",
+            [(BEFORE, "Keeps discretionary spending under 200 dollars a month")],
+            type=FactType.GOAL,
+        ),
         make_fact(PID, "twin-a", [(BEFORE, "Enjoys reading science fiction in the evening")]),
         make_fact(PID, "twin-b", [(BEFORE, "Enjoys reading science fiction in the evening")]),
-        make_fact(make_id("persona", "someone-else"), "other", [(BEFORE, "Signed up for a Saturday pottery class")]),
+        make_fact(
+            make_id("persona", "someone-else"),
+            "other",
+            [(BEFORE, "Signed up for a Saturday pottery class")],
+        ),
     ]
 
 
@@ -75,10 +94,14 @@ async def test_fact_learnt_after_the_query_date_is_never_retrieved(client: Model
         ["Signed up for a Saturday pottery class on Queen Street"], k=100, tau=-1.0
     )
     assert pottery not in {h.fid for h in hits[0]}
-    assert len(hits[0]) == len(index) == 5  # the other persona's facts are not in this memory either
+    assert (
+        len(hits[0]) == len(index) == 5
+    )  # the other persona's facts are not in this memory either
 
 
-async def test_updated_fact_shows_the_revision_visible_on_the_query_date(client: ModelClient) -> None:
+async def test_updated_fact_shows_the_revision_visible_on_the_query_date(
+    client: ModelClient,
+) -> None:
     index = await IndexCache().get(PID, QUERY_DATE, facts(), client)
     knee = index.item(make_id("fact", PID, "knee"))
     assert knee.info.startswith("Strained left knee")
@@ -93,17 +116,23 @@ async def test_updated_fact_shows_the_revision_visible_on_the_query_date(client:
 async def test_top_k_threshold_and_ties_broken_by_fid(client: ModelClient) -> None:
     index = await IndexCache().get(PID, QUERY_DATE, facts(), client)
     retriever = Retriever(index, client)
-    (hits,) = await retriever.retrieve(["Enjoys reading science fiction in the evening"], k=2, tau=0.3)
+    (hits,) = await retriever.retrieve(
+        ["Enjoys reading science fiction in the evening"], k=2, tau=0.3
+    )
     twins = sorted([make_id("fact", PID, "twin-a"), make_id("fact", PID, "twin-b")])
     assert [h.fid for h in hits] == twins  # identical texts tie; the smaller fid comes first
     assert hits[0].score == hits[1].score
-    (everything,) = await retriever.retrieve(["Enjoys reading science fiction in the evening"], k=10, tau=-1.0)
+    (everything,) = await retriever.retrieve(
+        ["Enjoys reading science fiction in the evening"], k=10, tau=-1.0
+    )
     scores = [h.score for h in everything]
     assert scores == sorted(scores, reverse=True) and len(everything) == 5
     (strict,) = await retriever.retrieve(["quarterly semiconductor export tariffs"], k=10, tau=0.6)
     assert strict == []
     floor = everything[2].score
-    (cut,) = await retriever.retrieve(["Enjoys reading science fiction in the evening"], k=10, tau=floor)
+    (cut,) = await retriever.retrieve(
+        ["Enjoys reading science fiction in the evening"], k=10, tau=floor
+    )
     assert [h.fid for h in cut] == [h.fid for h in everything[:3]]
 
 
@@ -120,16 +149,23 @@ async def test_all_probes_of_a_phase_go_in_one_embedding_request(
     assert retriever.embedding_requests == 1
 
 
-async def test_index_cache_embeds_each_text_once(client: ModelClient, embedder: CountingEmbedder) -> None:
+async def test_index_cache_embeds_each_text_once(
+    client: ModelClient, embedder: CountingEmbedder
+) -> None:
     cache = IndexCache()
     first = await cache.get(PID, QUERY_DATE, facts(), client)
-    assert len(embedder.requests) == 1 and len(embedder.requests[0]) == 4  # the twins share one text
+    assert (
+        len(embedder.requests) == 1 and len(embedder.requests[0]) == 4
+    )  # the twins share one text
     again = await cache.get(PID, QUERY_DATE, facts(), client)
     assert again is first and len(embedder.requests) == 1
     await cache.get(PID, AFTER, facts(), client)
     # Only the texts that changed or appeared after the first snapshot are embedded.
     assert embedder.requests[1] == sorted(
-        ["Left knee has fully healed and he runs again", "Signed up for a Saturday pottery class on Queen Street"]
+        [
+            "Left knee has fully healed and he runs again",
+            "Signed up for a Saturday pottery class on Queen Street",
+        ]
     )
 
 

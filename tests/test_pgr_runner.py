@@ -79,7 +79,9 @@ def scripted(rounds: list[list[int]]):
 
     async def propose(previous: list[ProspectionStep], iteration: int) -> list[ProspectionStep]:
         calls.append(iteration)
-        return [ProspectionStep(step_id=f"S{iteration}", action=f"round {iteration}", constraints="")]
+        return [
+            ProspectionStep(step_id=f"S{iteration}", action=f"round {iteration}", constraints="")
+        ]
 
     async def retrieve(steps: list[ProspectionStep]) -> list[list[Hit]]:
         wanted = rounds[calls[-1] - 1] if calls[-1] <= len(rounds) else rounds[-1]
@@ -88,17 +90,26 @@ def scripted(rounds: list[list[int]]):
     return propose, retrieve, calls
 
 
-async def refine(rounds: list[list[int]], *, start: list[int], delta: int = 5, max_iterations: int = 10):
+async def refine(
+    rounds: list[list[int]], *, start: list[int], delta: int = 5, max_iterations: int = 10
+):
     found = RetrievedSet()
     found.add(0, [Hit(fid(n), 0.9) for n in start])
     propose, retrieve, calls = scripted(rounds)
-    iterations = await refine_until_converged([], found, propose, retrieve, delta=delta, max_iterations=max_iterations)
+    iterations = await refine_until_converged(
+        [], found, propose, retrieve, delta=delta, max_iterations=max_iterations
+    )
     return iterations, calls, found
 
 
 async def test_stops_at_the_first_round_that_adds_fewer_than_delta() -> None:
     # Δ sizes: 7, then 5 (two of the seven are old), then 3 < δ = 5 -> stop after round 3.
-    rounds = [list(range(10, 17)), [10, 11, *range(20, 25)], [20, *range(30, 33)], list(range(40, 60))]
+    rounds = [
+        list(range(10, 17)),
+        [10, 11, *range(20, 25)],
+        [20, *range(30, 33)],
+        list(range(40, 60)),
+    ]
     iterations, calls, found = await refine(rounds, start=[1, 2, 3])
     assert [len(it.new_fids) for it in iterations] == [7, 5, 3]
     assert calls == [1, 2, 3]
@@ -129,7 +140,12 @@ def test_retrieved_set_ranks_by_first_round_then_score() -> None:
     assert found.add(0, [Hit("f_b", 0.4), Hit("f_a", 0.9), Hit("f_b", 0.7)]) == ["f_a", "f_b"]
     assert found.add(1, [Hit("f_a", 0.99), Hit("f_d", 0.3), Hit("f_c", 0.3)]) == ["f_c", "f_d"]
     ranked = found.ranked()
-    assert [(r.fid, r.iteration) for r in ranked] == [("f_a", 0), ("f_b", 0), ("f_c", 1), ("f_d", 1)]
+    assert [(r.fid, r.iteration) for r in ranked] == [
+        ("f_a", 0),
+        ("f_b", 0),
+        ("f_c", 1),
+        ("f_d", 1),
+    ]
     assert ranked[1].score == pytest.approx(0.7)
 
 
@@ -181,39 +197,64 @@ async def test_pgr_trace_counts_and_one_embedding_request_per_phase(
 
     if method is RetrievalMethod.PGR_COT:
         for iteration in iterations:
-            assert [s.parent for s in iteration.steps] == [None] + [s.step_id for s in iteration.steps[:-1]]
+            assert [s.parent for s in iteration.steps] == [None] + [
+                s.step_id for s in iteration.steps[:-1]
+            ]
     else:
         for iteration in iterations:
             nodes = [
-                TreeNode(id=s.step_id, action=s.action, constraints=s.constraints, parent=s.parent, children=s.children)
+                TreeNode(
+                    id=s.step_id,
+                    action=s.action,
+                    constraints=s.constraints,
+                    parent=s.parent,
+                    children=s.children,
+                )
                 for s in iteration.steps
             ]
             parse_tree(nodes, repair=False)
         assert 2 <= len(iterations[0].steps[0].children) <= 3
 
 
-async def test_query_only_is_top_20_by_cosine(sample: GeneratedDataset, client: ModelClient, cache: IndexCache) -> None:
+async def test_query_only_is_top_20_by_cosine(
+    sample: GeneratedDataset, client: ModelClient, cache: IndexCache
+) -> None:
     query = sample.queries[1]
-    outcome = await run_query(query, sample.facts, RetrievalMethod.QUERY_ONLY, client, PGRSettings(), index_cache=cache)
+    outcome = await run_query(
+        query, sample.facts, RetrievalMethod.QUERY_ONLY, client, PGRSettings(), index_cache=cache
+    )
     assert len(outcome.ranked) == 20
     scores = [r.score for r in outcome.ranked]
     assert scores == sorted(scores, reverse=True)
     assert outcome.llm_calls == 0 and outcome.embedding_calls == 1 and outcome.iterations == []
 
 
-async def test_answers_cost_one_call_each(sample: GeneratedDataset, client: ModelClient, cache: IndexCache) -> None:
+async def test_answers_cost_one_call_each(
+    sample: GeneratedDataset, client: ModelClient, cache: IndexCache
+) -> None:
     settings = PGRSettings(generate_answers=True, max_iterations=0)
     query = sample.queries[0]
-    pgr = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, client, settings, index_cache=cache)
-    baseline = await run_query(query, sample.facts, RetrievalMethod.QUERY_ONLY, client, settings, index_cache=cache)
+    pgr = await run_query(
+        query, sample.facts, RetrievalMethod.PGR_TOT, client, settings, index_cache=cache
+    )
+    baseline = await run_query(
+        query, sample.facts, RetrievalMethod.QUERY_ONLY, client, settings, index_cache=cache
+    )
     assert pgr.llm_calls == 3 + 1
     assert baseline.llm_calls == 1
     assert pgr.answer and baseline.answer and pgr.answer != baseline.answer
 
 
-async def test_no_phase_two_when_i_max_is_zero(sample: GeneratedDataset, client: ModelClient, cache: IndexCache) -> None:
+async def test_no_phase_two_when_i_max_is_zero(
+    sample: GeneratedDataset, client: ModelClient, cache: IndexCache
+) -> None:
     outcome = await run_query(
-        sample.queries[0], sample.facts, RetrievalMethod.PGR_COT, client, PGRSettings(max_iterations=0), index_cache=cache
+        sample.queries[0],
+        sample.facts,
+        RetrievalMethod.PGR_COT,
+        client,
+        PGRSettings(max_iterations=0),
+        index_cache=cache,
     )
     assert len(outcome.iterations) == 1 and outcome.llm_calls == 3 and outcome.embedding_calls == 2
 
@@ -224,7 +265,9 @@ async def test_validate_queries_one_result_per_query_method_judge_and_determinis
     settings = PGRSettings(max_iterations=1)
     judges = ["provenance", "embedding"]
     baselines = ("query_only", "bm25", "random")
-    first = await validate_queries(sample.queries, sample.facts, client, settings, judges=judges, index_cache=cache)
+    first = await validate_queries(
+        sample.queries, sample.facts, client, settings, judges=judges, index_cache=cache
+    )
     # Per query: 3 methods × 2 judges, and after each PGR method its 3 budget-matched baselines × 2 judges.
     assert len(first) == len(sample.queries) * (3 * 2 + 2 * 3 * 2)
     expected = []
@@ -232,7 +275,11 @@ async def test_validate_queries_one_result_per_query_method_judge_and_determinis
         for m in ("query_only", "pgr_cot", "pgr_tot"):
             expected += [make_id("result", q.query_id, m, j) for j in judges]
             if m != "query_only":
-                expected += [make_id("result", q.query_id, b, j, "budget_of", m) for b in baselines for j in judges]
+                expected += [
+                    make_id("result", q.query_id, b, j, "budget_of", m)
+                    for b in baselines
+                    for j in judges
+                ]
     assert [r.result_id for r in first] == expected
     assert len(set(expected)) == len(expected)
     late = next(f for f in sample.facts if f.info == LATE_FACT[1])
@@ -240,16 +287,29 @@ async def test_validate_queries_one_result_per_query_method_judge_and_determinis
         query = next(q for q in sample.queries if q.query_id == result.query_id)
         assert result.memory_as_of == query.query_date
         assert late.fid not in result.retrieved_fids
-        assert result.memory_size == sum(1 for f in sample.facts if f.created_on <= query.query_date)
+        assert result.memory_size == sum(
+            1 for f in sample.facts if f.created_on <= query.query_date
+        )
     # A fresh client and a fresh index give the same rows.
     fresh = ModelClient(SimulatedChatBackend(), shared_local_embedder())
-    second = await validate_queries(sample.queries[:1], sample.facts, fresh, settings, judges=judges)
+    second = await validate_queries(
+        sample.queries[:1], sample.facts, fresh, settings, judges=judges
+    )
     assert [r.model_dump() for r in second] == [r.model_dump() for r in first[: len(second)]]
 
 
-async def test_unknown_method_is_a_clear_error(sample: GeneratedDataset, client: ModelClient) -> None:
+async def test_unknown_method_is_a_clear_error(
+    sample: GeneratedDataset, client: ModelClient
+) -> None:
     with pytest.raises(ValueError, match="unknown retrieval method 'pgr_graph'"):
-        await validate_queries(sample.queries, sample.facts, client, PGRSettings(), methods=["pgr_graph"], index_cache=IndexCache())
+        await validate_queries(
+            sample.queries,
+            sample.facts,
+            client,
+            PGRSettings(),
+            methods=["pgr_graph"],
+            index_cache=IndexCache(),
+        )
 
 
 class BrokenTrees:
@@ -269,26 +329,51 @@ class BrokenTrees:
         if call.request.template_id == "pgr_tot_initial" and call.request.seed < self.bad:
             nodes = [
                 {"id": "A1", "action": "Go", "constraints": "", "parent": None, "children": ["A2"]},
-                {"id": "A2", "action": "Pay", "constraints": "", "parent": "A3", "children": ["A3"]},
-                {"id": "A3", "action": "Ride", "constraints": "", "parent": "A2", "children": ["A2"]},
+                {
+                    "id": "A2",
+                    "action": "Pay",
+                    "constraints": "",
+                    "parent": "A3",
+                    "children": ["A3"],
+                },
+                {
+                    "id": "A3",
+                    "action": "Ride",
+                    "constraints": "",
+                    "parent": "A2",
+                    "children": ["A2"],
+                },
             ]
             return ChatResult(text=json.dumps({"nodes": nodes}))
         return await self.inner.chat(call)
 
 
-async def test_an_unusable_tree_is_asked_for_once_more(sample: GeneratedDataset, cache: IndexCache) -> None:
+async def test_an_unusable_tree_is_asked_for_once_more(
+    sample: GeneratedDataset, cache: IndexCache
+) -> None:
     settings = PGRSettings(max_iterations=0)
     query = sample.queries[0]
     healthy = ModelClient(SimulatedChatBackend(), shared_local_embedder())
     once_broken = ModelClient(BrokenTrees(bad=1), shared_local_embedder())
-    expected = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, healthy, settings, index_cache=cache)
-    recovered = await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, once_broken, settings, index_cache=cache)
+    expected = await run_query(
+        query, sample.facts, RetrievalMethod.PGR_TOT, healthy, settings, index_cache=cache
+    )
+    recovered = await run_query(
+        query, sample.facts, RetrievalMethod.PGR_TOT, once_broken, settings, index_cache=cache
+    )
     assert recovered.llm_calls == expected.llm_calls + 1
     assert recovered.iterations[0].steps  # the second answer was used
 
 
-async def test_a_tree_that_stays_unusable_is_a_clear_error(sample: GeneratedDataset, cache: IndexCache) -> None:
+async def test_a_tree_that_stays_unusable_is_a_clear_error(
+    sample: GeneratedDataset, cache: IndexCache
+) -> None:
     broken = ModelClient(BrokenTrees(bad=2), shared_local_embedder())
     query = sample.queries[0]
-    with pytest.raises(PGRError, match=rf"query {query.query_id}, pgr_tot, iteration 0: 2 trees were unusable; .*cycle"):
-        await run_query(query, sample.facts, RetrievalMethod.PGR_TOT, broken, PGRSettings(), index_cache=cache)
+    with pytest.raises(
+        PGRError,
+        match=rf"query {query.query_id}, pgr_tot, iteration 0: 2 trees were unusable; .*cycle",
+    ):
+        await run_query(
+            query, sample.facts, RetrievalMethod.PGR_TOT, broken, PGRSettings(), index_cache=cache
+        )

@@ -41,9 +41,15 @@ QUERY = Query(
 )
 USER_FACTS = memory_as_of(
     [
-        make_fact(PID, "coeliac", [(DAY, "Diagnosed with coeliac disease; buys only gluten-free groceries")]),
+        make_fact(
+            PID,
+            "coeliac",
+            [(DAY, "Diagnosed with coeliac disease; buys only gluten-free groceries")],
+        ),
         make_fact(PID, "flat", [(DAY, "Moved into a one-bedroom apartment with a tiny kitchen")]),
-        make_fact(PID, "priya", [(DAY, "Coworker Priya is vegetarian and runs the team book club")]),
+        make_fact(
+            PID, "priya", [(DAY, "Coworker Priya is vegetarian and runs the team book club")]
+        ),
     ],
     QUERY.query_date,
 )
@@ -69,7 +75,9 @@ class PositionBiased:
 
     async def chat(self, call: ChatCall) -> ChatResult:
         self.calls += 1
-        return ChatResult(text=json.dumps({"reasoning": "the first one reads better", "choice": "first"}))
+        return ChatResult(
+            text=json.dumps({"reasoning": "the first one reads better", "choice": "first"})
+        )
 
 
 @pytest.fixture

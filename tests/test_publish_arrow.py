@@ -62,7 +62,14 @@ def test_scalar_and_nested_types() -> None:
     assert json.loads(schema.field("colour").metadata[b"enum"]) == ["red", "blue"]
     assert schema.field("maybe").type == pa.int64() and schema.field("maybe").nullable
     assert schema.field("ids").type == pa.list_(pa.field("item", pa.string(), nullable=False))
-    inner = pa.struct([pa.field("when", pa.date32(), nullable=False), pa.field("tags", pa.list_(pa.field("item", pa.string(), nullable=False)), nullable=False)])
+    inner = pa.struct(
+        [
+            pa.field("when", pa.date32(), nullable=False),
+            pa.field(
+                "tags", pa.list_(pa.field("item", pa.string(), nullable=False)), nullable=False
+            ),
+        ]
+    )
     assert schema.field("inner").type == inner
     assert schema.field("inners").type == pa.list_(pa.field("item", inner, nullable=False))
     assert schema.field("nested").type.value_type.value_type == pa.int64()
@@ -121,7 +128,10 @@ def test_fixture_tables_convert_exactly() -> None:
 
 
 def test_describe_columns_flattens_nested_fields() -> None:
-    described = {path: (kind, nullable, text) for path, kind, nullable, text in describe_columns(arrow_schema(Query, "queries"))}
+    described = {
+        path: (kind, nullable, text)
+        for path, kind, nullable, text in describe_columns(arrow_schema(Query, "queries"))
+    }
     assert described["references"][0] == "list<struct>"
     assert described["references[].cosine"][0] == "double"
     assert "Cosine similarity" in described["references[].cosine"][2]

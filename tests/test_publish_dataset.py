@@ -36,7 +36,11 @@ SECRET = "sk-test-DO-NOT-PUBLISH-7f3a9c1e5b"
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _front_matter(card: str) -> dict:
@@ -63,7 +67,13 @@ def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactor
 
 def test_layout_follows_hugging_face_conventions(published: Path) -> None:
     names = set(_files(published))
-    assert {"README.md", "manifest.json", "LICENSE.md", "plots/gamma_histogram.png", "plots/recall_by_method.png"} <= names
+    assert {
+        "README.md",
+        "manifest.json",
+        "LICENSE.md",
+        "plots/gamma_histogram.png",
+        "plots/recall_by_method.png",
+    } <= names
     for config in TABLES:
         for split in SPLITS:
             assert f"data/{config}/{split}-00000-of-00001.parquet" in names
@@ -87,15 +97,26 @@ def test_no_user_in_two_splits_in_any_table(published: Path, dataset: GeneratedD
     split_of: dict[str, str] = {}
     for config in TABLES:
         for split in SPLITS:
-            table = pq.read_table(published / "data" / config / f"{split}-00000-of-00001.parquet", columns=["persona_id"])
+            table = pq.read_table(
+                published / "data" / config / f"{split}-00000-of-00001.parquet",
+                columns=["persona_id"],
+            )
             for persona_id in table.column("persona_id").to_pylist():
-                assert split_of.setdefault(persona_id, split) == split, f"{persona_id} is in two splits ({config})"
+                assert split_of.setdefault(persona_id, split) == split, (
+                    f"{persona_id} is in two splits ({config})"
+                )
     assert set(split_of) == {p.persona_id for p in dataset.personas}
     assert sorted(split_of.values()).count("train") == 4
-    assert {s: list(split_of.values()).count(s) for s in SPLITS} == {"train": 4, "validation": 1, "test": 1}
+    assert {s: list(split_of.values()).count(s) for s in SPLITS} == {
+        "train": 4,
+        "validation": 1,
+        "test": 1,
+    }
 
 
-def test_publishing_twice_gives_identical_bytes(dataset: GeneratedDataset, published: Path, tmp_path: Path) -> None:
+def test_publishing_twice_gives_identical_bytes(
+    dataset: GeneratedDataset, published: Path, tmp_path: Path
+) -> None:
     shuffled = dataset.model_copy(deep=True)
     rng = random.Random(7)
     for name in TABLES:
@@ -114,8 +135,12 @@ def test_manifest_records_run_and_publish_info(published: Path, dataset: Generat
     assert manifest["embedder"] == dataset.manifest.embedder
     assert manifest["settings"]["generation"]["gamma_max"] == 0.3
     assert manifest["settings"]["pgr"]["query_only_k"] == 20
-    assert [p["template_id"] for p in manifest["prompts"]] == [p.template_id for p in dataset.manifest.prompts]
-    assert sum(u["input_tokens"] for u in manifest["usage"]) == sum(u.input_tokens for u in dataset.manifest.usage)
+    assert [p["template_id"] for p in manifest["prompts"]] == [
+        p.template_id for p in dataset.manifest.prompts
+    ]
+    assert sum(u["input_tokens"] for u in manifest["usage"]) == sum(
+        u.input_tokens for u in dataset.manifest.usage
+    )
     publish = manifest["publish"]
     assert publish["ratios"] == {"train": 0.8, "validation": 0.1, "test": 0.1}
     assert publish["split_seed"] == 13
@@ -129,7 +154,9 @@ def test_manifest_records_run_and_publish_info(published: Path, dataset: Generat
         assert (published / relative).stat().st_size == entry["bytes"]
 
 
-def test_card_has_configs_statistics_and_attribution(published: Path, dataset: GeneratedDataset) -> None:
+def test_card_has_configs_statistics_and_attribution(
+    published: Path, dataset: GeneratedDataset
+) -> None:
     card = (published / "README.md").read_text(encoding="utf-8")
     meta = _front_matter(card)
     assert meta["license"] == "cc-by-nc-4.0"
@@ -142,20 +169,34 @@ def test_card_has_configs_statistics_and_attribution(published: Path, dataset: G
         assert config["data_files"] == [{"split": s, "path": f"data/{name}/{s}-*"} for s in SPLITS]
     body = card.split("---\n", 2)[2]
     assert "SIMULATED DATA" in body and "not from a language model" in body
-    assert f"6 users, 18 queries, {len(dataset.sessions)} sessions, {len(dataset.facts)} facts" in body
+    assert (
+        f"6 users, 18 queries, {len(dataset.sessions)} sessions, {len(dataset.facts)} facts" in body
+    )
     gammas = sorted(q.gamma for q in dataset.queries)
     assert f"| γ (mean query–reference cosine) | {gammas[0]:.3f} |" in body
-    assert "| references per query |" in body and "| turns per session |" in body and "| sessions per user |" in body
+    assert (
+        "| references per query |" in body
+        and "| turns per session |" in body
+        and "| sessions per user |" in body
+    )
     assert "| similarity | 6 |" in body and "| schema | 6 |" in body
     for method in ("query_only", "pgr_cot", "pgr_tot"):
         assert f"| `{method}` | `provenance` | 18 |" in body
-    assert "PersonaLens" in body and "Findings of ACL 2025" in body and "amazon-science/PersonaLens" in body
+    assert (
+        "PersonaLens" in body
+        and "Findings of ACL 2025" in body
+        and "amazon-science/PersonaLens" in body
+    )
     assert "CC BY-NC 4.0" in body
     assert "Chopra" in body and "2605.14177" in body and "@misc{" in body
     assert "![Histogram of γ with the threshold](plots/gamma_histogram.png)" in body
     assert "![Recall and RecallExact by method and judge](plots/recall_by_method.png)" in body
     assert "reference_id" in body and "reference_turn_indices" in body
-    assert 'load_dataset("parquet", data_dir=' in body and "read_parquet" in body and "pl.read_parquet" in body
+    assert (
+        'load_dataset("parquet", data_dir=' in body
+        and "read_parquet" in body
+        and "pl.read_parquet" in body
+    )
     for name in TABLES:
         assert f"<code>{name}</code>" in body
 
@@ -187,7 +228,9 @@ def test_load_published_round_trips(published: Path, dataset: GeneratedDataset) 
     for name in TABLES:
         assert _by_id(loaded, name) == _by_id(dataset, name), name
         assert len(getattr(loaded, name)) == len(getattr(dataset, name))
-    assert loaded.manifest is not None and loaded.manifest.audit is not None  # publish adds the audit
+    assert (
+        loaded.manifest is not None and loaded.manifest.audit is not None
+    )  # publish adds the audit
     assert loaded.manifest.model_copy(update={"audit": None}) == dataset.manifest
 
 
@@ -196,7 +239,9 @@ def test_load_published_detects_tampering(published: Path, tmp_path: Path) -> No
     shutil.copytree(published, copy)
     target = copy / "data" / "queries" / "train-00000-of-00001.parquet"
     target.write_bytes(target.read_bytes()[:-100])
-    with pytest.raises(PublishError, match="queries/train-00000-of-00001.parquet does not match its sha256"):
+    with pytest.raises(
+        PublishError, match="queries/train-00000-of-00001.parquet does not match its sha256"
+    ):
         load_published(copy)
     with pytest.raises(PublishError, match="not a published dataset"):
         load_published(tmp_path)
@@ -242,7 +287,9 @@ def test_republishing_replaces_the_previous_dataset(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_refuses_to_replace_a_directory_that_is_not_a_published_dataset(dataset: GeneratedDataset, tmp_path: Path) -> None:
+def test_refuses_to_replace_a_directory_that_is_not_a_published_dataset(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
     precious = tmp_path / "home"
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me", encoding="utf-8")
@@ -272,11 +319,18 @@ def test_empty_splits_are_left_out(tmp_path: Path) -> None:
         assert [f["split"] for f in config["data_files"]] == ["train", "validation"]
 
 
-def test_non_simulated_card_names_model_and_endpoint(dataset: GeneratedDataset, tmp_path: Path) -> None:
+def test_non_simulated_card_names_model_and_endpoint(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
     real = dataset.model_copy(deep=True)
     assert real.manifest is not None
     real.manifest = real.manifest.model_copy(
-        update={"simulated": False, "backend": "openai", "chat_model": "gpt-4o", "base_url": "https://llm.example.org/v1"}
+        update={
+            "simulated": False,
+            "backend": "openai",
+            "chat_model": "gpt-4o",
+            "base_url": "https://llm.example.org/v1",
+        }
     )
     report = publish_dataset(real, tmp_path / "out", Settings(), allow_failed_audit=True)
     card = report.card.read_text(encoding="utf-8")
@@ -286,27 +340,39 @@ def test_non_simulated_card_names_model_and_endpoint(dataset: GeneratedDataset, 
 
 
 def test_secrets_never_reach_the_output(dataset: GeneratedDataset, tmp_path: Path) -> None:
-    settings = Settings(endpoint={"api_key": SecretStr(SECRET), "base_url": "https://llm.example.org/v1"})
+    settings = Settings(
+        endpoint={"api_key": SecretStr(SECRET), "base_url": "https://llm.example.org/v1"}
+    )
     leaky = dataset.model_copy(deep=True)
     assert leaky.manifest is not None
     run_settings = json.loads(json.dumps(leaky.manifest.settings))
     run_settings["endpoint"]["api_key"] = SECRET  # a generator that forgot to mask it
     run_settings["endpoint"]["extra_headers"] = {"Authorization": f"Bearer {SECRET}"}
     leaky.manifest = leaky.manifest.model_copy(
-        update={"settings": run_settings, "base_url": f"https://user:{SECRET}@llm.example.org/v1?api-key={SECRET}&deployment=x"}
+        update={
+            "settings": run_settings,
+            "base_url": f"https://user:{SECRET}@llm.example.org/v1?api-key={SECRET}&deployment=x",
+        }
     )
     report = publish_dataset(leaky, tmp_path / "out", settings, allow_failed_audit=True)
     for relative, content in _files(report.destination).items():
         assert SECRET.encode() not in content, relative
         if relative.endswith(".parquet"):
-            assert SECRET not in str(pq.read_table(report.destination / relative).to_pylist()), relative
+            assert SECRET not in str(pq.read_table(report.destination / relative).to_pylist()), (
+                relative
+            )
     manifest = json.loads(report.manifest.read_text(encoding="utf-8"))
     assert manifest["settings"]["endpoint"]["api_key"] == "****"
     assert manifest["base_url"] == "https://llm.example.org/v1?api-key=****&deployment=x"
-    assert manifest["settings"]["limits"]["tokens_per_minute"] == dataset.manifest.settings["limits"]["tokens_per_minute"]
+    assert (
+        manifest["settings"]["limits"]["tokens_per_minute"]
+        == dataset.manifest.settings["limits"]["tokens_per_minute"]
+    )
 
 
-def test_a_secret_inside_the_data_stops_publishing(dataset: GeneratedDataset, tmp_path: Path) -> None:
+def test_a_secret_inside_the_data_stops_publishing(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
     settings = Settings(endpoint={"api_key": SecretStr(SECRET)})
     leaky = dataset.model_copy(deep=True)
     leaky.sessions[0].turns.append(Turn(role="user", content=f"my key is {SECRET}"))
@@ -315,17 +381,36 @@ def test_a_secret_inside_the_data_stops_publishing(dataset: GeneratedDataset, tm
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cli_publish(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_publish(
+    dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = dataset.save(tmp_path / "generated")
     destination = tmp_path / "hub" / "memoryquest"
-    assert main(["publish", str(source), "--to", str(destination), "--set", "publish.split_seed=5", "--allow-failed-audit"]) == 0
+    assert (
+        main(
+            [
+                "publish",
+                str(source),
+                "--output",
+                str(destination),
+                "--set",
+                "publish.split_seed=5",
+                "--allow-failed-audit",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"published to {destination}" in out
     assert f"dataset card: {destination / 'README.md'}" in out
     assert "queries" in out and "sessions" in out and "users: train 4  validation 1  test 1" in out
     manifest = json.loads((destination / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["publish"]["split_seed"] == 5
-    printed = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ") and not line.strip().startswith("users:")}
+    printed = {
+        line.split()[0]: line.split()[1:]
+        for line in out.splitlines()
+        if line.startswith("  ") and not line.strip().startswith("users:")
+    }
     assert printed["config"] == list(SPLITS)
     for config, per_split in manifest["publish"]["row_counts"].items():
         assert printed[config] == [str(per_split[s]) for s in SPLITS]
@@ -334,13 +419,17 @@ def test_cli_publish(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.C
     # bad destination: clear error, exit code 2
     (tmp_path / "occupied").mkdir()
     (tmp_path / "occupied" / "file.txt").write_text("x", encoding="utf-8")
-    assert main(["publish", str(source), "--to", str(tmp_path / "occupied")]) == 2
+    assert main(["publish", str(source), "--output", str(tmp_path / "occupied")]) == 2
     assert "refusing to replace" in capsys.readouterr().err
 
 
-def test_a_dataset_that_fails_its_audit_is_not_published(dataset: GeneratedDataset, tmp_path: Path) -> None:
+def test_a_dataset_that_fails_its_audit_is_not_published(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
     # The fixture states every reference after the same words ("By the way, for context: ..."): a marker.
-    with pytest.raises(AuditFailedError, match="exclusive_ngram: 'by the way for context'") as caught:
+    with pytest.raises(
+        AuditFailedError, match="exclusive_ngram: 'by the way for context'"
+    ) as caught:
         publish_dataset(dataset, tmp_path / "out", Settings())
     assert not caught.value.report.passed
     assert list(tmp_path.iterdir()) == []
@@ -361,7 +450,9 @@ def test_the_publish_command_refuses_a_failed_audit_in_one_line(
     dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = dataset.save(tmp_path / "dataset")
-    assert main(["publish", str(source), "--to", str(tmp_path / "out")]) == 1
+    assert main(["publish", str(source), "--output", str(tmp_path / "out")]) == 1
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: refusing to publish: the validity audit failed")
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: refusing to publish: the validity audit failed"
+    )
     assert not (tmp_path / "out").exists()

@@ -77,7 +77,9 @@ def _parquet_files(root: Path, name: str) -> list[Path]:
 
 @pytest.mark.parametrize("name", list(TABLES))
 def test_pyarrow(published: Path, dataset: GeneratedDataset, name: str) -> None:
-    records = [r for path in _parquet_files(published, name) for r in pq.read_table(path).to_pylist()]
+    records = [
+        r for path in _parquet_files(published, name) for r in pq.read_table(path).to_pylist()
+    ]
     assert _validated(name, records) == _expected(dataset, name)
 
 
@@ -85,7 +87,9 @@ def test_pyarrow(published: Path, dataset: GeneratedDataset, name: str) -> None:
 def test_pandas(published: Path, dataset: GeneratedDataset, name: str) -> None:
     import pandas as pd
 
-    frame = pd.concat([pd.read_parquet(path) for path in _parquet_files(published, name)], ignore_index=True)
+    frame = pd.concat(
+        [pd.read_parquet(path) for path in _parquet_files(published, name)], ignore_index=True
+    )
     assert list(frame.columns) == list(TABLES[name].model_fields)
     records = [_plain(record) for record in frame.to_dict(orient="records")]
     assert _validated(name, records) == _expected(dataset, name)
@@ -106,7 +110,9 @@ def test_duckdb(published: Path, dataset: GeneratedDataset, name: str) -> None:
 
     connection = duckdb.connect()
     try:
-        relation = connection.sql(f"SELECT * FROM read_parquet('{published}/data/{name}/*.parquet')")
+        relation = connection.sql(
+            f"SELECT * FROM read_parquet('{published}/data/{name}/*.parquet')"
+        )
         columns = relation.columns
         records = [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
         per_split = connection.sql(
@@ -123,7 +129,9 @@ def test_duckdb(published: Path, dataset: GeneratedDataset, name: str) -> None:
 def _card_configs(root: Path) -> dict[str, dict[str, str]]:
     card = (root / "README.md").read_text(encoding="utf-8")
     meta = yaml.safe_load(card.split("---\n", 2)[1])
-    return {c["config_name"]: {f["split"]: f["path"] for f in c["data_files"]} for c in meta["configs"]}
+    return {
+        c["config_name"]: {f["split"]: f["path"] for f in c["data_files"]} for c in meta["configs"]
+    }
 
 
 @pytest.fixture()
@@ -142,7 +150,12 @@ def test_hugging_face_datasets_with_the_card_data_files(
     configs = _card_configs(published)
     assert set(configs) == set(TABLES)
     for name, data_files in configs.items():
-        loaded = offline_datasets.load_dataset("parquet", data_dir=str(published), data_files=data_files, cache_dir=str(tmp_path / "cache"))
+        loaded = offline_datasets.load_dataset(
+            "parquet",
+            data_dir=str(published),
+            data_files=data_files,
+            cache_dir=str(tmp_path / "cache"),
+        )
         assert list(loaded) == [s for s in SPLITS if s in data_files]
         records = [record for split in loaded for record in loaded[split]]
         assert _validated(name, records) == _expected(dataset, name), name
@@ -155,10 +168,20 @@ def test_hugging_face_datasets_with_the_card_data_files(
 def test_hugging_face_datasets_through_the_card_configs(
     published: Path, dataset: GeneratedDataset, offline_datasets: Any, tmp_path: Path
 ) -> None:
-    queries = offline_datasets.load_dataset(str(published), "queries", cache_dir=str(tmp_path / "cache"))
+    queries = offline_datasets.load_dataset(
+        str(published), "queries", cache_dir=str(tmp_path / "cache")
+    )
     assert sum(len(queries[s]) for s in queries) == len(dataset.queries)
     first = queries["train"][0]
-    assert isinstance(first["references"], list) and {"reference_id", "date", "text", "domain", "cosine"} <= set(first["references"][0])
-    sessions = offline_datasets.load_dataset("parquet", data_dir=str(published / "data" / "sessions"), cache_dir=str(tmp_path / "cache2"))
+    assert isinstance(first["references"], list) and {
+        "reference_id",
+        "date",
+        "text",
+        "domain",
+        "cosine",
+    } <= set(first["references"][0])
+    sessions = offline_datasets.load_dataset(
+        "parquet", data_dir=str(published / "data" / "sessions"), cache_dir=str(tmp_path / "cache2")
+    )
     assert set(sessions) == set(SPLITS)
     assert sum(len(sessions[s]) for s in sessions) == len(dataset.sessions)

@@ -52,14 +52,18 @@ def edit_profile(user_dir: Path, change: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, personalens_sample_dir: Path) -> tuple[Path, list[str]]:
+def corpus(
+    tmp_path_factory: pytest.TempPathFactory, personalens_sample_dir: Path
+) -> tuple[Path, list[str]]:
     """The directory, and the error each bad user must produce (as printed)."""
     root = tmp_path_factory.mktemp("corpus") / "data"
     for user in GOOD:
         shutil.copytree(personalens_sample_dir / "profile" / user, root / "profile" / user)
 
     bad_json = clone(personalens_sample_dir, root, "user_badjson")
-    (bad_json / "profile.json").write_text('{"demographics": {"age": "35-44"},\n "interests": [', encoding="utf-8")
+    (bad_json / "profile.json").write_text(
+        '{"demographics": {"age": "35-44"},\n "interests": [', encoding="utf-8"
+    )
 
     non_utf8 = clone(personalens_sample_dir, root, "user_nonutf8")
     raw = (non_utf8 / "tasks.json").read_bytes()
@@ -69,7 +73,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, personalens_sample_dir: Pat
     edit_profile(missing, lambda d: d.pop("affinities"))
 
     unknown_domain = clone(personalens_sample_dir, root, "user_domain")
-    edit_profile(unknown_domain, lambda d: d["affinities"].update({"Underwater Basket Weaving": {"Style": ["coiled"]}}))
+    edit_profile(
+        unknown_domain,
+        lambda d: d["affinities"].update({"Underwater Basket Weaving": {"Style": ["coiled"]}}),
+    )
 
     big = clone(personalens_sample_dir, root, "user_big")
     padded = (big / "profile.json").read_text(encoding="utf-8") + " " * SIZE_LIMIT
@@ -106,13 +113,18 @@ def flow_logs(flow_run_id: uuid.UUID, final_message: str) -> list[str]:
     deadline = time.monotonic() + 30
     while True:
         logs = asyncio.run(_read_logs(flow_run_id))
-        if any(log.task_run_id is None and final_message in log.message for log in logs) or time.monotonic() > deadline:
+        if (
+            any(log.task_run_id is None and final_message in log.message for log in logs)
+            or time.monotonic() > deadline
+        ):
             return [log.message for log in logs]
         time.sleep(0.5)
 
 
 def skipped(messages: list[str]) -> list[str]:
-    return [m.removeprefix("persona skipped: ") for m in messages if m.startswith("persona skipped: ")]
+    return [
+        m.removeprefix("persona skipped: ") for m in messages if m.startswith("persona skipped: ")
+    ]
 
 
 @pytest.mark.slow
@@ -122,7 +134,13 @@ def test_bad_persona_files_are_reported_and_the_good_ones_complete(
     root, expected = corpus
     output = tmp_path / "run"
     state = asyncio.run(
-        generate_benchmark(output=str(output), persona_source=str(root), overrides=SMALL, publish=False, return_state=True)
+        generate_benchmark(
+            output=str(output),
+            persona_source=str(root),
+            overrides=SMALL,
+            publish=False,
+            return_state=True,
+        )
     )
     assert state.is_completed(), state
     reported = skipped(flow_logs(state.state_details.flow_run_id, "Finished in state Completed"))

@@ -23,7 +23,9 @@ def test_committed_schemas_match_the_contracts(tmp_path: Path) -> None:
     committed = {p.name: p.read_bytes() for p in COMMITTED.glob("*.schema.json")}
     assert sorted(committed) == sorted(fresh), f"schema files differ in name: {REGENERATE}"
     drifted = [name for name in fresh if fresh[name] != committed[name]]
-    assert not drifted, f"schemas/{', '.join(drifted)} out of date with memoryquest/contracts.py: {REGENERATE}"
+    assert not drifted, (
+        f"schemas/{', '.join(drifted)} out of date with memoryquest/contracts.py: {REGENERATE}"
+    )
     assert schema_drift(COMMITTED) == []
 
 
@@ -60,7 +62,9 @@ def test_every_schema_is_a_valid_json_schema(name: str) -> None:
 
 
 def validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads((COMMITTED / f"{name}.schema.json").read_text(encoding="utf-8")))
+    return jsonschema.Draft202012Validator(
+        json.loads((COMMITTED / f"{name}.schema.json").read_text(encoding="utf-8"))
+    )
 
 
 def test_persona_rows_validate_against_the_published_schema(personalens_sample_dir: Path) -> None:
@@ -75,7 +79,9 @@ def test_persona_rows_validate_against_the_published_schema(personalens_sample_d
     assert not schema.is_valid(row)
 
 
-def test_custom_persona_schema_accepts_the_example_and_rejects_typos(custom_personas_example: Path) -> None:
+def test_custom_persona_schema_accepts_the_example_and_rejects_typos(
+    custom_personas_example: Path,
+) -> None:
     schema = validator("custom_persona")
     document = json.loads(custom_personas_example.read_text(encoding="utf-8"))
     schema.validate(document)

@@ -98,13 +98,17 @@ def test_file_then_environment_then_set(
     assert with_env["generation"]["gamma_max"] == 0.25  # env beats file
     assert with_env["generation"]["queries_per_user"] == 9  # file still beats default
 
-    with_set = show(capsys, "--config", str(config), "--set", "generation.gamma_max=0.27", "--set", "seed=3")
+    with_set = show(
+        capsys, "--config", str(config), "--set", "generation.gamma_max=0.27", "--set", "seed=3"
+    )
     assert with_set["generation"]["gamma_max"] == 0.27  # --set beats env
     assert with_set["seed"] == 3
     assert with_set["pgr"]["delta"] == 4
 
 
-def test_config_file_from_the_environment(tmp_path: Path, clean_settings_env: pytest.MonkeyPatch) -> None:
+def test_config_file_from_the_environment(
+    tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "memoryquest.toml"
     config.write_text("[pgr]\nstep_k = 7\n", encoding="utf-8")
     clean_settings_env.setenv("MEMORYQUEST_CONFIG", str(config))
@@ -112,7 +116,9 @@ def test_config_file_from_the_environment(tmp_path: Path, clean_settings_env: py
 
 
 def test_parse_assignments() -> None:
-    assert parse_assignments(["generation.gamma_max=0.25", "pgr.methods=[query_only, pgr_cot]"]) == {
+    assert parse_assignments(
+        ["generation.gamma_max=0.25", "pgr.methods=[query_only, pgr_cot]"]
+    ) == {
         "generation": {"gamma_max": "0.25"},
         "pgr": {"methods": ["query_only", "pgr_cot"]},
     }
@@ -133,14 +139,25 @@ def test_bad_environment_value_is_a_clear_error(
         (["--set", "nope"], "--set expects section.key=value, got 'nope'"),
         (["--set", "generation.unknown=1"], "Extra inputs are not permitted"),
         (["--set", "generation.unknown=1"], "generation.unknown"),
-        (["--set", "generation.references_min=6"], "references_min (6) is above references_max (5)"),
+        (
+            ["--set", "generation.references_min=6"],
+            "references_min (6) is above references_max (5)",
+        ),
         (["--set", "generation.turns_min=1"], "Input should be greater than or equal to 2"),
         (["--set", "publish.train=0.9"], "split ratios must sum to 1, got 1.100"),
-        (["--set", "endpoint.backend=gemini"], "Input should be 'auto', 'simulated', 'openai' or 'azure'"),
-        (["--config", "/nonexistent/memoryquest.toml"], "config file /nonexistent/memoryquest.toml does not exist"),
+        (
+            ["--set", "endpoint.backend=gemini"],
+            "Input should be 'auto', 'simulated', 'openai' or 'azure'",
+        ),
+        (
+            ["--config", "/nonexistent/memoryquest.toml"],
+            "config file /nonexistent/memoryquest.toml does not exist",
+        ),
     ],
 )
-def test_bad_values_are_clear_errors(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+def test_bad_values_are_clear_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     err = failure(capsys, *args)
     assert err.startswith("memoryquest: error:")
     assert message in err

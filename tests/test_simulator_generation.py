@@ -44,7 +44,9 @@ def user0(personas: list[Persona]) -> Persona:
     return personas[0]
 
 
-def query_variables(persona: Persona, settings: GenerationSettings, proposed: list[str] | None = None) -> dict:
+def query_variables(
+    persona: Persona, settings: GenerationSettings, proposed: list[str] | None = None
+) -> dict:
     variables = persona_variables(persona)
     variables.update(
         count=settings.candidates_per_user,
@@ -60,7 +62,9 @@ def query_variables(persona: Persona, settings: GenerationSettings, proposed: li
 
 
 def material(persona: Persona) -> PersonaMaterial:
-    return PersonaMaterial(persona.demographics, persona.affinities, persona.interactions, persona.tasks)
+    return PersonaMaterial(
+        persona.demographics, persona.affinities, persona.interactions, persona.tasks
+    )
 
 
 # --------------------------------------------------------------------------- grounding helpers
@@ -72,19 +76,33 @@ def test_affinity_statements_speak_in_the_first_person_with_the_real_values(user
     assert any("upbeat music" in s for s in alarm)
     books = " ".join(affinity_statements(user0.affinities, Domain.BOOKS))
     assert "Carl Sagan" in books and "Yuval Noah Harari" in books
-    assert all(re.search(r"\b(I|My|my|I'm)\b", s) for s in alarm + affinity_statements(user0.affinities, Domain.BOOKS))
+    assert all(
+        re.search(r"\b(I|My|my|I'm)\b", s)
+        for s in alarm + affinity_statements(user0.affinities, Domain.BOOKS)
+    )
 
 
 def test_interaction_summaries_move_into_first_and_second_person(user0: Persona) -> None:
     summary = material(user0).interaction(Domain.ALARM)
     first = interaction_sentences(summary, "first")
     second = interaction_sentences(summary, "second")
-    assert "I prefer to set a recurring alarm for 7:00 AM on weekdays to ensure I wake up on time for work." in first
-    assert "You prefer to set a recurring alarm for 7:00 AM on weekdays to ensure you wake up on time for work." in second
+    assert (
+        "I prefer to set a recurring alarm for 7:00 AM on weekdays to ensure I wake up on time for work."
+        in first
+    )
+    assert (
+        "You prefer to set a recurring alarm for 7:00 AM on weekdays to ensure you wake up on time for work."
+        in second
+    )
     for text in first + second:
         assert not re.search(r"\b(the user|he|she|his)\b", text, re.IGNORECASE), text
-    assert shift_person("She appreciates her friends and sends her regards to them.", "first") is None  # 'them' is ambiguous
-    assert shift_person("He is going on a trip and needs a quiet room.", "first") == "I am going on a trip and need a quiet room."
+    assert (
+        shift_person("She appreciates her friends and sends her regards to them.", "first") is None
+    )  # 'them' is ambiguous
+    assert (
+        shift_person("He is going on a trip and needs a quiet room.", "first")
+        == "I am going on a trip and need a quiet room."
+    )
 
 
 def test_task_scenarios_turn_intents_into_in_situ_requests(user0: Persona) -> None:
@@ -105,8 +123,13 @@ def test_task_scenarios_turn_intents_into_in_situ_requests(user0: Persona) -> No
 
 def timeline_variables(persona: Persona, candidate: dict, settings: GenerationSettings) -> dict:
     return {
-        "query": {"query_id": "q_0000000000000000", "text": candidate["query"], "query_date": candidate["query_date"],
-                  "domain": candidate["domain"], "reasoning": candidate["reasoning"]},
+        "query": {
+            "query_id": "q_0000000000000000",
+            "text": candidate["query"],
+            "query_date": candidate["query_date"],
+            "domain": candidate["domain"],
+            "reasoning": candidate["reasoning"],
+        },
         "references": [dict(r, index=i) for i, r in enumerate(candidate["references"])],
         "demographics": persona.demographics.model_dump(mode="json"),
         "affinities": [a.model_dump(mode="json") for a in persona.affinities],
@@ -117,19 +140,27 @@ def timeline_variables(persona: Persona, candidate: dict, settings: GenerationSe
     }
 
 
-def test_simulated_timelines_place_each_reference_once_and_ground_the_filler(personas: list[Persona]) -> None:
+def test_simulated_timelines_place_each_reference_once_and_ground_the_filler(
+    personas: list[Persona],
+) -> None:
     settings = GenerationSettings()
     for persona in personas[:4]:
-        candidates = json.loads(simulate("query_generation", query_variables(persona, settings), seed=0))["candidates"]
+        candidates = json.loads(
+            simulate("query_generation", query_variables(persona, settings), seed=0)
+        )["candidates"]
         descriptions = {split_sentences(t.description)[0] for t in persona.tasks}
         for candidate in candidates[:6]:
-            events = json.loads(simulate("timeline_synthesis", timeline_variables(persona, candidate, settings)))["events"]
+            events = json.loads(
+                simulate("timeline_synthesis", timeline_variables(persona, candidate, settings))
+            )["events"]
             assert settings.events_min <= len(events) <= settings.events_max
             dates = [e["date"] for e in events]
             assert dates == sorted(dates)
             query_date = candidate["query_date"]
             assert dates[-1] < query_date
-            carried = sorted(e["reference_index"] for e in events if e["reference_index"] is not None)
+            carried = sorted(
+                e["reference_index"] for e in events if e["reference_index"] is not None
+            )
             assert carried == list(range(len(candidate["references"])))
             earliest = dt.date.fromisoformat(min(r["date"] for r in candidate["references"]))
             assert 0 <= (earliest - dt.date.fromisoformat(dates[0])).days <= settings.lead_days_max
@@ -144,10 +175,17 @@ def test_simulated_timelines_place_each_reference_once_and_ground_the_filler(per
 # --------------------------------------------------------------------------- dialogue_expansion
 
 
-def dialogue_variables(persona: Persona, domain: Domain, description: str, reference: dict | None) -> dict:
+def dialogue_variables(
+    persona: Persona, domain: Domain, description: str, reference: dict | None
+) -> dict:
     return {
-        "event": {"date": "2024-05-10", "weekday": "Friday", "domain": domain.value,
-                  "kind": "reference" if reference else "filler", "description": description},
+        "event": {
+            "date": "2024-05-10",
+            "weekday": "Friday",
+            "domain": domain.value,
+            "kind": "reference" if reference else "filler",
+            "description": description,
+        },
         "reference": reference,
         "demographics": persona.demographics.model_dump(mode="json"),
         "interaction_summary": material(persona).interaction(domain),
@@ -161,13 +199,21 @@ def dialogue_variables(persona: Persona, domain: Domain, description: str, refer
 def test_simulated_dialogue_conveys_the_reference_in_the_reported_user_turn(user0: Persona) -> None:
     from memoryquest.simulator.needs import distractor_update
 
-    update = distractor_update(material(user0), Domain.ALARM, dt.date(2024, 5, 10), random.Random(3), set(), set())
+    update = distractor_update(
+        material(user0), Domain.ALARM, dt.date(2024, 5, 10), random.Random(3), set(), set()
+    )
     assert update is not None
     reference = {"text": update.text, "date": "2024-05-10", "domain": "Alarm"}
-    description = ("The user wants to review and potentially modify their existing alarm settings. Chatting in "
-                   "Toronto, Canada on their smartphone in the morning. In passing, the user shares an update: "
-                   f"{reference['text']}.")
-    answer = json.loads(simulate("dialogue_expansion", dialogue_variables(user0, Domain.ALARM, description, reference)))
+    description = (
+        "The user wants to review and potentially modify their existing alarm settings. Chatting in "
+        "Toronto, Canada on their smartphone in the morning. In passing, the user shares an update: "
+        f"{reference['text']}."
+    )
+    answer = json.loads(
+        simulate(
+            "dialogue_expansion", dialogue_variables(user0, Domain.ALARM, description, reference)
+        )
+    )
     turns = answer["turns"]
     assert [t["role"] for t in turns] == ["user", "assistant"] * (len(turns) // 2)
     assert "review and potentially modify my existing alarm settings" in turns[0]["content"]
@@ -178,12 +224,23 @@ def test_simulated_dialogue_conveys_the_reference_in_the_reported_user_turn(user
 
 
 def test_a_dialogue_never_restates_a_profile_value_its_update_changes(user0: Persona) -> None:
-    reference = {"text": "Moved the weekday alarm from 7:00 AM to 6:30 AM after starting an early shift",
-                 "date": "2024-05-10", "domain": "Alarm"}
-    description = ("The user wants to review and potentially modify their existing alarm settings. "
-                   f"In passing, the user shares an update: {reference['text']}.")
+    reference = {
+        "text": "Moved the weekday alarm from 7:00 AM to 6:30 AM after starting an early shift",
+        "date": "2024-05-10",
+        "domain": "Alarm",
+    }
+    description = (
+        "The user wants to review and potentially modify their existing alarm settings. "
+        f"In passing, the user shares an update: {reference['text']}."
+    )
     for seed in range(10):
-        answer = json.loads(simulate("dialogue_expansion", dialogue_variables(user0, Domain.ALARM, description, reference), seed=seed))
+        answer = json.loads(
+            simulate(
+                "dialogue_expansion",
+                dialogue_variables(user0, Domain.ALARM, description, reference),
+                seed=seed,
+            )
+        )
         (index,) = answer["reference_turn_indices"]
         others = [t["content"] for i, t in enumerate(answer["turns"]) if i != index]
         assert not any("7:00 AM" in text for text in others)
@@ -194,14 +251,29 @@ def test_simulated_dialogues_sound_like_the_persona(user0: Persona) -> None:
     lengths = []
     mentions = 0
     for seed in range(40):
-        answer = json.loads(simulate("dialogue_expansion", dialogue_variables(user0, Domain.BOOKS, description, None), seed=seed))
+        answer = json.loads(
+            simulate(
+                "dialogue_expansion",
+                dialogue_variables(user0, Domain.BOOKS, description, None),
+                seed=seed,
+            )
+        )
         turns = answer["turns"]
         lengths.append(len(turns))
         assert answer["reference_turn_indices"] == [] and answer["reference_sentence"] == ""
         user_text = " ".join(t["content"] for t in turns if t["role"] == "user")
         assert re.search(r"\b(?:I|I'm|I've|my|My)\b", user_text), user_text
         all_text = " ".join(t["content"] for t in turns)
-        mentions += any(v in all_text for v in ("Carl Sagan", "Stephen Hawking", "Yuval Noah Harari", "science-fiction", "The Martian"))
+        mentions += any(
+            v in all_text
+            for v in (
+                "Carl Sagan",
+                "Stephen Hawking",
+                "Yuval Noah Harari",
+                "science-fiction",
+                "The Martian",
+            )
+        )
     assert min(lengths) >= 5 and max(lengths) <= 30
     assert 10 <= sum(lengths) / len(lengths) <= 15  # about six exchanges, as in the paper
     assert len(set(lengths)) >= 4

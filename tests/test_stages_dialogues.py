@@ -40,7 +40,10 @@ def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
         for event, session in zip(timeline.events, sessions, strict=True):
             assert session.session_id == make_id("session", event.event_id)
             assert (session.event_id, session.date, session.domain, session.reference_id) == (
-                event.event_id, event.date, event.domain, event.reference_id,
+                event.event_id,
+                event.date,
+                event.domain,
+                event.reference_id,
             )
             assert (session.persona_id, session.query_id) == (q.persona_id, q.query_id)
 
@@ -51,7 +54,9 @@ def test_turns_alternate_within_bounds_about_six_exchanges(run: GeneratedRun) ->
     for session in run.dataset.sessions:
         lengths.append(len(session.turns))
         assert g.turns_min <= len(session.turns) <= g.turns_max
-        assert [t.role for t in session.turns] == [Role.USER if i % 2 == 0 else Role.ASSISTANT for i in range(len(session.turns))]
+        assert [t.role for t in session.turns] == [
+            Role.USER if i % 2 == 0 else Role.ASSISTANT for i in range(len(session.turns))
+        ]
     assert 10 <= statistics.mean(lengths) <= 15
     assert len(set(lengths)) >= 5
 
@@ -75,7 +80,10 @@ def test_references_are_conveyed_in_the_named_user_turn_never_verbatim(run: Gene
     texts = sorted({t for ref, sentences in pairs for t in (ref, *sentences)})
     vectors = dict(zip(texts, shared_local_embedder().embed_sync(texts), strict=True))
     for ref, sentences in pairs:
-        assert max(float(vectors[ref] @ vectors[s]) for s in sentences) >= g.reference_turn_similarity_min
+        assert (
+            max(float(vectors[ref] @ vectors[s]) for s in sentences)
+            >= g.reference_turn_similarity_min
+        )
 
 
 def test_sessions_are_recognisably_this_persona(run: GeneratedRun) -> None:
@@ -89,10 +97,15 @@ def test_sessions_are_recognisably_this_persona(run: GeneratedRun) -> None:
             text = " ".join(t.content for t in session.turns)
             grounded += any(v in text for v in values_by_domain.get(session.domain, []))
             users = [t.content for t in session.turns if t.role == Role.USER]
-            assert any(re.search(r"\bI(?:'m| am| have| prefer| like| love| usually| need| want)?\b", u) for u in users)
+            assert any(
+                re.search(r"\bI(?:'m| am| have| prefer| like| love| usually| need| want)?\b", u)
+                for u in users
+            )
         assert grounded / len(sessions) > 0.9
     user0 = run.persona("user0")
-    text = " ".join(t.content for s in run.dataset.sessions if s.persona_id == user0.persona_id for t in s.turns)
+    text = " ".join(
+        t.content for s in run.dataset.sessions if s.persona_id == user0.persona_id for t in s.turns
+    )
     assert "Toronto" in text
 
 
@@ -109,7 +122,9 @@ def test_merge_history_orders_by_date_then_query_and_keeps_event_order(run: Gene
     sessions = sessions_of(run, q.query_id)
     same_day = [s.model_copy(update={"date": sessions[0].date}) for s in sessions]
     merged = merge_history(same_day)
-    assert [s.session_id for s in merged] == [s.session_id for s in sessions]  # event order kept within a day
+    assert [s.session_id for s in merged] == [
+        s.session_id for s in sessions
+    ]  # event order kept within a day
     assert [s.position for s in merged] == list(range(len(sessions)))
     with pytest.raises(ValueError, match="appears twice"):
         merge_history(sessions + sessions[:1])
@@ -135,7 +150,9 @@ def reference_case(run: GeneratedRun) -> tuple:
     draft = DialogueDraft(
         turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
         reference_turn_indices=session.reference_turn_indices,
-        reference_sentence=session.turns[span.turn_index].content[span.start : span.end] if span else "",
+        reference_sentence=session.turns[span.turn_index].content[span.start : span.end]
+        if span
+        else "",
     )
     persona = next(p for p in run.personas if p.persona_id == q.persona_id)
     return persona, q, event, draft, session
@@ -150,7 +167,10 @@ def test_the_real_draft_rebuilds_the_same_session(reference_case: tuple) -> None
 @pytest.mark.parametrize(
     ("corrupt", "words"),
     [
-        (lambda d, ref: d.turns.__setitem__(0, TurnDraft(role="user", content=f"Hi. {ref}.")), "word for word"),
+        (
+            lambda d, ref: d.turns.__setitem__(0, TurnDraft(role="user", content=f"Hi. {ref}.")),
+            "word for word",
+        ),
         (lambda d, ref: d.turns.__delitem__(slice(4, None)), "4 turns; need 5-30"),
         (lambda d, ref: setattr(d.turns[1], "role", "user"), "turns alternate"),
         (lambda d, ref: setattr(d, "reference_turn_indices", []), "no turn is named"),
@@ -188,9 +208,13 @@ async def test_same_seed_same_sessions(run: GeneratedRun) -> None:
     q = run.kept()[1]
     persona = next(p for p in run.personas if p.persona_id == q.persona_id)
     timeline = run.timelines[q.query_id].timeline
-    again = await expand_dialogues(persona, q, timeline, simulated_client(), run.settings.generation)
+    again = await expand_dialogues(
+        persona, q, timeline, simulated_client(), run.settings.generation
+    )
     assert again.sessions == sessions_of(run, q.query_id)
-    other = await expand_dialogues(persona, q, timeline, simulated_client(), run.settings.generation, seed=4)
+    other = await expand_dialogues(
+        persona, q, timeline, simulated_client(), run.settings.generation, seed=4
+    )
     assert [s.turns for s in other.sessions] != [s.turns for s in again.sessions]
 
 
@@ -198,4 +222,10 @@ async def test_a_timeline_of_another_query_is_refused(run: GeneratedRun) -> None
     first, second = run.kept()[:2]
     persona = next(p for p in run.personas if p.persona_id == first.persona_id)
     with pytest.raises(ValueError, match="belongs to query"):
-        await expand_dialogues(persona, first, run.timelines[second.query_id].timeline, simulated_client(), GenerationSettings())
+        await expand_dialogues(
+            persona,
+            first,
+            run.timelines[second.query_id].timeline,
+            simulated_client(),
+            GenerationSettings(),
+        )

@@ -123,12 +123,36 @@ def test_a_real_candidate_passes_the_checks(real_candidate: QueryCandidateDraft)
 @pytest.mark.parametrize(
     ("change", "reason", "words"),
     [
-        (lambda c: c.references.__delitem__(slice(1, None)), RejectionReason.INVARIANT, "1 references"),
-        (lambda c: setattr(c.references[0], "date", c.query_date), RejectionReason.INVARIANT, "not before the query date"),
-        (lambda c: setattr(c.references[0], "domain", c.domain), RejectionReason.INVARIANT, "own domain"),
-        (lambda c: setattr(c.references[1], "text", c.references[0].text), RejectionReason.INVARIANT, "same text"),
-        (lambda c: setattr(c, "query_date", "next Tuesday"), RejectionReason.SCHEMA, "not an ISO date"),
-        (lambda c: setattr(c.references[0], "domain", "Astrology"), RejectionReason.SCHEMA, "not a PersonaLens domain"),
+        (
+            lambda c: c.references.__delitem__(slice(1, None)),
+            RejectionReason.INVARIANT,
+            "1 references",
+        ),
+        (
+            lambda c: setattr(c.references[0], "date", c.query_date),
+            RejectionReason.INVARIANT,
+            "not before the query date",
+        ),
+        (
+            lambda c: setattr(c.references[0], "domain", c.domain),
+            RejectionReason.INVARIANT,
+            "own domain",
+        ),
+        (
+            lambda c: setattr(c.references[1], "text", c.references[0].text),
+            RejectionReason.INVARIANT,
+            "same text",
+        ),
+        (
+            lambda c: setattr(c, "query_date", "next Tuesday"),
+            RejectionReason.SCHEMA,
+            "not an ISO date",
+        ),
+        (
+            lambda c: setattr(c.references[0], "domain", "Astrology"),
+            RejectionReason.SCHEMA,
+            "not a PersonaLens domain",
+        ),
         (lambda c: setattr(c, "query", "   "), RejectionReason.SCHEMA, "empty query"),
     ],
 )
@@ -165,11 +189,15 @@ async def test_too_few_survivors_trigger_a_bounded_re_ask(user7: Persona) -> Non
     result = await generate_queries(user7, client, strict)
     total = len(result.queries) + len(result.rejected)
     assert total == 6 * 3  # asked three times: once plus two re-asks
-    assert len(client.usage()) == 1 and client.usage()[0].embedding_requests == 3  # one batched embed per ask
+    assert (
+        len(client.usage()) == 1 and client.usage()[0].embedding_requests == 3
+    )  # one batched embed per ask
     assert all(q.gamma <= 0.08 for q in result.queries)
     assert len({q.query_id for q in result.queries}) == len(result.queries)
 
-    once = await generate_queries(user7, simulated_client(), strict.model_copy(update={"max_regenerations": 0}))
+    once = await generate_queries(
+        user7, simulated_client(), strict.model_copy(update={"max_regenerations": 0})
+    )
     assert len(once.queries) + len(once.rejected) == 6
 
 
@@ -184,13 +212,19 @@ async def test_same_seed_same_queries_other_seed_other_queries(user7: Persona) -
 
 async def test_bad_date_window_is_refused(user7: Persona) -> None:
     with pytest.raises(ValueError, match="query_date_start"):
-        settings = GenerationSettings(query_date_start=dt.date(2025, 1, 1), query_date_end=dt.date(2024, 1, 1))
+        settings = GenerationSettings(
+            query_date_start=dt.date(2025, 1, 1), query_date_end=dt.date(2024, 1, 1)
+        )
         await generate_queries(user7, simulated_client(), settings)
 
 
 def test_stage_wall_time_is_recorded(run: GeneratedRun) -> None:
     assert set(run.seconds) == {"queries", "timelines", "dialogues"}
-    print("stage seconds for", run.personas[0].source_user_id, json.dumps({k: round(v, 2) for k, v in run.seconds.items()}))
+    print(
+        "stage seconds for",
+        run.personas[0].source_user_id,
+        json.dumps({k: round(v, 2) for k, v in run.seconds.items()}),
+    )
 
 
 def test_every_prompt_renders_with_the_variables_its_stage_sends(run: GeneratedRun) -> None:

@@ -70,7 +70,9 @@ def problem(outcome: CheckedCandidate | CandidateProblem) -> CandidateProblem:
     return outcome
 
 
-def test_an_unmodified_candidate_passes_and_keeps_rationale_and_validity(candidate: QueryCandidateDraft) -> None:
+def test_an_unmodified_candidate_passes_and_keeps_rationale_and_validity(
+    candidate: QueryCandidateDraft,
+) -> None:
     checked = check_candidate(candidate, SETTINGS)
     assert isinstance(checked, CheckedCandidate)
     for ref, draft in zip(checked.references, candidate.references, strict=True):
@@ -95,15 +97,22 @@ def test_a_reference_still_valid_on_the_query_date_passes(candidate: QueryCandid
 
 
 def test_an_echo_of_the_query_is_a_word_overlap(candidate: QueryCandidateDraft) -> None:
-    candidate.references[1].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
-    assert len(shared_content_words(candidate.query, candidate.references[1].text)) > SETTINGS.shared_words_max
+    candidate.references[
+        1
+    ].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
+    assert (
+        len(shared_content_words(candidate.query, candidate.references[1].text))
+        > SETTINGS.shared_words_max
+    )
     found = problem(check_candidate(candidate, SETTINGS))
     assert found.reason == RejectionReason.WORD_OVERLAP
     assert "reference 1" in found.detail
 
 
 def test_the_word_overlap_limit_is_a_setting(candidate: QueryCandidateDraft) -> None:
-    candidate.references[1].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
+    candidate.references[
+        1
+    ].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
     loose = SETTINGS.model_copy(update={"shared_words_max": 100})
     assert isinstance(check_candidate(candidate, loose), CheckedCandidate)
 
@@ -122,17 +131,29 @@ def test_a_high_mean_is_the_papers_similarity_rule() -> None:
     assert found is not None and found.reason == RejectionReason.SIMILARITY
 
 
-def test_a_near_copy_of_an_accepted_reference_is_refused(candidates: list[QueryCandidateDraft]) -> None:
+def test_a_near_copy_of_an_accepted_reference_is_refused(
+    candidates: list[QueryCandidateDraft],
+) -> None:
     embedder = shared_local_embedder()
     accepted = [r.text for r in candidates[0].references]
     accepted_vectors = embedder.embed_sync(accepted)
     copy = accepted[0].rstrip(".") + " again"
     texts = [copy, candidates[1].references[0].text]
-    found = conflicting_reference(texts, embedder.embed_sync(texts), accepted, accepted_vectors, SETTINGS)
-    assert found is not None and found.reason in {RejectionReason.NEAR_DUPLICATE, RejectionReason.CONTRADICTION}
+    found = conflicting_reference(
+        texts, embedder.embed_sync(texts), accepted, accepted_vectors, SETTINGS
+    )
+    assert found is not None and found.reason in {
+        RejectionReason.NEAR_DUPLICATE,
+        RejectionReason.CONTRADICTION,
+    }
     assert "reference 0" in found.detail
     distinct = [r.text for r in candidates[1].references]
-    assert conflicting_reference(distinct, embedder.embed_sync(distinct), accepted, accepted_vectors, SETTINGS) is None
+    assert (
+        conflicting_reference(
+            distinct, embedder.embed_sync(distinct), accepted, accepted_vectors, SETTINGS
+        )
+        is None
+    )
 
 
 def test_a_changed_value_is_a_contradiction() -> None:
@@ -141,17 +162,25 @@ def test_a_changed_value_is_a_contradiction() -> None:
     assert changes_a_value(december, april)
     assert not changes_a_value(december, december)
     assert not changes_a_value(december, "Was told by an allergist to cut out tree nuts")
-    settings = SETTINGS.model_copy(update={"duplicate_cosine": 1.01})  # isolate the contradiction rule
+    settings = SETTINGS.model_copy(
+        update={"duplicate_cosine": 1.01}
+    )  # isolate the contradiction rule
     embedder = shared_local_embedder()
-    found = conflicting_reference([april], embedder.embed_sync([april]), [december], embedder.embed_sync([december]), settings)
+    found = conflicting_reference(
+        [april], embedder.embed_sync([april]), [december], embedder.embed_sync([december]), settings
+    )
     assert found is not None and found.reason == RejectionReason.CONTRADICTION
 
 
 def test_a_reference_judged_irrelevant_is_refused_with_the_judges_reason() -> None:
     answer = RelevanceAnswer(
         verdicts=[
-            RelevanceVerdict(index=0, relevant=True, rationale="Limits where the dinner can be booked."),
-            RelevanceVerdict(index=1, relevant=False, rationale="Solo outings do not affect a flight booking."),
+            RelevanceVerdict(
+                index=0, relevant=True, rationale="Limits where the dinner can be booked."
+            ),
+            RelevanceVerdict(
+                index=1, relevant=False, rationale="Solo outings do not affect a flight booking."
+            ),
         ]
     )
     found = check_relevance(answer, 2)

@@ -52,7 +52,9 @@ def test_every_kept_query_gets_a_timeline_within_the_event_rules(run: GeneratedR
         earliest = min(r.date for r in q.references)
         assert 0 <= (earliest - dates[0]).days <= g.lead_days_max
         assert dates[-1] < q.query_date
-        assert [e.event_id for e in t.events] == [make_id("event", q.query_id, i) for i in range(len(t.events))]
+        assert [e.event_id for e in t.events] == [
+            make_id("event", q.query_id, i) for i in range(len(t.events))
+        ]
     assert len(set(counts)) >= 3  # lengths vary across queries
     # dates spread over weeks before the query
     spans = [(q.query_date - t.events[0].date).days for q, t in timelines(run)]
@@ -104,7 +106,10 @@ def real_pair(run: GeneratedRun) -> tuple:
                 date=e.date.isoformat(),
                 domain=e.domain.value,
                 description=e.description,
-                reference_index=next((i for i, r in enumerate(q.references) if r.reference_id == e.reference_id), None),
+                reference_index=next(
+                    (i for i, r in enumerate(q.references) if r.reference_id == e.reference_id),
+                    None,
+                ),
             )
             for e in t.events
         ]
@@ -130,6 +135,7 @@ def _swap_first_two(draft: TimelineDraft) -> None:
 def _late_last(q):
     def change(draft: TimelineDraft) -> None:
         draft.events[-1].date = q.query_date.isoformat()
+
     return change
 
 
@@ -147,6 +153,7 @@ def _filler_in_reference_domain(q):
     def change(draft: TimelineDraft) -> None:
         filler = next(e for e in draft.events if e.reference_index is None)
         filler.domain = q.references[0].domain.value
+
     return change
 
 
@@ -154,6 +161,7 @@ def _filler_repeats(q):
     def change(draft: TimelineDraft) -> None:
         filler = next(e for e in draft.events if e.reference_index is None)
         filler.description += " " + q.references[1].text
+
     return change
 
 
@@ -180,11 +188,15 @@ def test_broken_timelines_are_caught(real_pair: tuple, corrupt, words: str) -> N
 async def test_an_impossible_timeline_is_regenerated_then_rejected(run: GeneratedRun) -> None:
     q = run.kept()[0]
     persona = run.persona("user0")
-    settings = GenerationSettings(events_min=2, events_max=2, max_regenerations=2)  # fewer events than references
+    settings = GenerationSettings(
+        events_min=2, events_max=2, max_regenerations=2
+    )  # fewer events than references
     result = await synthesise_timeline(persona, q, simulated_client(), settings)
     assert result.timeline is None
     assert len(result.rejected) == 3
-    assert all(r.reason == RejectionReason.INVARIANT and r.stage == "timelines" for r in result.rejected)
+    assert all(
+        r.reason == RejectionReason.INVARIANT and r.stage == "timelines" for r in result.rejected
+    )
     assert all("events; need 2-2" in r.detail for r in result.rejected)
     assert len({r.rejected_id for r in result.rejected}) == 3
     assert all(TimelineDraft.model_validate_json(r.payload_json).events for r in result.rejected)

@@ -35,33 +35,82 @@ def facts_for(dataset: GeneratedDataset) -> list[Fact]:
     for session in [s for s in dataset.sessions if s.reference_id]:
         turn = session.turns[session.reference_turn_indices[0]].content
         revision = FactRevision(
-            valid_from=session.date, info=turn, type=FactType.EVENT, frequency=1, related_entities=[session.domain.value],
-            session_ids=[session.session_id], source_reference_ids=[session.reference_id], state=FactState.ADD,
+            valid_from=session.date,
+            info=turn,
+            type=FactType.EVENT,
+            frequency=1,
+            related_entities=[session.domain.value],
+            session_ids=[session.session_id],
+            source_reference_ids=[session.reference_id],
+            state=FactState.ADD,
         )
         facts.append(
             Fact(
-                fid=make_id("fact", session.session_id), persona_id=session.persona_id, info=turn, type=FactType.EVENT,
-                frequency=1, related_entities=[session.domain.value], session_ids=[session.session_id],
-                source_reference_ids=[session.reference_id], state=FactState.ADD, created_on=session.date,
-                updated_on=session.date, revisions=[revision],
+                fid=make_id("fact", session.session_id),
+                persona_id=session.persona_id,
+                info=turn,
+                type=FactType.EVENT,
+                frequency=1,
+                related_entities=[session.domain.value],
+                session_ids=[session.session_id],
+                source_reference_ids=[session.reference_id],
+                state=FactState.ADD,
+                created_on=session.date,
+                updated_on=session.date,
+                revisions=[revision],
             )
         )
-    a, b = [s for s in dataset.sessions if s.reference_id is None and s.persona_id == dataset.personas[0].persona_id][:2]
+    a, b = [
+        s
+        for s in dataset.sessions
+        if s.reference_id is None and s.persona_id == dataset.personas[0].persona_id
+    ][:2]
     old_fid, new_fid = make_id("fact", "old", a.session_id), make_id("fact", "new", b.session_id)
 
     def revision(session_ids: list[str], date: dt.date) -> FactRevision:
-        return FactRevision(valid_from=date, info="Prefers evening appointments", type=FactType.PREFERENCE, frequency=1,
-                            related_entities=["evening"], session_ids=session_ids, state=FactState.ADD)
+        return FactRevision(
+            valid_from=date,
+            info="Prefers evening appointments",
+            type=FactType.PREFERENCE,
+            frequency=1,
+            related_entities=["evening"],
+            session_ids=session_ids,
+            state=FactState.ADD,
+        )
 
     facts.append(
-        Fact(fid=old_fid, persona_id=a.persona_id, info="Prefers evening appointments", type=FactType.PREFERENCE, frequency=1,
-             related_entities=["evening"], session_ids=[a.session_id], state=FactState.ADD, status=FactStatus.MERGED,
-             merged_into=new_fid, created_on=a.date, updated_on=a.date, retired_on=b.date, revisions=[revision([a.session_id], a.date)])
+        Fact(
+            fid=old_fid,
+            persona_id=a.persona_id,
+            info="Prefers evening appointments",
+            type=FactType.PREFERENCE,
+            frequency=1,
+            related_entities=["evening"],
+            session_ids=[a.session_id],
+            state=FactState.ADD,
+            status=FactStatus.MERGED,
+            merged_into=new_fid,
+            created_on=a.date,
+            updated_on=a.date,
+            retired_on=b.date,
+            revisions=[revision([a.session_id], a.date)],
+        )
     )
     facts.append(
-        Fact(fid=new_fid, persona_id=a.persona_id, info="Prefers evening appointments", type=FactType.PREFERENCE, frequency=2,
-             related_entities=["evening"], session_ids=[a.session_id, b.session_id], merged_fids=[old_fid], state=FactState.UPDATE,
-             created_on=b.date, updated_on=b.date, revisions=[revision([a.session_id, b.session_id], b.date)])
+        Fact(
+            fid=new_fid,
+            persona_id=a.persona_id,
+            info="Prefers evening appointments",
+            type=FactType.PREFERENCE,
+            frequency=2,
+            related_entities=["evening"],
+            session_ids=[a.session_id, b.session_id],
+            merged_fids=[old_fid],
+            state=FactState.UPDATE,
+            created_on=b.date,
+            updated_on=b.date,
+            revisions=[revision([a.session_id, b.session_id], b.date)],
+        )
     )
     return facts
 
@@ -102,13 +151,17 @@ def rules(violations: list[Violation]) -> set[Rule]:
     return {v.rule for v in violations}
 
 
-def test_real_output_has_no_violations(dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction) -> None:
+def test_real_output_has_no_violations(
+    dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction
+) -> None:
     assert len(dataset.sessions) > 150 and dataset.facts and dataset.rejected
     assert validate_dataset(dataset, settings, embedder) == []
     assert queries_not_recomputed(dataset, embedder) == []
 
 
-def test_the_cli_accepts_a_saved_real_dataset(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_accepts_a_saved_real_dataset(
+    dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     directory = dataset.save(tmp_path / "clean")
     assert main(["validate", str(directory), "--no-audit"]) == 0
     out = capsys.readouterr().out
@@ -139,7 +192,9 @@ def drop_reference_event(d: GeneratedDataset) -> None:
     d.sessions = [s for s in d.sessions if s.event_id != event.event_id]
     d.facts = [f for f in d.facts if event.reference_id not in f.source_reference_ids]
     for persona_id in {s.persona_id for s in d.sessions}:
-        for position, s in enumerate(sorted((s for s in d.sessions if s.persona_id == persona_id), key=lambda s: s.position)):
+        for position, s in enumerate(
+            sorted((s for s in d.sessions if s.persona_id == persona_id), key=lambda s: s.position)
+        ):
             s.position = position
 
 
@@ -153,7 +208,9 @@ def verbatim_reference(d: GeneratedDataset) -> None:
     query = next(q for q in d.queries if q.query_id == session.query_id)
     reference = next(r for r in query.references if r.reference_id == session.reference_id)
     index = session.reference_turn_indices[0]
-    session.turns[index] = Turn(role=session.turns[index].role, content=f"Quick update: {reference.text}.")
+    session.turns[index] = Turn(
+        role=session.turns[index].role, content=f"Quick update: {reference.text}."
+    )
 
 
 def too_few_turns(d: GeneratedDataset) -> None:
@@ -172,13 +229,18 @@ def swapped_roles(d: GeneratedDataset) -> None:
 
 
 def positions_out_of_order(d: GeneratedDataset) -> None:
-    history = sorted((s for s in d.sessions if s.persona_id == d.personas[0].persona_id), key=lambda s: s.position)
+    history = sorted(
+        (s for s in d.sessions if s.persona_id == d.personas[0].persona_id),
+        key=lambda s: s.position,
+    )
     early, late = history[0], history[-1]
     early.position, late.position = late.position, early.position
 
 
 def tampered_cosine(d: GeneratedDataset) -> None:
-    last = max((q for q in d.queries if q.persona_id == d.personas[0].persona_id), key=lambda q: q.rank)
+    last = max(
+        (q for q in d.queries if q.persona_id == d.personas[0].persona_id), key=lambda q: q.rank
+    )
     last.references[0].cosine += 0.05
     last.gamma = sum(r.cosine for r in last.references) / len(last.references)
 
@@ -201,7 +263,12 @@ def fact_with_missing_session(d: GeneratedDataset) -> None:
 
 
 def fact_with_foreign_reference(d: GeneratedDataset) -> None:
-    other = next(r for q in d.queries for r in q.references if r.reference_id not in d.facts[0].source_reference_ids)
+    other = next(
+        r
+        for q in d.queries
+        for r in q.references
+        if r.reference_id not in d.facts[0].source_reference_ids
+    )
     d.facts[0].source_reference_ids = [*d.facts[0].source_reference_ids, other.reference_id]
 
 
@@ -250,7 +317,11 @@ def echo_reference(d: GeneratedDataset) -> None:
     ids=lambda value: getattr(value, "__name__", None),
 )
 def test_each_corruption_is_reported_under_its_rule(
-    dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction, change, expected: set[Rule]
+    dataset: GeneratedDataset,
+    settings: Settings,
+    embedder: EmbeddingFunction,
+    change,
+    expected: set[Rule],
 ) -> None:
     violations = validate_dataset(corrupt(dataset, change), settings, embedder)
     assert rules(violations) == expected, [str(v) for v in violations]
@@ -267,12 +338,16 @@ def test_each_corruption_is_reported_under_its_rule(
         ({"lead_days_max": 1}, Rule.TIMELINE_START),
     ],
 )
-def test_stricter_settings_are_enforced(dataset: GeneratedDataset, overrides: dict, expected: Rule) -> None:
+def test_stricter_settings_are_enforced(
+    dataset: GeneratedDataset, overrides: dict, expected: Rule
+) -> None:
     strict = Settings(generation=Settings().generation.model_copy(update=overrides))
     assert rules(validate_dataset(dataset, strict)) == {expected}
 
 
-def test_duplicate_rows_and_gamma_inconsistency(dataset: GeneratedDataset, settings: Settings) -> None:
+def test_duplicate_rows_and_gamma_inconsistency(
+    dataset: GeneratedDataset, settings: Settings
+) -> None:
     doubled = corrupt(dataset, lambda d: d.sessions.append(d.sessions[0].model_copy()))
     assert {Rule.DUPLICATE_ID, Rule.SESSION_PER_EVENT} <= rules(validate_dataset(doubled, settings))
 
@@ -282,7 +357,9 @@ def test_duplicate_rows_and_gamma_inconsistency(dataset: GeneratedDataset, setti
     assert Rule.GAMMA_MEAN in rules(validate_dataset(corrupt(dataset, off_mean), settings))
 
 
-def test_another_embedder_is_not_recomputed(dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction) -> None:
+def test_another_embedder_is_not_recomputed(
+    dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction
+) -> None:
     def other_model(d: GeneratedDataset) -> None:
         tampered_cosine(d)
         for q in d.queries:
@@ -293,12 +370,19 @@ def test_another_embedder_is_not_recomputed(dataset: GeneratedDataset, settings:
     assert len(queries_not_recomputed(changed, embedder)) == len(changed.queries)
 
 
-async def test_a_model_client_can_recompute_too(dataset: GeneratedDataset, settings: Settings) -> None:
+async def test_a_model_client_can_recompute_too(
+    dataset: GeneratedDataset, settings: Settings
+) -> None:
     client_embedder = EmbeddingFunction.of(simulated_client())
     assert client_embedder.name == shared_local_embedder().name
     few = dataset.model_copy(update={"queries": dataset.queries[:2]})
     assert Rule.COSINE_RECOMPUTED not in rules(validate_dataset(few, settings, client_embedder))
-    tampered = corrupt(few, lambda d: setattr(d.queries[0].references[0], "cosine", d.queries[0].references[0].cosine + 0.2))
+    tampered = corrupt(
+        few,
+        lambda d: setattr(
+            d.queries[0].references[0], "cosine", d.queries[0].references[0].cosine + 0.2
+        ),
+    )
     assert Rule.COSINE_RECOMPUTED in rules(validate_dataset(tampered, settings, client_embedder))
 
 
@@ -314,19 +398,25 @@ def test_the_cli_reports_violations_by_id_and_exits_1(
     assert out[-1].startswith("1 violations in") and out[-1].endswith("turn_count 1")
 
 
-def test_the_cli_names_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_names_a_missing_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["validate", str(tmp_path / "nowhere")]) == 2
     assert "is not a dataset directory" in capsys.readouterr().err
 
 
-def test_the_cli_fails_on_a_failed_audit_gate(dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_fails_on_a_failed_audit_gate(
+    dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Sound invariants are not enough: a marker planted before every reference sentence fails validation."""
 
     def plant_marker(d: GeneratedDataset) -> None:
         for session in d.sessions:
             for index in session.reference_turn_indices:
                 turn = session.turns[index]
-                session.turns[index] = turn.model_copy(update={"content": "Quick life update for you. " + turn.content})
+                session.turns[index] = turn.model_copy(
+                    update={"content": "Quick life update for you. " + turn.content}
+                )
             session.reference_spans = []
 
     directory = corrupt(dataset, plant_marker).save(tmp_path / "marked")

@@ -54,7 +54,10 @@ class AuditReport(BaseModel):
     leakage: Leakage
     diversity: list[Diversity]
     ground_truth: GroundTruth
-    seconds: float | None = Field(default=None, description="Wall time of the audit; left out where output must be reproducible.")
+    seconds: float | None = Field(
+        default=None,
+        description="Wall time of the audit; left out where output must be reproducible.",
+    )
 
     def check(self, name: str) -> AuditCheck:
         """The check called ``name`` (KeyError when there is none)."""

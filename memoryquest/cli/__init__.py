@@ -1,1 +1,1 @@
-"""The ``memoryquest`` command. Each module here adds its own subcommands."""
+"""The ``memoryquest`` command: one module per subcommand, listed in :data:`memoryquest.cli.main.COMMANDS`."""

@@ -5,30 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from memoryquest.cli.main import settings_from_args
+from memoryquest.cli.inputs import add_dataset_argument
+from memoryquest.cli.main import add_common_options, settings_from_args
 
 AUDIT_FILE = "audit.json"
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "audit",
-        parents=[common],
-        help="audit a dataset for shortcuts: detectable reference turns, leakage, repetition, bad ground truth",
-        description=(
-            "Measure what a model could exploit instead of remembering the user: word n-grams found only "
-            "around reference turns, a cross-user classifier's AUC on reference vs other turns and facts, "
-            "BM25 and dense recall on the bare query, lexical diversity, and references that memory does "
-            "not cover or that expired before their query. Prints a markdown table (or JSON with --json); "
-            "exit 1 when a gate fails. Thresholds: --set audit.classifier_auc_max=0.7 ..."
-        ),
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Measure what a model could exploit instead of remembering the user: word n-grams found only "
+        "around reference turns, a cross-user classifier's AUC on reference vs other turns and facts, "
+        "BM25 and dense recall on the bare query, lexical diversity, and references that memory does "
+        "not cover or that expired before their query. Prints a markdown table (or JSON with --json); "
+        "exit 1 when a gate fails. Thresholds: --set audit.classifier_auc_max=0.7 ..."
     )
-    parser.add_argument(
-        "dataset_dir",
-        type=Path,
-        help="a generated dataset (queries.jsonl, ...) or a published one (manifest.json, data/)",
+    add_common_options(parser)
+    add_dataset_argument(
+        parser, "a generated dataset (queries.jsonl, ...) or a published one (manifest.json, data/)"
     )
     parser.add_argument(
         "--json", action="store_true", help="print the full report as JSON instead of the table"

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from memoryquest.cli.main import settings_from_args
+from memoryquest.cli.main import add_common_options, settings_from_args
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    config = subparsers.add_parser("config", help="inspect the effective configuration")
-    actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)
-    show = actions.add_parser("show", parents=[common], help="print the effective configuration (secrets masked)")
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = actions.add_parser("show", help="print the effective configuration (secrets masked)")
+    add_common_options(show)
     show.set_defaults(func=_show)
 
 

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
-from memoryquest.cli.main import settings_from_args
+from memoryquest.cli.main import add_common_options, settings_from_args
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "estimate",
-        parents=[common],
-        help="predict calls, tokens and cost of a run before spending anything",
-        description="Replays the pipeline offline on a few bundled sample personas (real templates, "
-        "the target model's tokenizer, no request sent) and scales to the planned number of personas.",
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Replays the pipeline offline on a few bundled sample personas (real templates, "
+        "the target model's tokenizer, no request sent) and scales to the planned number of personas."
     )
-    parser.add_argument("--personas", type=int, required=True, help="number of personas the run will cover")
-    parser.add_argument("--sample", type=int, default=2, help="sample personas to dry-run (default 2)")
+    add_common_options(parser)
+    parser.add_argument(
+        "--personas", type=int, required=True, help="number of personas the run will cover"
+    )
+    parser.add_argument(
+        "--sample", type=int, default=2, help="sample personas to dry-run (default 2)"
+    )
     parser.add_argument("--model", help="chat model to price (default: endpoint.chat_model)")
-    parser.add_argument("--batch", action="store_true", help="price LLM calls at the Batch API discount")
+    parser.add_argument(
+        "--batch", action="store_true", help="price LLM calls at the Batch API discount"
+    )
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     parser.set_defaults(func=_estimate)
 

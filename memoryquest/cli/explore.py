@@ -10,36 +10,33 @@ import tempfile
 import time
 import webbrowser
 from pathlib import Path
-from typing import Any
 
-from memoryquest.cli.main import settings_from_args
+from memoryquest.cli.inputs import (
+    GENERATED_MARKER,
+    add_dataset_argument,
+    add_output_option,
+    check_output_target,
+)
+from memoryquest.cli.main import add_common_options, settings_from_args
 
 AUDIT_FILE = "audit.json"  # written next to a generated dataset by `memoryquest audit DIR --write`
-GENERATED_MARKER = "queries.jsonl"
 PUBLISHED_MARKER = "manifest.json"
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "explore",
-        parents=[common],
-        help="build (or find) the static HTML explorer of a dataset and print where it is",
-        description=(
-            "Show a dataset in the browser: personas and their queries (gamma, cosines, difficulty, recall "
-            "per method), one query's references and timeline, each session's dialogue with the reference "
-            "sentence highlighted and the facts extracted from it, what each retrieval method found, and "
-            "the audit beside the card's plots. A published dataset already holds one in explorer/; for a "
-            "generated dataset (or to rebuild) the explorer is written to --output. It is a folder of "
-            "static files: open index.html from disk, no server needed."
-        ),
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Show a dataset in the browser: personas and their queries (gamma, cosines, difficulty, recall "
+        "per method), one query's references and timeline, each session's dialogue with the reference "
+        "sentence highlighted and the facts extracted from it, what each retrieval method found, and "
+        "the audit beside the card's plots. A published dataset already holds one in explorer/; for a "
+        "generated dataset (or to rebuild) the explorer is written to --output. It is a folder of "
+        "static files: open index.html from disk, no server needed."
     )
-    parser.add_argument(
-        "dataset_dir", type=Path, help="a generated dataset (queries.jsonl, ...) or a published one"
-    )
-    parser.add_argument(
-        "--output",
-        type=Path,
-        help="where to write the explorer (default: DATASET_DIR/explorer); replaced if it holds an earlier explorer",
+    add_common_options(parser)
+    add_dataset_argument(parser, "a generated dataset (queries.jsonl, ...) or a published one")
+    add_output_option(
+        parser,
+        "where to write the explorer (default: DATASET_DIR/explorer); replaced if it holds an earlier explorer",
     )
     parser.add_argument(
         "--open", action="store_true", help="open the explorer in the default web browser"
@@ -89,11 +86,8 @@ def _is_explorer(path: Path) -> bool:
 
 
 def _check_output(output: Path) -> None:
-    if not output.exists():
-        return
-    if not output.is_dir():
-        raise ExploreError(f"--output {output} exists and is not a directory")
-    if any(output.iterdir()) and not _is_explorer(output):
+    check_output_target(output, directory=True)
+    if output.is_dir() and any(output.iterdir()) and not _is_explorer(output):
         raise ExploreError(
             f"--output {output} exists, is not empty and holds no explorer; refusing to replace it"
         )

@@ -14,32 +14,30 @@ import argparse
 import asyncio
 import shlex
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from memoryquest.cli.main import settings_from_args
-from memoryquest.settings import Settings
+from memoryquest.cli.inputs import add_output_option, add_users_option, prepare_output_dir
+from memoryquest.cli.main import add_common_options, settings_from_args
+
+if TYPE_CHECKING:
+    from memoryquest.settings import Settings
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "generate",
-        parents=[common],
-        help="generate a MemoryQuest dataset (Prefect flow; offline simulator by default)",
-        description="Pull personas, generate queries, timelines, dialogues and memory, check every "
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Pull personas, generate queries, timelines, dialogues and memory, check every "
         "query with PGR and publish Parquet splits. Without an endpoint configured, runs the "
-        "offline simulator with the local embedding model.",
+        "offline simulator with the local embedding model."
     )
+    add_common_options(parser)
     parser.add_argument(
         "--source",
         help="persona source: PersonaLens data dir, http(s) base URL, or custom JSON file",
     )
-    parser.add_argument("--users", help="comma-separated user ids, e.g. user0,user3")
+    add_users_option(parser)
     parser.add_argument("--count", type=int, help="the first N users")
-    parser.add_argument(
-        "--output", type=Path, help="output directory (default: settings.output_dir)"
-    )
+    add_output_option(parser, "output directory (default: settings.output_dir)")
     parser.add_argument("--queries-per-user", type=int, help="n_q (default 15)")
     parser.add_argument(
         "--no-cache", action="store_true", help="do not read or write the request cache"
@@ -53,26 +51,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="publish even when the validity audit fails (the dataset card says so)",
     )
     parser.set_defaults(func=_generate)
-
-
-def prepare_output_dir(output: Path) -> Path:
-    """Create ``output`` if needed and prove it writable; a ValueError (one line) says what is wrong."""
-    if output.exists() and not output.is_dir():
-        raise ValueError(f"output {output} exists and is not a directory")
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(
-            f"cannot create output directory {output}: {exc.strerror or exc}"
-        ) from None
-    try:  # os.access is not enough: it says yes to root on a read-only file system
-        with tempfile.TemporaryFile(dir=output, prefix=".memoryquest-write-check-"):
-            pass
-    except OSError as exc:
-        raise ValueError(
-            f"output directory {output} is not writable: {exc.strerror or exc}"
-        ) from None
-    return output
 
 
 def check_persona_source(source: str) -> None:
@@ -124,31 +102,31 @@ def _generate(args: argparse.Namespace) -> int:
         generation__queries_per_user=args.queries_per_user,
         cache__enabled=False if args.no_cache else None,
     )
-    users = [u.strip() for u in args.users.split(",") if u.strip()] if args.users else None
     # A bad selection is a ValueError now, not inside the flow.
-    PersonaSelection(user_ids=users, count=args.count)
+    selection = PersonaSelection.parse(users=args.users, count=args.count)
     check_persona_source(settings.persona_source)
     output_dir = prepare_output_dir(Path(settings.output_dir))
     command = shlex.join(["memoryquest", *sys.argv[1:]])
-    with RunLock.acquire(output_dir, command=command):
+    with RunLock.acquire(output_dir, command=command):  # the flow takes it again (re-entrant)
         check_endpoint(settings)
-        from memoryquest.orchestration import run_generation
+        from memoryquest.orchestration import generate_benchmark
+        from memoryquest.run import DATASET_DIR, PUBLISHED_DIR
 
         with local_prefect_api():
-            output = run_generation(
-                settings,
-                users=users,
-                count=args.count,
-                publish=not args.no_publish,
-                config_file=args.config,
-                allow_failed_audit=args.allow_failed_audit,
+            output = asyncio.run(
+                generate_benchmark(
+                    settings=settings,
+                    users=list(selection.user_ids) if selection.user_ids else None,
+                    count=selection.count,
+                    publish=not args.no_publish,
+                    allow_failed_audit=args.allow_failed_audit,
+                )
             )
-    print(f"dataset: {Path(output) / 'dataset'}")
+    print(f"dataset: {Path(output) / DATASET_DIR}")
     if not args.no_publish:
-        print(
-            f"published: {Path(output) / 'published'} (dataset card: {Path(output) / 'published' / 'README.md'})"
-        )
+        published = Path(output) / PUBLISHED_DIR
+        print(f"published: {published} (dataset card: {published / 'README.md'})")
     return 0
 
 
-__all__ = ["check_endpoint", "check_persona_source", "prepare_output_dir", "register"]
+__all__ = ["check_endpoint", "check_persona_source", "configure"]

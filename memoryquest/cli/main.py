@@ -1,7 +1,11 @@
-"""Entry point: discovers the subcommand modules in this package and dispatches.
+"""Entry point: the subcommand table, and one error line for every mistake of the user's.
 
-A subcommand module defines ``register(subparsers, common)`` which adds its
-parser(s) and sets ``func`` (taking the parsed args and returning an exit code).
+Each subcommand lives in its own module here, which defines
+``configure(parser)``: it adds the subcommand's arguments (or its actions) and
+sets ``func`` (taking the parsed args and returning an exit code). Only the
+module of the subcommand being run is imported, so ``memoryquest --help``
+imports no subcommand, no Prefect, no pydantic and no matplotlib: the table
+below is all it needs.
 
 A mistake of the user's — a bad setting or config file, a missing input, an
 output directory that cannot be written, a busy output directory, a refused
@@ -13,29 +17,59 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
-import memoryquest
-import memoryquest.cli
-from memoryquest.redaction import redact_text, register_secret
-from memoryquest.settings import Settings, load_settings, parse_assignments
+    from memoryquest.settings import Settings
 
 USER_ERROR = 2  # exit code for anything the user can fix
 FAILURE = 1  # the run failed for another reason (an endpoint that kept failing, a full disk)
 
 
-def common_options() -> argparse.ArgumentParser:
-    """Options every subcommand accepts: config file, overrides, output."""
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
+class Command(NamedTuple):
+    module: str  # memoryquest.cli.<module>
+    summary: str  # the line in `memoryquest --help`
+
+
+COMMANDS: dict[str, Command] = {
+    "audit": Command(
+        "audit",
+        "audit a dataset for shortcuts: detectable reference turns, leakage, repetition, bad ground truth",
+    ),
+    "config": Command("config", "inspect the effective configuration"),
+    "estimate": Command(
+        "estimate", "predict calls, tokens and cost of a run before spending anything"
+    ),
+    "explore": Command(
+        "explore", "build (or find) the static HTML explorer of a dataset and print where it is"
+    ),
+    "generate": Command(
+        "generate", "generate a MemoryQuest dataset (Prefect flow; offline simulator by default)"
+    ),
+    "personas": Command("personas", "list or show the personas a source provides"),
+    "pgr": Command("pgr", "run the bundled Prospection-Guided Retrieval (PGR) runner"),
+    "publish": Command(
+        "publish",
+        "publish a generated dataset as Hugging Face-style Parquet splits with a dataset card",
+    ),
+    "schemas": Command("schemas", "write or check the JSON Schemas of the published tables"),
+    "validate": Command(
+        "validate", "check a generated dataset against every invariant (exit 1 on any violation)"
+    ),
+}
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """Options every subcommand that reads settings accepts: the config file and overrides."""
+    parser.add_argument(
         "--config", type=Path, help="TOML config file (lower precedence than env and flags)"
     )
-    parent.add_argument(
+    parser.add_argument(
         "--set",
         dest="assignments",
         action="append",
@@ -43,11 +77,13 @@ def common_options() -> argparse.ArgumentParser:
         metavar="SECTION.KEY=VALUE",
         help="override any setting, e.g. --set generation.gamma_max=0.25 (repeatable)",
     )
-    return parent
 
 
 def settings_from_args(args: argparse.Namespace, **named: object) -> Settings:
     """Settings with the file, the environment, --set and named flags applied in that order."""
+    from memoryquest.redaction import register_secret
+    from memoryquest.settings import load_settings, parse_assignments
+
     overrides = parse_assignments(args.assignments)
     for dotted, value in named.items():
         if value is None:
@@ -88,11 +124,15 @@ def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
 
 def one_line(text: str) -> str:
     """Redacted, with any line breaks folded (an error line must stay one line)."""
+    from memoryquest.redaction import redact_text
+
     return " ".join(redact_text(text).split())
 
 
 def _error_line(exc: BaseException) -> tuple[str, int]:
     """The message and exit code for an exception that ends a command, or ("", 0) for a bug."""
+    from pydantic import ValidationError
+
     from memoryquest.llm.errors import LLMConfigurationError, LLMError
     from memoryquest.run_lock import RunLockedError
 
@@ -109,7 +149,12 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
         code = (
             USER_ERROR
             if isinstance(
-                exc, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError
+                exc,
+                FileNotFoundError
+                | FileExistsError
+                | PermissionError
+                | IsADirectoryError
+                | NotADirectoryError,
             )
             else FAILURE
         )
@@ -117,26 +162,44 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
     return "", 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked (it costs an import)."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any
+    ) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        import memoryquest
+
+        parser.exit(message=f"{memoryquest.__version__}\n")
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the top level has no option taking a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser, with the subcommand named in ``argv`` (if any) configured in full."""
     parser = argparse.ArgumentParser(
         prog="memoryquest",
         description="Regenerate the MemoryQuest benchmark and check it with PGR.",
     )
-    parser.add_argument("--version", action="version", version=memoryquest.__version__)
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    common = common_options()
-    for module in sorted(pkgutil.iter_modules(memoryquest.cli.__path__), key=lambda m: m.name):
-        if module.name == "main":
-            continue
-        loaded = importlib.import_module(f"memoryquest.cli.{module.name}")
-        register = getattr(loaded, "register", None)
-        if register is not None:
-            register(subparsers, common)
+    chosen = _chosen(argv)
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=command.summary, description=command.summary)
+        if name == chosen:
+            importlib.import_module(f"memoryquest.cli.{command.module}").configure(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from typing import Any
 
-from memoryquest.cli.main import settings_from_args
+from memoryquest.cli.inputs import add_users_option
+from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.contracts import Persona, TaskKind
 from memoryquest.intake import IntakeResult, PersonaSelection, load_personas
 
@@ -17,33 +17,38 @@ SOURCE_HELP = (
 )
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    personas = subparsers.add_parser(
-        "personas",
-        help="list or show the personas a source provides",
-        description="Load personas the way `generate` does and show them, with every intake error.",
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Load personas the way `generate` does and show them, with every intake error."
     )
-    actions = personas.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = actions.add_parser(
         "list",
-        parents=[common],
         help="one line per persona: user id, persona id, age/gender/country, #affinities, #tasks",
         description="One line per persona. Errors go to stderr; the exit code is 1 when any persona failed.",
     )
+    add_common_options(listing)
     listing.add_argument("--source", help=SOURCE_HELP)
     choose = listing.add_mutually_exclusive_group()
-    choose.add_argument("--users", help="comma-separated user ids, e.g. user0,user3")
-    choose.add_argument("--count", type=int, help="the first N users in natural order (user0, user1, ..., user10)")
-    choose.add_argument("--range", dest="range_text", metavar="START:STOP", help="users at positions START..STOP-1, e.g. 0:10")
+    add_users_option(choose)
+    choose.add_argument(
+        "--count", type=int, help="the first N users in natural order (user0, user1, ..., user10)"
+    )
+    choose.add_argument(
+        "--range",
+        dest="range_text",
+        metavar="START:STOP",
+        help="users at positions START..STOP-1, e.g. 0:10",
+    )
     listing.set_defaults(func=_list)
 
     show = actions.add_parser(
         "show",
-        parents=[common],
         help="a readable summary of one persona, or its full JSON",
         description="Show one persona as intake maps it to the Persona contract.",
     )
+    add_common_options(show)
     show.add_argument("user", metavar="USER", help="the source user id, e.g. user0")
     show.add_argument("--source", help=SOURCE_HELP)
     show.add_argument("--json", action="store_true", help="print the full Persona row as JSON")
@@ -52,21 +57,27 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace, selection: PersonaSelection) -> IntakeResult:
     settings = settings_from_args(args, persona_source=args.source)
-    return load_personas(settings.persona_source, selection, timeout_seconds=settings.endpoint.timeout_seconds)
+    return load_personas(
+        settings.persona_source, selection, timeout_seconds=settings.endpoint.timeout_seconds
+    )
 
 
 def _report(result: IntakeResult) -> int:
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     if result.errors:
-        print(f"{len(result.personas)} personas loaded, {len(result.errors)} errors", file=sys.stderr)
+        print(
+            f"{len(result.personas)} personas loaded, {len(result.errors)} errors", file=sys.stderr
+        )
         return 1
     return 0
 
 
 def persona_line(persona: Persona) -> str:
     demographics = persona.demographics
-    who = " / ".join(v or "?" for v in (demographics.age, demographics.gender, demographics.reside_country))
+    who = " / ".join(
+        v or "?" for v in (demographics.age, demographics.gender, demographics.reside_country)
+    )
     return (
         f"{persona.source_user_id:<12} {persona.persona_id}  {who:<40} "
         f"{len(persona.affinities):>4} affinities {len(persona.tasks):>4} tasks"
@@ -74,7 +85,9 @@ def persona_line(persona: Persona) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    selection = PersonaSelection.parse(users=args.users, count=args.count, range_text=args.range_text)
+    selection = PersonaSelection.parse(
+        users=args.users, count=args.count, range_text=args.range_text
+    )
     result = _load(args, selection)
     for persona in result.personas:
         print(persona_line(persona))
@@ -88,7 +101,11 @@ def persona_summary(persona: Persona, width: int = 100) -> str:
         flat = indent + " ".join(text.split())
         return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
-    lines = [f"{persona.source_user_id}  ({persona.persona_id}, source: {persona.source.value})", "", "demographics:"]
+    lines = [
+        f"{persona.source_user_id}  ({persona.persona_id}, source: {persona.source.value})",
+        "",
+        "demographics:",
+    ]
     for name, value in persona.demographics.model_dump().items():
         if value is not None:
             lines.append(f"  {name.replace('_', ' ')}: {value}")
@@ -106,7 +123,9 @@ def persona_summary(persona: Persona, width: int = 100) -> str:
     lines += ["", f"tasks ({single} single-domain, {len(persona.tasks) - single} multi-domain):"]
     for task in persona.tasks:
         head = f"  {task.task_id} [{', '.join(d.value for d in task.domains)}] "
-        lines.append(head + textwrap.shorten(task.user_intent, max(20, width - len(head)), placeholder="…"))
+        lines.append(
+            head + textwrap.shorten(task.user_intent, max(20, width - len(head)), placeholder="…")
+        )
     return "\n".join(lines)
 
 

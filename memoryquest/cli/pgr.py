@@ -10,13 +10,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryquest.cli.main import settings_from_args
+from memoryquest.cli.inputs import (
+    add_dataset_argument,
+    add_output_option,
+    add_users_option,
+    check_output_target,
+    dataset_dir,
+    load_generated,
+)
+from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMethod, ValidationResult
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.settings import Settings
@@ -40,20 +49,13 @@ def load_for_pgr(path: Path) -> PGRInputs:
     add it here so every caller gets it.
     """
     path = Path(path)
-    if path.is_dir() and (path / "queries.jsonl").exists():
-        dataset = GeneratedDataset.load(path)
-        if not dataset.facts:
-            raise ValueError(f"{path} has no facts.jsonl rows: run the memory stage before PGR")
-        return PGRInputs(dataset.queries, dataset.facts, dataset.personas, f"generated dataset {path}")
-    if path.is_dir() and any(path.glob("**/*.parquet")):
-        raise ValueError(
-            f"{path} looks like a published Parquet dataset; `pgr run` reads the generated dataset "
-            "directory (the output of `memoryquest generate`) for now"
-        )
-    raise ValueError(f"{path} is not a dataset directory (no queries.jsonl)")
+    dataset = load_generated(path)
+    if not dataset.facts:
+        raise ValueError(f"{path} has no facts.jsonl rows: run the memory stage before PGR")
+    return PGRInputs(dataset.queries, dataset.facts, dataset.personas, f"generated dataset {path}")
 
 
-def select_users(inputs: PGRInputs, users: list[str] | None) -> list[Query]:
+def select_users(inputs: PGRInputs, users: Sequence[str] | None) -> list[Query]:
     """Queries of the named users (PersonaLens user ids such as 'user0', or persona ids)."""
     if not users:
         return inputs.queries
@@ -126,7 +128,9 @@ def comparison_table(summary: PGRSummary) -> str:
     return "\n".join(lines)
 
 
-def joined_rows(results: list[ValidationResult], queries: list[Query], personas: list[Persona]) -> list[dict[str, Any]]:
+def joined_rows(
+    results: list[ValidationResult], queries: list[Query], personas: list[Persona]
+) -> list[dict[str, Any]]:
     """Each result with its query's text, date, domain, γ, difficulty and user, ready for JSONL.
 
     ``difficulty`` is recomputed from these results (query-only recall under
@@ -153,12 +157,10 @@ def joined_rows(results: list[ValidationResult], queries: list[Query], personas:
     return rows
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    pgr = subparsers.add_parser("pgr", help="run the bundled Prospection-Guided Retrieval (PGR) runner")
-    actions = pgr.add_subparsers(dest="action", metavar="ACTION", required=True)
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     run = actions.add_parser(
         "run",
-        parents=[common],
         help="score query-only retrieval and PGR on a dataset",
         description=(
             "Run query-only retrieval and PGR (chain or tree prospection) for every query of a dataset "
@@ -169,7 +171,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "pgr.bootstrap_samples). Hyper-parameters: --set pgr.step_k=5 ..."
         ),
     )
-    run.add_argument("--dataset", type=Path, required=True, help="dataset directory written by `memoryquest generate`")
+    add_common_options(run)
+    add_dataset_argument(
+        run, "dataset directory written by `memoryquest generate`", old="--dataset"
+    )
     run.add_argument(
         "--method",
         dest="methods",
@@ -184,9 +189,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         choices=[j.value for j in JudgeKind],
         help="recall judge (repeatable; default: pgr.judges)",
     )
-    run.add_argument("--users", nargs="+", metavar="USER", help="only these users (e.g. user0 or a persona id)")
-    run.add_argument("--out", type=Path, help="write every result, joined to its query, as JSONL here")
-    run.add_argument("--answers", action="store_true", default=None, help="also generate answers (PAG)")
+    add_users_option(run, "or persona ids; only their queries")
+    add_output_option(
+        run, "write every result, joined to its query, to this JSONL file", old=["--out"]
+    )
+    run.add_argument(
+        "--answers", action="store_true", default=None, help="also generate answers (PAG)"
+    )
     run.set_defaults(func=_run)
 
 
@@ -197,22 +206,25 @@ def _run(args: argparse.Namespace) -> int:
         pgr__judges=args.judges,
         pgr__generate_answers=args.answers,
     )
-    inputs = load_for_pgr(args.dataset)
-    queries = select_users(inputs, args.users)
+    if args.output is not None:
+        check_output_target(args.output, directory=False)
+    inputs = load_for_pgr(dataset_dir(args))
+    queries = select_users(inputs, PersonaSelection.parse(users=args.users).user_ids)
     results = asyncio.run(_validate(queries, inputs.facts, settings))
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("w", encoding="utf-8") as handle:
+    if args.output is not None:
+        with args.output.open("w", encoding="utf-8") as handle:
             for row in joined_rows(results, queries, inputs.personas):
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        print(f"wrote {len(results)} results to {args.out}")
+        print(f"wrote {len(results)} results to {args.output}")
     return 0
 
 
-async def _validate(queries: list[Query], facts: list[Fact], settings: Settings) -> list[ValidationResult]:
+async def _validate(
+    queries: list[Query], facts: list[Fact], settings: Settings
+) -> list[ValidationResult]:
     from memoryquest.llm.factory import build_client
 
     client = build_client(settings)

@@ -1,31 +1,31 @@
-"""``memoryquest publish <dataset_dir> --to <dest>``: Parquet splits, JSONL mirror, card, manifest."""
+"""``memoryquest publish DATASET_DIR --output DEST``: Parquet splits, JSONL mirror, card, manifest."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
 
-from memoryquest.cli.main import settings_from_args
-from memoryquest.dataset import GeneratedDataset
-from memoryquest.publish import AuditFailedError, publish_dataset
-from memoryquest.publish.splits import SPLITS
+from memoryquest.cli.inputs import (
+    add_dataset_argument,
+    add_output_option,
+    check_output_target,
+    dataset_dir,
+    load_generated,
+)
+from memoryquest.cli.main import add_common_options, settings_from_args
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "publish",
-        parents=[common],
-        help="publish a generated dataset as Hugging Face-style Parquet splits with a dataset card",
-        description=(
-            "Write user-disjoint train/validation/test Parquet splits, a JSONL mirror, plots, a dataset "
-            "card (README.md) and manifest.json. The destination is replaced atomically; it must be "
-            "absent, empty, or hold an earlier published dataset. Split ratios and seed: "
-            "--set publish.train=0.8 --set publish.split_seed=13 ..."
-        ),
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Write user-disjoint train/validation/test Parquet splits, a JSONL mirror, plots, a dataset "
+        "card (README.md) and manifest.json. The destination is replaced atomically; it must be "
+        "absent, empty, or hold an earlier published dataset. Split ratios and seed: "
+        "--set publish.train=0.8 --set publish.split_seed=13 ..."
     )
-    parser.add_argument("dataset_dir", type=Path, help="output directory of `memoryquest generate`")
-    parser.add_argument("--to", dest="destination", type=Path, required=True, help="where to write the published dataset")
+    add_common_options(parser)
+    add_dataset_argument(
+        parser, "the dataset directory `memoryquest generate` wrote (OUTPUT/dataset)"
+    )
+    add_output_option(parser, "where to write the published dataset (required)", old=["--to"])
     parser.add_argument(
         "--allow-failed-audit",
         action="store_true",
@@ -35,10 +35,18 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from memoryquest.publish import AuditFailedError, publish_dataset
+    from memoryquest.publish.splits import SPLITS
+
     settings = settings_from_args(args)
-    dataset = GeneratedDataset.load(args.dataset_dir)
+    if args.output is None:
+        raise ValueError("publish needs --output DEST: where to write the published dataset")
+    check_output_target(args.output, directory=True)
+    dataset = load_generated(dataset_dir(args))
     try:
-        report = publish_dataset(dataset, args.destination, settings, allow_failed_audit=args.allow_failed_audit)
+        report = publish_dataset(
+            dataset, args.output, settings, allow_failed_audit=args.allow_failed_audit
+        )
     except AuditFailedError as exc:
         print(f"error: {exc}")
         return 1
@@ -50,5 +58,7 @@ def _publish(args: argparse.Namespace) -> int:
     users = "  ".join(f"{split} {len(report.users[split])}" for split in SPLITS)
     print(f"  users: {users}")
     print(f"dataset card: {report.card}")
-    print(f"{len(report.files)} files, {sum(f.bytes for f in report.files):,} bytes, {report.seconds:.2f} s")
+    print(
+        f"{len(report.files)} files, {sum(f.bytes for f in report.files):,} bytes, {report.seconds:.2f} s"
+    )
     return 0

@@ -5,29 +5,37 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    schemas = subparsers.add_parser(
-        "schemas",
-        help="write or check the JSON Schemas of the published tables",
-        description="JSON Schemas of every published table, the run manifest and the custom persona "
-        "format, generated from the pydantic contracts.",
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "JSON Schemas of every published table, the run manifest and the custom persona "
+        "format, generated from the pydantic contracts."
     )
-    actions = schemas.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     write = actions.add_parser("write", help="(re)generate <table>.schema.json files")
-    write.add_argument("--directory", type=Path, default=Path("schemas"), help="target directory (default: schemas)")
+    write.add_argument(
+        "--directory",
+        type=Path,
+        default=Path("schemas"),
+        help="target directory (default: schemas)",
+    )
     write.set_defaults(func=_write)
     check = actions.add_parser("check", help="fail when the schema files differ from the contracts")
-    check.add_argument("--directory", type=Path, default=Path("schemas"), help="directory to check (default: schemas)")
+    check.add_argument(
+        "--directory",
+        type=Path,
+        default=Path("schemas"),
+        help="directory to check (default: schemas)",
+    )
     check.set_defaults(func=_check)
 
 
 def _write(args: argparse.Namespace) -> int:
+    from memoryquest.cli.inputs import prepare_output_dir
     from memoryquest.schema_export import export_schemas
 
-    for path in export_schemas(args.directory):
+    for path in export_schemas(prepare_output_dir(args.directory)):
         print(path)
     return 0
 
@@ -39,7 +47,10 @@ def _check(args: argparse.Namespace) -> int:
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print(f"run `memoryquest schemas write --directory {args.directory}` to regenerate", file=sys.stderr)
+        print(
+            f"run `memoryquest schemas write --directory {args.directory}` to regenerate",
+            file=sys.stderr,
+        )
         return 1
     print(f"{args.directory}: schemas match the contracts")
     return 0

@@ -4,32 +4,34 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from memoryquest.cli.main import settings_from_args
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.cli.inputs import add_dataset_argument, load_generated
+from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.validate import EmbeddingFunction, queries_not_recomputed, validate_dataset
 
+if TYPE_CHECKING:
+    from memoryquest.dataset import GeneratedDataset
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
-        "validate",
-        parents=[common],
-        help="check a generated dataset against every invariant (exit 1 on any violation)",
-        description=(
-            "Check a generated dataset directory (as written by 'generate') against every rule of the "
-            "specification: reference counts, gamma and per-reference cosines (recomputed with the local "
-            "embedder when the dataset used it), timelines, sessions, history order, fact provenance and "
-            "reference coverage; then the validity audit (`memoryquest audit`), whose failed gates fail "
-            "validation too."
-        ),
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Check a generated dataset directory (as written by 'generate') against every rule of the "
+        "specification: reference counts, gamma and per-reference cosines (recomputed with the local "
+        "embedder when the dataset used it), timelines, sessions, history order, fact provenance and "
+        "reference coverage; then the validity audit (`memoryquest audit`), whose failed gates fail "
+        "validation too."
     )
-    parser.add_argument("dataset_dir", type=Path, help="directory holding queries.jsonl, timelines.jsonl, ...")
+    add_common_options(parser)
+    add_dataset_argument(parser, "directory holding queries.jsonl, timelines.jsonl, ...")
     parser.add_argument(
-        "--no-recompute", action="store_true", help="skip recomputing cosines (no embedding model is loaded)"
+        "--no-recompute",
+        action="store_true",
+        help="skip recomputing cosines (no embedding model is loaded)",
     )
-    parser.add_argument("--no-audit", action="store_true", help="check the invariants only, skip the validity audit")
+    parser.add_argument(
+        "--no-audit", action="store_true", help="check the invariants only, skip the validity audit"
+    )
     parser.set_defaults(func=_validate)
 
 
@@ -48,7 +50,7 @@ def _embedder(dataset: GeneratedDataset, skip: bool) -> EmbeddingFunction | None
 
 def _validate(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    dataset = GeneratedDataset.load(args.dataset_dir)
+    dataset = load_generated(args.dataset_dir)
     embedder = _embedder(dataset, args.no_recompute)
     violations = validate_dataset(dataset, settings, embedder)
     for violation in violations:
@@ -56,7 +58,9 @@ def _validate(args: argparse.Namespace) -> int:
     skipped = queries_not_recomputed(dataset, embedder)
     if skipped:
         names = ", ".join(sorted({q.embedder for q in skipped}))
-        reason = "--no-recompute" if args.no_recompute else f"embedder not available offline: {names}"
+        reason = (
+            "--no-recompute" if args.no_recompute else f"embedder not available offline: {names}"
+        )
         print(f"note: cosines of {len(skipped)} queries were not recomputed ({reason})")
     counts = Counter(v.rule.value for v in violations)
     rows = (
@@ -75,7 +79,9 @@ def _validate(args: argparse.Namespace) -> int:
     if violations or failed_audit:
         by_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()))
         audit_note = f"; {len(failed_audit)} failed audit gates" if failed_audit else ""
-        print(f"{len(violations)} violations in {args.dataset_dir} ({rows}): {by_rule or 'none'}{audit_note}")
+        print(
+            f"{len(violations)} violations in {args.dataset_dir} ({rows}): {by_rule or 'none'}{audit_note}"
+        )
         return 1
     audited = "" if args.no_audit else ", audit passed"
     print(f"ok: no violations in {args.dataset_dir} ({rows}){audited}")

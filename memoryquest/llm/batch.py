@@ -90,6 +90,7 @@ from pydantic import BaseModel, ValidationError
 
 from memoryquest.llm.backends import ChatCall, ChatResult, OutputMode
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
+from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS
 from memoryquest.llm.request import LLMRequest, ResponseT
 
 if TYPE_CHECKING:
@@ -99,12 +100,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# A batch line has no HTTP headers: the loopback test server reads the hints
-# (memoryquest.llm.hints) from this line field. Only sent to loopback servers.
+# A batch line has no HTTP headers: the fake server reads the hints
+# (memoryquest.llm.hints) from this line field. Sent only with endpoint.simulator_hints.
 HINTS_FIELD = "x_memoryquest_headers"
 STATE_FORMAT = 1
 TERMINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
-_RESPONSE_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output", "strict")
 
 
 @dataclass(frozen=True)
@@ -174,12 +174,16 @@ class BatchRunner:
 
     def __init__(self, client: ModelClient, options: BatchOptions) -> None:
         backend = client.chat_backend
-        if not callable(getattr(backend, "request_body", None)) or not callable(getattr(backend, "sdk_client", None)):
+        if not callable(getattr(backend, "request_body", None)) or not callable(
+            getattr(backend, "sdk_client", None)
+        ):
             raise LLMConfigurationError(
                 f"endpoint.batch needs the openai or azure backend; backend {backend.name!r} has no Batch API"
             )
         if options.rounds < 1:
-            raise LLMConfigurationError(f"endpoint.batch_rounds must be at least 1, got {options.rounds}")
+            raise LLMConfigurationError(
+                f"endpoint.batch_rounds must be at least 1, got {options.rounds}"
+            )
         if options.collect_seconds < 0 or options.collect_max < 1:
             raise LLMConfigurationError(
                 f"the batch collector needs collect_seconds >= 0 and collect_max >= 1, "
@@ -188,7 +192,9 @@ class BatchRunner:
         self.client = client
         self.options = options
         self.url = "/chat/completions" if backend.name == "azure" else "/v1/chat/completions"
-        self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Collector] = weakref.WeakKeyDictionary()
+        self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Collector] = (
+            weakref.WeakKeyDictionary()
+        )
         self._owned: set[Path] = set()  # state files a set of this runner is settling
         # Lines of adopted batches whose request has not been asked yet: (record, batch status).
         self._unclaimed: dict[str, tuple[dict[str, Any], str]] = {}
@@ -202,7 +208,9 @@ class BatchRunner:
         await self._wait([entry])
         return _as(entry.future.result(), request.response_model)
 
-    async def complete_all(self, requests: Sequence[LLMRequest[Any]], *, return_exceptions: bool = False) -> list[Any]:
+    async def complete_all(
+        self, requests: Sequence[LLMRequest[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]:
         with contextlib.ExitStack() as stack:
             for stage in dict.fromkeys(r.stage for r in requests):
                 stack.enter_context(self.client.ledger.timing(stage))
@@ -255,10 +263,8 @@ class BatchRunner:
     def _entry(self, request: LLMRequest[Any]) -> BaseModel | _Row:
         """The cached answer, or the row the request waits on (joined, or queued for the next batch)."""
         client = self.client
-        template = client._template(request)
-        messages = template.render(request.variables)
-        seed = int(getattr(client.chat_backend, "seed", 0)) + request.seed
-        key = client._key(request, template, messages, seed)
+        attempt = client.attempt(request)
+        key = client.cache_key(attempt)
         cached = self._cached(key, request)
         if cached is not None:
             client.ledger.cache_hits(request.stage)
@@ -269,7 +275,7 @@ class BatchRunner:
             client.ledger.cache_hits(request.stage)
             return row
         loop = asyncio.get_running_loop()
-        row = _Row(key, client._attempt(request, template, messages, seed), loop.create_future())
+        row = _Row(key, attempt, loop.create_future())
         collector.rows[key] = row
         unclaimed = self._unclaimed.pop(key, None)
         if unclaimed is not None:  # answered by a resumed batch before anyone asked
@@ -320,7 +326,9 @@ class BatchRunner:
                     collector.timer.cancel()
                     collector.timer = None
             return
-        if group.task is not None and not any(r.waiters for r in group.rows.values() if not r.future.done()):
+        if group.task is not None and not any(
+            r.waiters for r in group.rows.values() if not r.future.done()
+        ):
             group.task.cancel()  # the state file stays: the set resumes when asked again
 
     def _flush(self, collector: _Collector) -> None:
@@ -345,7 +353,9 @@ class BatchRunner:
         for path, state, mine in adopted:
             group = self._start(collector, mine, path, state)
             recorded = {key for inflight in state["batches"] for key in inflight["custom_ids"]}
-            for key in recorded - group.rows.keys() - collector.rows.keys() - collector.orphans.keys():
+            for key in (
+                recorded - group.rows.keys() - collector.rows.keys() - collector.orphans.keys()
+            ):
                 group.orphans.add(key)
                 collector.orphans[key] = group
             log.info("resuming %d requests from %s", len(mine), path.name)
@@ -353,7 +363,9 @@ class BatchRunner:
             self._start(collector, fresh, fresh_path, fresh_state)
             log.info("collected %d requests for a batch", len(fresh))
 
-    def _start(self, collector: _Collector, rows: list[_Row], path: Path | None, state: dict[str, Any]) -> _Group:
+    def _start(
+        self, collector: _Collector, rows: list[_Row], path: Path | None, state: dict[str, Any]
+    ) -> _Group:
         group = _Group(collector, {row.key: row for row in rows}, path, state)
         for row in rows:
             row.group = group
@@ -364,10 +376,12 @@ class BatchRunner:
         group.task.add_done_callback(lambda task: self._finish(group, task))
         return group
 
-    def _adopt(self, rows: list[_Row]) -> tuple[list[tuple[Path, dict[str, Any], list[_Row]]], list[_Row]]:
+    def _adopt(
+        self, rows: list[_Row]
+    ) -> tuple[list[tuple[Path, dict[str, Any], list[_Row]]], list[_Row]]:
         """Recorded unfinished batches holding some of ``rows`` (with those rows), and the rows left over."""
         cache = self.client.cache
-        if cache is None or not self.client._cache_on():
+        if cache is None or not self.client.caching:
             return [], rows
         directory = cache.directory / "batches"
         if not directory.is_dir():
@@ -380,7 +394,9 @@ class BatchRunner:
             if path.name.startswith(".") or path in self._owned:
                 continue
             state = _read_state(path)
-            recorded = dict.fromkeys(key for inflight in state["batches"] for key in inflight["custom_ids"])
+            recorded = dict.fromkeys(
+                key for inflight in state["batches"] for key in inflight["custom_ids"]
+            )
             mine = [left.pop(key) for key in recorded if key in left]
             if mine:
                 adopted.append((path, state, mine))
@@ -388,7 +404,9 @@ class BatchRunner:
 
     def _finish(self, group: _Group, task: asyncio.Task[None]) -> None:
         """When a set's task ends, however it ends (even cancelled before it started): resolve every row."""
-        failure = None if task.cancelled() else task.exception()  # every waiting call gets it, not just one
+        failure = (
+            None if task.cancelled() else task.exception()
+        )  # every waiting call gets it, not just one
         collector = group.collector
         if group.path is not None:
             self._owned.discard(group.path)
@@ -434,7 +452,7 @@ class BatchRunner:
 
     def _cached(self, key: str, request: LLMRequest[Any]) -> BaseModel | None:
         cache = self.client.cache
-        if cache is None or not self.client._cache_on():
+        if cache is None or not self.client.caching:
             return None
         entry = cache.get_chat(key)
         if entry is None:
@@ -446,7 +464,7 @@ class BatchRunner:
 
     def _state_path(self, keys: Iterable[str]) -> Path | None:
         cache = self.client.cache
-        if cache is None or not self.client._cache_on():
+        if cache is None or not self.client.caching:
             return None
         digest = hashlib.sha256("\n".join(sorted(keys)).encode("ascii")).hexdigest()
         return cache.directory / "batches" / f"{digest}.json"
@@ -467,14 +485,22 @@ class BatchRunner:
                 if inflight.get("batch_id") is None:
                     # A crash may have come between creating the batch and recording its id.
                     found = await self._find(inflight["input_file_id"]) if resumed else None
-                    inflight["batch_id"] = found or await self._create(inflight["input_file_id"], state["rounds"])
+                    inflight["batch_id"] = found or await self._create(
+                        inflight["input_file_id"], state["rounds"]
+                    )
                     _write_state(path, state)
                 verb = "resuming" if resumed else "submitted"
                 log.info(
                     "batch %s: %s, %d requests (round %d of at most %d)",
-                    inflight["batch_id"], verb, len(inflight["custom_ids"]), state["rounds"], self.options.rounds,
+                    inflight["batch_id"],
+                    verb,
+                    len(inflight["custom_ids"]),
+                    state["rounds"],
+                    self.options.rounds,
                 )
-            batches = await asyncio.gather(*(self._poll(b["batch_id"], resumed=resumed) for b in state["batches"]))
+            batches = await asyncio.gather(
+                *(self._poll(b["batch_id"], resumed=resumed) for b in state["batches"])
+            )
             rejected: LLMConfigurationError | None = None
             for inflight, batch in zip(state["batches"], batches, strict=True):
                 if batch is None:  # the recorded batch is gone: its rows go out again
@@ -482,7 +508,9 @@ class BatchRunner:
                 try:
                     await self._collect(batch, inflight["custom_ids"], group)
                 except LLMConfigurationError as exc:
-                    rejected = rejected or exc  # still read the other batches of the round: they are paid for
+                    rejected = (
+                        rejected or exc
+                    )  # still read the other batches of the round: they are paid for
             state["batches"] = []
             _write_state(path, state)
             self._release_orphans(group)
@@ -494,7 +522,11 @@ class BatchRunner:
                 problems = "; ".join(sorted({r.problem for r in open_rows if r.problem}))
                 log.info("%d requests to send again (%s)", len(open_rows), problems)
         if pending:
-            log.info("%d requests still unanswered after %d batches: finishing them online", len(pending), state["rounds"])
+            log.info(
+                "%d requests still unanswered after %d batches: finishing them online",
+                len(pending),
+                state["rounds"],
+            )
             await asyncio.gather(*(self._online(row) for row in pending))
             self._resolve_done(group)
         if path is not None:
@@ -506,11 +538,16 @@ class BatchRunner:
         """The JSONL line of a row: the online request body, with ``custom_id`` = cache key."""
         client = self.client
         backend: Any = client.chat_backend
-        row.call = client._chat_call(row.attempt)
+        row.call = client.next_call(row.attempt)
         body = dict(backend.request_body(row.call))
         hints = body.pop("extra_headers", None)
         body.update(body.pop("extra_body", None) or {})
-        line: dict[str, Any] = {"custom_id": row.key, "method": "POST", "url": self.url, "body": body}
+        line: dict[str, Any] = {
+            "custom_id": row.key,
+            "method": "POST",
+            "url": self.url,
+            "body": body,
+        }
         if hints and getattr(backend, "send_variables", False):
             line[HINTS_FIELD] = hints
         return (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
@@ -527,7 +564,10 @@ class BatchRunner:
                     f"of {self.options.max_bytes}"
                 )
             part_rows, part_lines = parts[-1]
-            if part_rows and (len(part_rows) >= self.options.max_lines or size + len(line) > self.options.max_bytes):
+            if part_rows and (
+                len(part_rows) >= self.options.max_lines
+                or size + len(line) > self.options.max_bytes
+            ):
                 parts.append(([], []))
                 part_rows, part_lines = parts[-1]
                 size = 0
@@ -536,12 +576,16 @@ class BatchRunner:
             size += len(line)
         return [(part_rows, b"".join(part_lines)) for part_rows, part_lines in parts if part_rows]
 
-    async def _upload(self, part: tuple[list[_Row], bytes], path: Path | None, state: dict[str, Any]) -> None:
+    async def _upload(
+        self, part: tuple[list[_Row], bytes], path: Path | None, state: dict[str, Any]
+    ) -> None:
         batch_rows, content = part
         name = f"memoryquest-{state['set'][:12]}-round{state['rounds']}-part{len(state['batches']) + 1}.jsonl"
         uploaded = await self._sdk(
             lambda sdk: sdk.files.create(
-                file=(name, content, "application/jsonl"), purpose="batch", timeout=self.options.transfer_seconds
+                file=(name, content, "application/jsonl"),
+                purpose="batch",
+                timeout=self.options.transfer_seconds,
             ),
             f"uploading batch input {name}",
         )
@@ -572,7 +616,11 @@ class BatchRunner:
         """A recent batch already made from this input file, if any."""
         page = await self._sdk(lambda sdk: sdk.batches.list(limit=100), "listing recent batches")
         for batch in page.data:
-            if batch.input_file_id == input_file_id and batch.status not in ("failed", "cancelled", "cancelling"):
+            if batch.input_file_id == input_file_id and batch.status not in (
+                "failed",
+                "cancelled",
+                "cancelling",
+            ):
                 return str(batch.id)
         return None
 
@@ -581,18 +629,25 @@ class BatchRunner:
         delay = self.options.poll_seconds
         while True:
             try:
-                batch = await self._sdk(lambda sdk: sdk.batches.retrieve(batch_id), f"polling batch {batch_id}")
+                batch = await self._sdk(
+                    lambda sdk: sdk.batches.retrieve(batch_id), f"polling batch {batch_id}"
+                )
             except LLMConfigurationError as exc:
                 cause = exc.__cause__
                 if resumed and isinstance(cause, PermanentBackendError) and cause.status == 404:
-                    log.warning("batch %s recorded in the cache no longer exists: sending its requests again", batch_id)
+                    log.warning(
+                        "batch %s recorded in the cache no longer exists: sending its requests again",
+                        batch_id,
+                    )
                     return None
                 raise
             if batch.status in TERMINAL_STATUSES:
                 return batch
             counts = batch.request_counts
             log.info(
-                "batch %s: %s%s", batch_id, batch.status,
+                "batch %s: %s%s",
+                batch_id,
+                batch.status,
                 f" ({counts.completed + counts.failed}/{counts.total} done)" if counts else "",
             )
             await asyncio.sleep(delay)
@@ -601,8 +656,13 @@ class BatchRunner:
     async def _collect(self, batch: Any, custom_ids: list[str], group: _Group) -> None:
         if batch.status == "failed":
             errors = batch.errors.data if batch.errors and batch.errors.data else []
-            detail = "; ".join(f"line {e.line}: {e.code}: {e.message}" for e in errors) or "no reason given"
-            raise LLMConfigurationError(f"the Batch API rejected batch {batch.id} (input {batch.input_file_id}): {detail}")
+            detail = (
+                "; ".join(f"line {e.line}: {e.code}: {e.message}" for e in errors)
+                or "no reason given"
+            )
+            raise LLMConfigurationError(
+                f"the Batch API rejected batch {batch.id} (input {batch.input_file_id}): {detail}"
+            )
         records: dict[str, dict[str, Any]] = {}
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
@@ -635,7 +695,7 @@ class BatchRunner:
         """One output or error line: the answer checked and cached, or the row left for the next round."""
         client = self.client
         attempt = row.attempt
-        call = row.call or client._chat_call(attempt)
+        call = row.call or client.next_call(attempt)
         response = record.get("response") if record else None
         status = response.get("status_code") if isinstance(response, dict) else None
         if status == 200:
@@ -644,17 +704,12 @@ class BatchRunner:
             if result is None:
                 row.problem = "an answer without choices"
                 return
-            prompt_tokens = 0
-            if not result.usage_reported:
-                prompt_tokens = client._chat_tokens.count_messages(call.messages)
-                if call.mode is OutputMode.JSON_SCHEMA:
-                    prompt_tokens += client._schema_tokens(call)
-            cost = client._account_chat(attempt.request.stage, result, prompt_tokens, client._chat_tokens, batch=True)
+            cost = client.account_batch_answer(call, result)
             if row.done:  # answered meanwhile (a resumed batch): billed, nothing more to do
                 return
             attempt.add(cost)
             try:
-                value = client._judge(attempt, result)
+                value = client.judge(attempt, result)
             except LLMError as exc:
                 row.error = exc
                 return
@@ -662,36 +717,46 @@ class BatchRunner:
                 row.problem = _why_retried(result)
                 return
             row.value = value
-            if client._cache_on():
-                client._remember(row.key, attempt.template, value.model_dump_json(), result.model, attempt.spent)
+            if client.caching:
+                client.remember(row.key, attempt, value.model_dump_json(), result.model)
             return
         if row.done:
             return
         error = _error_of(record, response)
-        message = str(error.get("message") or error.get("code") or f"no answer line (batch {batch_status})")
+        message = str(
+            error.get("message") or error.get("code") or f"no answer line (batch {batch_status})"
+        )
         if status is None or status in (408, 409, 429) or status >= 500:
             row.problem = f"HTTP {status}" if status else str(error.get("code") or "no answer")
             return
         text = f"{message} {error.get('param') or ''}".lower()
-        if status == 400 and call.mode is not OutputMode.TEXT and any(w in text for w in _RESPONSE_FORMAT_WORDS):
+        if (
+            status == 400
+            and call.mode is not OutputMode.TEXT
+            and any(w in text for w in RESPONSE_FORMAT_WORDS)
+        ):
             try:
-                client._format_rejected(call, attempt.where, PermanentBackendError(f"HTTP 400: {message}", status=400))
+                client.format_rejected(
+                    call, attempt.where, PermanentBackendError(f"HTTP 400: {message}", status=400)
+                )
             except LLMConfigurationError as exc:
                 row.error = exc
             row.problem = f"output format {call.mode.value} rejected"
             return
-        row.error = LLMConfigurationError(f"{attempt.where}: the Batch API rejected the request: HTTP {status}: {message}")
+        row.error = LLMConfigurationError(
+            f"{attempt.where}: the Batch API rejected the request: HTTP {status}: {message}"
+        )
 
     async def _online(self, row: _Row) -> None:
         client = self.client
         try:
-            value, result, spent = await client._ask_from(row.attempt)
+            value, result, _ = await client.ask_from(row.attempt)
         except LLMError as exc:
             row.error = exc
             return
         row.value = value
-        if client._cache_on():
-            client._remember(row.key, row.attempt.template, value.model_dump_json(), result.model, spent)
+        if client.caching:
+            client.remember(row.key, row.attempt, value.model_dump_json(), result.model)
 
     async def _sdk(self, send: Callable[[Any], Awaitable[T]], where: str) -> T:
         """One Files/Batches API call with the client's retries, backoff and circuit breaker."""
@@ -708,9 +773,7 @@ class BatchRunner:
             except openai.OpenAIError as exc:
                 raise translate_error(exc) from exc
 
-        if client.limiter is None:
-            return await attempt()
-        return await client._call_endpoint(attempt, reserve=0, used=lambda _: 0, where=where)
+        return await client.call_endpoint(attempt, where=where)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -768,11 +831,16 @@ def _read_state(path: Path | None) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         log.warning("ignoring unreadable batch state %s: %s", path, exc)
         return fresh
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("rounds"), int):
+    if (
+        not isinstance(state, dict)
+        or state.get("format") != STATE_FORMAT
+        or not isinstance(state.get("rounds"), int)
+    ):
         return fresh
     batches = state.get("batches")
     if not isinstance(batches, list) or not all(
-        isinstance(b, dict) and b.get("input_file_id") and isinstance(b.get("custom_ids"), list) for b in batches
+        isinstance(b, dict) and b.get("input_file_id") and isinstance(b.get("custom_ids"), list)
+        for b in batches
     ):
         log.warning("ignoring malformed batch state %s", path)
         return fresh

@@ -44,7 +44,9 @@ class CacheStats:
 
 
 def _digest(material: Any) -> str:
-    text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = json.dumps(
+        material, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -76,7 +78,16 @@ def chat_key(
 
 
 def embedding_key(*, backend: str, base_url: str | None, model: str, text: str) -> str:
-    return _digest({"format": CACHE_FORMAT, "kind": "embedding", "backend": backend, "base_url": base_url, "model": model, "text": text})
+    return _digest(
+        {
+            "format": CACHE_FORMAT,
+            "kind": "embedding",
+            "backend": backend,
+            "base_url": base_url,
+            "model": model,
+            "text": text,
+        }
+    )
 
 
 class ResponseCache:
@@ -106,7 +117,9 @@ class ResponseCache:
     def _write(self, path: str, data: bytes) -> None:
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
+        handle, temp = tempfile.mkstemp(
+            dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1]
+        )
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
@@ -159,4 +172,6 @@ class ResponseCache:
 
     def put_vector(self, key: str, vector: np.ndarray) -> None:
         if self.enabled:
-            self._write(self._path("embeddings", key, ".f32"), np.asarray(vector, dtype="<f4").tobytes())
+            self._write(
+                self._path("embeddings", key, ".f32"), np.asarray(vector, dtype="<f4").tobytes()
+            )

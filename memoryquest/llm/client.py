@@ -216,7 +216,9 @@ class ModelClient:
     def _embedding_model(self) -> str:
         return str(getattr(self.embedder, "model", self.embedder.name))
 
-    def _cache_on(self) -> bool:
+    @property
+    def caching(self) -> bool:
+        """Whether answers are read from and written to the response cache."""
         return self.cache is not None and self.cache.enabled
 
     @property
@@ -283,45 +285,52 @@ class ModelClient:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    def _template(self, request: LLMRequest[Any]) -> PromptTemplate:
-        return load_template(request.template_id, self.prompts_dir)
+    # --- the seams the online loop and the Batch API runner (memoryquest.llm.batch) share ---
 
-    def _key(
-        self,
-        request: LLMRequest[Any],
-        template: PromptTemplate,
-        messages: list[dict[str, str]],
-        seed: int,
-    ) -> str:
+    def attempt(self, request: LLMRequest[Any]) -> Attempt:
+        """The first try of ``request``: its prompt rendered and its seed fixed."""
+        template = load_template(request.template_id, self.prompts_dir)
+        messages = template.render(request.variables)
+        return Attempt(
+            request=request,
+            template=template,
+            messages=messages,
+            seed=int(getattr(self.chat_backend, "seed", 0)) + request.seed,
+            where=f"{request.template_id} v{template.version} (stage {request.stage})",
+            conversation=list(messages),
+            max_tokens=request.max_output_tokens,
+        )
+
+    def cache_key(self, attempt: Attempt) -> str:
+        """The request's key in the response cache: endpoint, model, prompt, parameters and schema."""
         backend = self.chat_backend
+        request = attempt.request
         return chat_key(
             backend=backend.name,
             base_url=backend.base_url,
             model=backend.model,
-            template_id=template.template_id,
-            template_version=template.version,
-            messages=messages,
+            template_id=attempt.template.template_id,
+            template_version=attempt.template.version,
+            messages=attempt.messages,
             parameters={
                 "temperature": request.temperature,
                 "max_output_tokens": request.max_output_tokens,
-                "seed": seed,
+                "seed": attempt.seed,
                 "extra": request.extra,
             },
             schema=schema_fingerprint(request.response_model),
         )
 
     async def _complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
-        template = self._template(request)
-        messages = template.render(request.variables)
-        seed = int(getattr(self.chat_backend, "seed", 0)) + request.seed
-        cacheable = self._cache_on() and bool(
+        attempt = self.attempt(request)
+        cacheable = self.caching and bool(
             getattr(self.chat_backend, "cacheable", not self.simulated)
         )
         if not cacheable:
-            value, _, _ = await self._ask(request, template, messages, seed)
+            value, _, _ = await self.ask_from(attempt)
             return value
         assert self.cache is not None
-        key = self._key(request, template, messages, seed)
+        key = self.cache_key(attempt)
         while True:
             entry = self.cache.get_chat(key)
             if entry is not None:
@@ -347,9 +356,9 @@ class ModelClient:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         inflight[key] = future
         try:
-            value, result, spent = await self._ask(request, template, messages, seed)
+            value, result, _ = await self.ask_from(attempt)
             text = value.model_dump_json()
-            self._remember(key, template, text, result.model, spent)
+            self.remember(key, attempt, text, result.model)
             future.set_result(text)
             return value
         except BaseException as exc:
@@ -369,48 +378,23 @@ class ModelClient:
             return OutputMode.JSON_SCHEMA
         return OutputMode.JSON_OBJECT
 
-    async def _ask(
-        self,
-        request: LLMRequest[ResponseT],
-        template: PromptTemplate,
-        messages: list[dict[str, str]],
-        seed: int,
-    ) -> tuple[ResponseT, ChatResult, dict[str, Any]]:
-        """Send, check and validate; repair or retry bad answers a bounded number of times."""
-        return await self._ask_from(self._attempt(request, template, messages, seed))
-
-    def _attempt(
-        self,
-        request: LLMRequest[Any],
-        template: PromptTemplate,
-        messages: list[dict[str, str]],
-        seed: int,
-    ) -> Attempt:
-        return Attempt(
-            request=request,
-            template=template,
-            messages=messages,
-            seed=seed,
-            where=f"{request.template_id} v{template.version} (stage {request.stage})",
-            conversation=list(messages),
-            max_tokens=request.max_output_tokens,
-        )
-
-    async def _ask_from(self, attempt: Attempt) -> tuple[Any, ChatResult, dict[str, Any]]:
-        """The online loop, from wherever ``attempt`` stands (the Batch API runner hands over here)."""
+    async def ask_from(self, attempt: Attempt) -> tuple[Any, ChatResult, dict[str, Any]]:
+        """Send, check and validate online from wherever ``attempt`` stands, repairing or retrying
+        bad answers a bounded number of times (the Batch API runner hands over here); the answer,
+        the last result and what the attempt spent."""
         while True:
-            call = self._chat_call(attempt)
+            call = self.next_call(attempt)
             try:
                 result, cost = await self._send_chat(call, attempt.where)
             except ResponseFormatRejectedError as exc:
-                self._format_rejected(call, attempt.where, exc)
+                self.format_rejected(call, attempt.where, exc)
                 continue
             attempt.add(cost)
-            value = self._judge(attempt, result)
+            value = self.judge(attempt, result)
             if value is not None:
                 return value, result, attempt.spent
 
-    def _chat_call(self, attempt: Attempt) -> ChatCall:
+    def next_call(self, attempt: Attempt) -> ChatCall:
         """The next call for ``attempt``, in the strongest output mode the server has not rejected."""
         model = attempt.request.response_model
         name = schema_name(model)
@@ -427,7 +411,7 @@ class ModelClient:
             template_version=attempt.template.version,
         )
 
-    def _format_rejected(self, call: ChatCall, where: str, exc: Exception) -> None:
+    def format_rejected(self, call: ChatCall, where: str, exc: Exception) -> None:
         """Remember that the server refuses ``call.mode`` for this schema, or give up."""
         weaker = call.mode.weaker()
         if weaker is None:
@@ -436,7 +420,7 @@ class ModelClient:
             ) from exc
         self._modes[call.schema_name] = weaker
 
-    def _judge(self, attempt: Attempt, result: ChatResult) -> Any | None:
+    def judge(self, attempt: Attempt, result: ChatResult) -> Any | None:
         """The validated answer, or None after preparing ``attempt`` for another try.
 
         Raises the matching ``LLMOutputError`` once a kind of bad answer has
@@ -491,23 +475,16 @@ class ModelClient:
             ]
             return None
 
-    def _remember(
-        self,
-        key: str,
-        template: PromptTemplate,
-        text: str,
-        model: str | None,
-        spent: dict[str, Any],
-    ) -> None:
-        """Store an answer under its cache key with what it cost."""
+    def remember(self, key: str, attempt: Attempt, text: str, model: str | None) -> None:
+        """Store an answer under its cache key with what its attempt cost."""
         assert self.cache is not None
         self.cache.put_chat(
             key,
             text,
             {
-                "template": [template.template_id, template.version],
+                "template": [attempt.template.template_id, attempt.template.version],
                 "model": model or self.chat_backend.model,
-                **spent,  # what the answer cost, repairs and retried refusals included
+                **attempt.spent,  # what the answer cost, repairs and retried refusals included
                 "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             },
         )
@@ -520,25 +497,31 @@ class ModelClient:
             return result, self._account_chat(
                 call.request.stage, result, result.input_tokens, counter
             )
-        prompt_tokens = counter.count_messages(call.messages)
-        if call.mode is OutputMode.JSON_SCHEMA:  # the schema is billed as prompt tokens
-            prompt_tokens += self._schema_tokens(call)
-        if self.limiter is None:
-            result = await self.chat_backend.chat(call)
-        else:
-            result = await self._call_endpoint(
-                lambda: self.chat_backend.chat(call),
-                reserve=prompt_tokens + call.max_output_tokens,
-                used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
-                where=where,
-            )
+        prompt_tokens = self._prompt_tokens(call)
+        result = await self.call_endpoint(
+            lambda: self.chat_backend.chat(call),
+            reserve=prompt_tokens + call.max_output_tokens,
+            used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
+            where=where,
+        )
         return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
 
-    def _schema_tokens(self, call: ChatCall) -> int:
-        if call.schema_name not in self._schema_token_counts:
-            text = json.dumps(call.strict_schema or call.schema, separators=(",", ":"))
-            self._schema_token_counts[call.schema_name] = self._chat_tokens.count(text)
-        return self._schema_token_counts[call.schema_name]
+    def _prompt_tokens(self, call: ChatCall) -> int:
+        """The prompt's tokens as the endpoint bills them (a strict schema counts as prompt)."""
+        tokens = self._chat_tokens.count_messages(call.messages)
+        if call.mode is OutputMode.JSON_SCHEMA:
+            if call.schema_name not in self._schema_token_counts:
+                text = json.dumps(call.strict_schema or call.schema, separators=(",", ":"))
+                self._schema_token_counts[call.schema_name] = self._chat_tokens.count(text)
+            tokens += self._schema_token_counts[call.schema_name]
+        return tokens
+
+    def account_batch_answer(self, call: ChatCall, result: ChatResult) -> dict[str, Any]:
+        """Bill one Batch API output line, at the batch price, to its request's stage; what it cost."""
+        prompt_tokens = 0 if result.usage_reported else self._prompt_tokens(call)
+        return self._account_chat(
+            call.request.stage, result, prompt_tokens, self._chat_tokens, batch=True
+        )
 
     def _account_chat(
         self,
@@ -588,16 +571,21 @@ class ModelClient:
             "cost_usd": cost,
         }
 
-    async def _call_endpoint(
+    async def call_endpoint(
         self,
         send: Callable[[], Awaitable[T]],
         *,
-        reserve: int,
-        used: Callable[[T], int],
         where: str,
+        reserve: int = 0,
+        used: Callable[[T], int] = lambda _: 0,
     ) -> T:
-        """One logical request: limiter, retries with backoff, circuit breaker."""
-        assert self.limiter is not None
+        """One logical request to the endpoint: limiter, retries with backoff, circuit breaker.
+
+        ``reserve`` tokens are held while it runs and settled to ``used(result)``.
+        Without a limiter (the simulator, some tests) it is sent once, as it is.
+        """
+        if self.limiter is None:
+            return await send()
         attempt = 0
         while True:
             if self._auth_failure is not None:
@@ -655,7 +643,7 @@ class ModelClient:
         unique = list(dict.fromkeys(texts))
         vectors: dict[str, np.ndarray] = {}
         keys: dict[str, str] = {}
-        if self._cache_on():
+        if self.caching:
             assert self.cache is not None
             for text in unique:
                 keys[text] = embedding_key(
@@ -712,7 +700,7 @@ class ModelClient:
         if remote and self.limiter is not None:
             counted = self._embedding_tokens.count_many(batch)
             reserve = counted
-            result = await self._call_endpoint(
+            result = await self.call_endpoint(
                 send,
                 reserve=reserve,
                 used=lambda r: r.tokens or reserve,

@@ -55,6 +55,7 @@ def build_chat_backend(settings: Settings) -> ChatBackend:
         azure_api_version=endpoint.azure_api_version,
         timeout=endpoint.timeout_seconds,
         seed=settings.seed,
+        send_variables=endpoint.simulator_hints,
     )
 
 
@@ -112,7 +113,9 @@ def build_client(
         chat,
         embedder or build_embedding_backend(settings),
         cache=ResponseCache(settings.cache_dir, enabled=settings.cache.enabled),
-        limiter=RateLimiter(limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrency),
+        limiter=RateLimiter(
+            limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrency
+        ),
         retry=retry
         or RetryPolicy(
             max_retries=settings.endpoint.max_retries,

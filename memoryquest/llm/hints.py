@@ -1,22 +1,22 @@
 """Request headers that tell a test server which template and variables a prompt came from.
 
-A real model reads the rendered prompt; the loopback test server
+A real model reads the rendered prompt; the bundled fake server
 (``memoryquest.testing.fake_openai``) answers from the offline simulator,
 which needs the template id and the structured variables instead. Every
 request carries the template id and version (small and harmless, handy in
-proxy logs); the variables (compressed JSON) are sent only to loopback
-hosts, so a remote provider never receives the persona data twice.
+proxy logs). The variables (compressed JSON, 30–40 KB for a dialogue) are
+sent only when ``endpoint.simulator_hints`` is on, which only the tests and
+benchmarks that start the fake server do: no server, local or remote,
+receives the persona data twice by default.
 """
 
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import zlib
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
 TEMPLATE_HEADER = "X-MemoryQuest-Template"
 VERSION_HEADER = "X-MemoryQuest-Template-Version"
@@ -32,22 +32,14 @@ class Hints:
     variables: dict[str, Any] | None
 
 
-def is_loopback(base_url: str | None) -> bool:
-    if not base_url:
-        return False
-    host = urlparse(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def encode_hints(template_id: str, version: int, seed: int, variables: dict[str, Any] | None) -> dict[str, str]:
+def encode_hints(
+    template_id: str, version: int, seed: int, variables: dict[str, Any] | None
+) -> dict[str, str]:
     headers = {TEMPLATE_HEADER: template_id, VERSION_HEADER: str(version), SEED_HEADER: str(seed)}
     if variables is not None:
-        packed = zlib.compress(json.dumps(variables, ensure_ascii=False, default=str).encode("utf-8"), 6)
+        packed = zlib.compress(
+            json.dumps(variables, ensure_ascii=False, default=str).encode("utf-8"), 6
+        )
         headers[VARIABLES_HEADER] = base64.urlsafe_b64encode(packed).decode("ascii")
     return headers
 

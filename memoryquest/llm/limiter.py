@@ -72,7 +72,9 @@ class RateLimiter:
         poll_seconds: float = 0.05,
     ) -> None:
         if requests_per_minute <= 0 or tokens_per_minute <= 0 or max_concurrency < 1:
-            raise ValueError("requests_per_minute, tokens_per_minute and max_concurrency must be positive")
+            raise ValueError(
+                "requests_per_minute, tokens_per_minute and max_concurrency must be positive"
+            )
         self.requests = _Bucket(requests_per_minute, burst_seconds)
         self.tokens = _Bucket(tokens_per_minute, burst_seconds)
         self.max_concurrency = max_concurrency
@@ -86,9 +88,9 @@ class RateLimiter:
         self._last_cut = -1e9
         self._last_recovery = time.monotonic()
         self._lock = threading.Lock()
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._semaphores: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Semaphore
+        ] = weakref.WeakKeyDictionary()
         self.in_flight = 0
         self.peak_in_flight = 0
         self.stats = LimiterStats()
@@ -161,7 +163,9 @@ class RateLimiter:
         with self._lock:
             now = time.monotonic()
             if self.factor < 1.0:
-                self.factor = min(1.0, self.factor + self.recovery_per_second * (now - self._last_recovery))
+                self.factor = min(
+                    1.0, self.factor + self.recovery_per_second * (now - self._last_recovery)
+                )
             self._last_recovery = now
 
 
@@ -187,7 +191,9 @@ class RetryPolicy:
     max_delay: float = 30.0
     max_retry_after: float = 120.0
 
-    def delay(self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+    def delay(
+        self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
         draw = (rng or random).random()
         backoff = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))

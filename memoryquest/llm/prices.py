@@ -65,11 +65,18 @@ class PriceTable:
         if price is None:
             if model not in self.unpriced:
                 self.unpriced.add(model)
-                log.warning("no price for model %r: its cost is counted as 0 (add it to settings.prices_file)", model)
+                log.warning(
+                    "no price for model %r: its cost is counted as 0 (add it to settings.prices_file)",
+                    model,
+                )
             return 0.0
         cached = min(cached_tokens, input_tokens)
         cached_price = price.input if price.cached_input is None else price.cached_input
-        usd = ((input_tokens - cached) * price.input + cached * cached_price + output_tokens * price.output) * _PER_TOKEN
+        usd = (
+            (input_tokens - cached) * price.input
+            + cached * cached_price
+            + output_tokens * price.output
+        ) * _PER_TOKEN
         return usd * (self.batch_multiplier if batch else 1.0)
 
 
@@ -81,7 +88,9 @@ def _read(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"price table {path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
-        raise ValueError(f"price table {path} needs a 'models' object: {{model: {{input, output, cached_input}}}}")
+        raise ValueError(
+            f"price table {path} needs a 'models' object: {{model: {{input, output, cached_input}}}}"
+        )
     return data
 
 
@@ -89,13 +98,19 @@ def _parse_models(data: dict[str, Any], source: Path) -> dict[str, ModelPrice]:
     models: dict[str, ModelPrice] = {}
     for name, entry in data["models"].items():
         if not isinstance(entry, dict) or "input" not in entry:
-            raise ValueError(f"price table {source}: model {name!r} needs at least an 'input' price")
+            raise ValueError(
+                f"price table {source}: model {name!r} needs at least an 'input' price"
+            )
         try:
             models[name] = ModelPrice(
                 input=float(entry["input"]),
                 output=float(entry.get("output", 0.0)),
-                cached_input=None if entry.get("cached_input") is None else float(entry["cached_input"]),
+                cached_input=None
+                if entry.get("cached_input") is None
+                else float(entry["cached_input"]),
             )
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"price table {source}: model {name!r} has a non-numeric price: {exc}") from exc
+            raise ValueError(
+                f"price table {source}: model {name!r} has a non-numeric price: {exc}"
+            ) from exc
     return models

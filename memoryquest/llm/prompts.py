@@ -94,7 +94,9 @@ def parse_template(text: str, source: str) -> PromptTemplate:
     try:
         version = int(header["version"])
     except ValueError:
-        raise PromptError(f"{source}: version must be an integer, got {header['version']!r}") from None
+        raise PromptError(
+            f"{source}: version must be an integer, got {header['version']!r}"
+        ) from None
     return PromptTemplate(
         template_id=header["id"],
         version=version,
@@ -112,7 +114,9 @@ def _load(template_id: str, directory: Path) -> PromptTemplate:
         raise PromptError(f"no prompt template {template_id!r} (looked for {path})")
     template = parse_template(path.read_text(encoding="utf-8"), str(path))
     if template.template_id != template_id:
-        raise PromptError(f"{path}: header id {template.template_id!r} does not match the file name")
+        raise PromptError(
+            f"{path}: header id {template.template_id!r} does not match the file name"
+        )
     return template
 
 
@@ -123,4 +127,8 @@ def load_template(template_id: str, prompts_dir: Path | None = None) -> PromptTe
 
 def all_templates(prompts_dir: Path | None = None) -> list[PromptTemplate]:
     directory = Path(prompts_dir) if prompts_dir is not None else data_dir("prompts")
-    return [load_template(path.stem, directory) for path in sorted(directory.glob("*.md")) if path.stem != "README"]
+    return [
+        load_template(path.stem, directory)
+        for path in sorted(directory.glob("*.md"))
+        if path.stem != "README"
+    ]

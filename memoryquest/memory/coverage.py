@@ -27,7 +27,9 @@ def uncovered_references(query: Query, facts: Sequence[Fact]) -> list[str]:
     return uncovered_in(query, memory_as_of(list(facts), query.query_date))
 
 
-def withdraw_uncovered(queries: Sequence[Query], facts: Sequence[Fact]) -> tuple[list[str], list[RejectedCandidate]]:
+def withdraw_uncovered(
+    queries: Sequence[Query], facts: Sequence[Fact]
+) -> tuple[list[str], list[RejectedCandidate]]:
     """Queries to withdraw (ids) and one ``uncovered`` rejection for each, naming the references."""
     withdrawn: list[str] = []
     rejections: list[RejectedCandidate] = []
@@ -44,6 +46,14 @@ def withdraw_uncovered(queries: Sequence[Query], facts: Sequence[Fact]) -> tuple
             f"is in memory on {query.query_date}; its sessions stay in the history"
         )
         rejections.append(
-            rejected(query.persona_id, "memory", RejectionReason.UNCOVERED, detail, query, query.query_id, "uncovered")
+            rejected(
+                query.persona_id,
+                "memory",
+                RejectionReason.UNCOVERED,
+                detail,
+                query,
+                query.query_id,
+                "uncovered",
+            )
         )
     return withdrawn, rejections

@@ -55,17 +55,26 @@ class Evidence(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: str = Field(description="A session of this batch.")
-    turn_indices: list[int] = Field(description="Indices of the turns in that session that support the fact.")
-    quote: str = Field(default="", description="The user's sentence stating the fact, copied exactly from a cited turn.")
+    turn_indices: list[int] = Field(
+        description="Indices of the turns in that session that support the fact."
+    )
+    quote: str = Field(
+        default="",
+        description="The user's sentence stating the fact, copied exactly from a cited turn.",
+    )
 
 
 class ExtractedFact(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fid: str = Field(description="An existing fid to update, or NEW_<n> for a new fact.")
-    info: str = Field(min_length=1, description="A short, atomic, third-person statement about the user.")
+    info: str = Field(
+        min_length=1, description="A short, atomic, third-person statement about the user."
+    )
     type: FactType
-    frequency: int = Field(ge=1, description="1 for a new fact; the existing frequency + 1 for an update.")
+    frequency: int = Field(
+        ge=1, description="1 for a new fact; the existing frequency + 1 for an update."
+    )
     related_entities: list[str]
     state: FactState
     evidence: list[Evidence]
@@ -74,7 +83,9 @@ class ExtractedFact(BaseModel):
 class ExtractionAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    facts: list[ExtractedFact] = Field(description="Only new or changed facts; empty when nothing new was said.")
+    facts: list[ExtractedFact] = Field(
+        description="Only new or changed facts; empty when nothing new was said."
+    )
 
 
 class MemoryStageResult(BaseModel):
@@ -89,7 +100,8 @@ class MemoryStageResult(BaseModel):
     embedding_calls: int = 0
     batches: int = 0
     withdrawn_query_ids: list[str] = Field(
-        default_factory=list, description="Queries withdrawn because a reference has no credited fact (uncovered)."
+        default_factory=list,
+        description="Queries withdrawn because a reference has no credited fact (uncovered).",
     )
 
 
@@ -111,11 +123,16 @@ def session_view(session: Session) -> dict[str, object]:
         "session_id": session.session_id,
         "date": session.date.isoformat(),
         "domain": session.domain.value,
-        "turns": [{"index": i, "role": t.role.value, "content": t.content} for i, t in enumerate(session.turns)],
+        "turns": [
+            {"index": i, "role": t.role.value, "content": t.content}
+            for i, t in enumerate(session.turns)
+        ],
     }
 
 
-def extraction_request(active: Sequence[Fact], batch: Sequence[Session], seed: int) -> LLMRequest[ExtractionAnswer]:
+def extraction_request(
+    active: Sequence[Fact], batch: Sequence[Session], seed: int
+) -> LLMRequest[ExtractionAnswer]:
     return LLMRequest(
         template_id=TEMPLATE_ID,
         variables={
@@ -160,13 +177,17 @@ def check_answer(
                 own.append(f"{label}: evidence for session {item.session_id} names no turn")
             bad = [i for i in item.turn_indices if not 0 <= i < len(session.turns)]
             if bad:
-                own.append(f"{label}: turn indices {bad} out of range for session {item.session_id} ({len(session.turns)} turns)")
+                own.append(
+                    f"{label}: turn indices {bad} out of range for session {item.session_id} ({len(session.turns)} turns)"
+                )
             good = [i for i in item.turn_indices if i not in bad]
             evidence.setdefault(item.session_id, set()).update(good)
             if item.quote.strip():
                 span = quote_span(session, good, item.quote)
                 if span is None:
-                    own.append(f"{label}: quote {item.quote[:60]!r} is not in turns {good} of session {item.session_id}")
+                    own.append(
+                        f"{label}: quote {item.quote[:60]!r} is not in turns {good} of session {item.session_id}"
+                    )
                 else:
                     quotes.setdefault(item.session_id, []).append(span)
         if own:
@@ -192,7 +213,9 @@ def check_answer(
     return changes, problems
 
 
-def quote_span(session: Session, turn_indices: Sequence[int], quote: str) -> tuple[int, int, int] | None:
+def quote_span(
+    session: Session, turn_indices: Sequence[int], quote: str
+) -> tuple[int, int, int] | None:
     """Where a fact's quote sits: (turn, start, end) in one of the cited turns.
 
     Exact (ignoring case and spacing) first; a model that trims or slightly
@@ -242,7 +265,16 @@ async def _extract_batch(
             answer = await client.complete(extraction_request(active, batch, seed + attempt))
         except LLMOutputError as exc:
             rejected.append(
-                _rejection(store.persona_id, anchor, attempt, RejectionReason.SCHEMA, str(exc), session_ids, {"error": str(exc)}, exhausted)
+                _rejection(
+                    store.persona_id,
+                    anchor,
+                    attempt,
+                    RejectionReason.SCHEMA,
+                    str(exc),
+                    session_ids,
+                    {"error": str(exc)},
+                    exhausted,
+                )
             )
             continue
         changes, problems = check_answer(answer, batch, active_fids)
@@ -279,7 +311,11 @@ def _rejection(
 ) -> RejectedCandidate:
     note = ""
     if exhausted:
-        note = f"; retries exhausted, kept {salvaged} well-formed facts" if salvaged is not None else "; retries exhausted, the batch adds no facts"
+        note = (
+            f"; retries exhausted, kept {salvaged} well-formed facts"
+            if salvaged is not None
+            else "; retries exhausted, the batch adds no facts"
+        )
     return RejectedCandidate(
         rejected_id=make_id("rejected", persona_id, TEMPLATE_ID, anchor, attempt),
         persona_id=persona_id,
@@ -358,7 +394,9 @@ async def build_memory(
             for revision in later:
                 store.update(replace(revision, fid=fid))
         if new_since_merge >= settings.consolidation_new_facts:
-            outcome = await consolidate(store, client, settings, batch[-1].date, seed=seed, embeddings=embeddings)
+            outcome = await consolidate(
+                store, client, settings, batch[-1].date, seed=seed, embeddings=embeddings
+            )
             result.consolidations += 1
             result.consolidation_calls += outcome.llm_calls
             result.embedding_calls += outcome.embedding_calls

@@ -30,7 +30,9 @@ class FactChange:
     type: FactType
     related_entities: list[str]
     evidence: dict[str, list[int]]  # session_id -> turn indices in that session
-    quotes: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # session_id -> (turn, start, end)
+    quotes: dict[str, list[tuple[int, int, int]]] = field(
+        default_factory=dict
+    )  # session_id -> (turn, start, end)
 
     def credits(self, session: Session) -> bool:
         """Was this change extracted from the sentence that states ``session``'s reference?
@@ -40,7 +42,9 @@ class FactChange:
         if session.reference_id is None:
             return False
         if not session.reference_spans:
-            return bool(set(self.evidence.get(session.session_id, ())) & set(session.reference_turn_indices))
+            return bool(
+                set(self.evidence.get(session.session_id, ())) & set(session.reference_turn_indices)
+            )
         return any(
             turn == span.turn_index and start < span.end and span.start < end
             for turn, start, end in self.quotes.get(session.session_id, ())
@@ -81,7 +85,11 @@ class FactStore:
         found: list[str] = []
         for session_id in self._ordered_sessions(change.evidence):
             session = self._sessions[session_id]
-            if session.reference_id is not None and session.reference_id not in found and change.credits(session):
+            if (
+                session.reference_id is not None
+                and session.reference_id not in found
+                and change.credits(session)
+            ):
                 found.append(session.reference_id)
         return found
 
@@ -94,7 +102,9 @@ class FactStore:
         """Insert a new fact; its id depends only on the batch's first session and its rank."""
         fid = make_id("fact", self.persona_id, anchor_session_id, ordinal)
         if fid in self._facts:
-            raise ValueError(f"fact id {fid} already exists (anchor {anchor_session_id}, ordinal {ordinal})")
+            raise ValueError(
+                f"fact id {fid} already exists (anchor {anchor_session_id}, ordinal {ordinal})"
+            )
         date = self._evidence_date(change.evidence)
         session_ids = self._ordered_sessions(change.evidence)
         references = self._references(change)
@@ -130,7 +140,9 @@ class FactStore:
         assert change.fid is not None
         old = self._facts[change.fid]
         if old.status is not FactStatus.ACTIVE:
-            raise ValueError(f"fact {change.fid} was merged into {old.merged_into} and cannot be updated")
+            raise ValueError(
+                f"fact {change.fid} was merged into {old.merged_into} and cannot be updated"
+            )
         date = max(old.updated_on, self._evidence_date(change.evidence))
         session_ids = self._ordered_sessions([*old.session_ids, *change.evidence])
         references = list(old.source_reference_ids)
@@ -177,7 +189,9 @@ class FactStore:
             if member.status is not FactStatus.ACTIVE:
                 raise ValueError(f"fact {member.fid} is not active and cannot be merged")
             if member.updated_on > on:
-                raise ValueError(f"fact {member.fid} is dated {member.updated_on}, after the merge date {on}")
+                raise ValueError(
+                    f"fact {member.fid} is dated {member.updated_on}, after the merge date {on}"
+                )
         fid = make_id("fact", "merge", *(m.fid for m in members))
         session_ids = self._ordered_sessions(sid for m in members for sid in m.session_ids)
         references: list[str] = []

@@ -43,7 +43,11 @@ class ProvenanceJudge:
     ) -> list[ReferenceJudgement]:
         judgements = []
         for reference in query.references:
-            support = [item.fid for item in retrieved if reference.reference_id in item.source_reference_ids]
+            support = [
+                item.fid
+                for item in retrieved
+                if reference.reference_id in item.source_reference_ids
+            ]
             reason = (
                 f"{len(support)} retrieved fact(s) descend from it, first {support[0]}"
                 if support
@@ -51,7 +55,10 @@ class ProvenanceJudge:
             )
             judgements.append(
                 ReferenceJudgement(
-                    reference_id=reference.reference_id, found=bool(support), reason=reason, supporting_fids=support
+                    reference_id=reference.reference_id,
+                    found=bool(support),
+                    reason=reason,
+                    supporting_fids=support,
                 )
             )
         return judgements
@@ -80,7 +87,9 @@ class EmbeddingJudge:
     ) -> list[ReferenceJudgement]:
         if not retrieved:
             return [
-                ReferenceJudgement(reference_id=r.reference_id, found=False, reason="nothing was retrieved")
+                ReferenceJudgement(
+                    reference_id=r.reference_id, found=False, reason="nothing was retrieved"
+                )
                 for r in query.references
             ]
         refs = await self._reference_vectors([r.text for r in query.references], client)
@@ -128,7 +137,9 @@ class LLMJudge:
     ) -> list[ReferenceJudgement]:
         if not retrieved:
             return [
-                ReferenceJudgement(reference_id=r.reference_id, found=False, reason="nothing was retrieved")
+                ReferenceJudgement(
+                    reference_id=r.reference_id, found=False, reason="nothing was retrieved"
+                )
                 for r in query.references
             ]
         request = LLMRequest(
@@ -140,7 +151,9 @@ class LLMJudge:
                     {"number": n, "date": r.date.isoformat(), "text": r.text}
                     for n, r in enumerate(query.references, start=1)
                 ],
-                "retrieved": [{"date": item.date.isoformat(), "info": item.info} for item in retrieved],
+                "retrieved": [
+                    {"date": item.date.isoformat(), "info": item.info} for item in retrieved
+                ],
             },
             response_model=ReferenceVerdicts,
             stage=JUDGE_STAGE,
@@ -160,7 +173,9 @@ class LLMJudge:
             ReferenceJudgement(
                 reference_id=reference.reference_id,
                 found=by_number[n].found,
-                reason=by_number[n].reason.strip().splitlines()[0] if by_number[n].reason.strip() else "",
+                reason=by_number[n].reason.strip().splitlines()[0]
+                if by_number[n].reason.strip()
+                else "",
             )
             for n, reference in enumerate(query.references, start=1)
         ]
@@ -170,7 +185,9 @@ def build_judge(kind: JudgeKind | str, settings: PGRSettings) -> Judge:
     try:
         kind = JudgeKind(kind)
     except ValueError:
-        raise ValueError(f"unknown judge {kind!r}; choose from {', '.join(k.value for k in JudgeKind)}") from None
+        raise ValueError(
+            f"unknown judge {kind!r}; choose from {', '.join(k.value for k in JudgeKind)}"
+        ) from None
     if kind is JudgeKind.PROVENANCE:
         return ProvenanceJudge()
     if kind is JudgeKind.EMBEDDING:

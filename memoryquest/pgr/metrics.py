@@ -41,7 +41,9 @@ from memoryquest.memory.snapshot import MemoryItem
 
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
-_BOOTSTRAP_CELLS = 4_000_000  # resampled values held in memory at once (bounds memory for large datasets)
+_BOOTSTRAP_CELLS = (
+    4_000_000  # resampled values held in memory at once (bounds memory for large datasets)
+)
 
 
 def recall(judgements: Sequence[ReferenceJudgement]) -> float:
@@ -56,7 +58,9 @@ def recall_exact(judgements: Sequence[ReferenceJudgement]) -> bool:
     return all(j.found for j in judgements)
 
 
-def provenance_support(reference_ids: Iterable[str], items: Iterable[MemoryItem]) -> dict[str, list[str]]:
+def provenance_support(
+    reference_ids: Iterable[str], items: Iterable[MemoryItem]
+) -> dict[str, list[str]]:
     """reference id -> fids (in the given order) whose visible revision descends from it."""
     support: dict[str, list[str]] = {rid: [] for rid in reference_ids}
     for item in items:
@@ -81,7 +85,11 @@ def ndcg(ranked_fids: Sequence[str], relevant_fids: Iterable[str]) -> float:
     relevant = set(relevant_fids)
     if not ranked_fids or not relevant:
         return 0.0
-    dcg = sum(1.0 / math.log2(rank + 1) for rank, fid in enumerate(ranked_fids, start=1) if fid in relevant)
+    dcg = sum(
+        1.0 / math.log2(rank + 1)
+        for rank, fid in enumerate(ranked_fids, start=1)
+        if fid in relevant
+    )
     ideal_hits = min(len(relevant), len(ranked_fids))
     idcg = sum(1.0 / math.log2(rank + 1) for rank in range(1, ideal_hits + 1))
     return dcg / idcg
@@ -97,7 +105,11 @@ def relevant_fids(reference_ids: Iterable[str], items: Iterable[MemoryItem]) -> 
 
 
 def bootstrap_ci(
-    values: Sequence[float], samples: int = DEFAULT_BOOTSTRAP_SAMPLES, seed: int = 0, *, level: float = CONFIDENCE
+    values: Sequence[float],
+    samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    seed: int = 0,
+    *,
+    level: float = CONFIDENCE,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values``.
 
@@ -121,7 +133,9 @@ def bootstrap_ci(
     means = np.empty(samples, dtype=np.float64)
     for start in range(0, samples, block):
         stop = min(samples, start + block)
-        means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
+        means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(
+            axis=1
+        )
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     lowest, highest = float(data.min()), float(data.max())
@@ -156,7 +170,9 @@ def query_difficulty(results: Iterable[ValidationResult]) -> dict[str, float]:
     return {
         r.query_id: r.recall
         for r in results
-        if r.method is RetrievalMethod.QUERY_ONLY and r.judge is JudgeKind.PROVENANCE and r.baseline_for is None
+        if r.method is RetrievalMethod.QUERY_ONLY
+        and r.judge is JudgeKind.PROVENANCE
+        and r.baseline_for is None
     }
 
 
@@ -168,7 +184,10 @@ def with_difficulty(queries: Sequence[Query], results: Iterable[ValidationResult
     """
     difficulty = query_difficulty(results)
     return [
-        q.model_copy(update={"difficulty": difficulty[q.query_id]}) if q.query_id in difficulty else q for q in queries
+        q.model_copy(update={"difficulty": difficulty[q.query_id]})
+        if q.query_id in difficulty
+        else q
+        for q in queries
     ]
 
 
@@ -182,15 +201,23 @@ class PGRSummaryRow(BaseModel):
     judge: JudgeKind
     n: int = Field(description="Queries scored.")
     recall: float = Field(description="Mean fraction of required references found.")
-    recall_low: float = Field(description="Lower bound of the 95% bootstrap interval of mean recall.")
-    recall_high: float = Field(description="Upper bound of the 95% bootstrap interval of mean recall.")
+    recall_low: float = Field(
+        description="Lower bound of the 95% bootstrap interval of mean recall."
+    )
+    recall_high: float = Field(
+        description="Upper bound of the 95% bootstrap interval of mean recall."
+    )
     recall_exact: float = Field(description="Share of queries with every reference found.")
     ndcg: float
-    llm_calls: float = Field(description="Mean retrieval/generation LLM calls per query (judge calls excluded).")
+    llm_calls: float = Field(
+        description="Mean retrieval/generation LLM calls per query (judge calls excluded)."
+    )
     embedding_calls: float = Field(description="Mean query-time embedding requests per query.")
     facts_retrieved: float = Field(description="Mean unique facts retrieved per query.")
     phase1_facts: float | None = Field(None, description="PGR: mean facts after Phase 1.")
-    phase2_new_facts: float | None = Field(None, description="PGR: mean facts added by Phase 2 refinements.")
+    phase2_new_facts: float | None = Field(
+        None, description="PGR: mean facts added by Phase 2 refinements."
+    )
     refinements: float | None = Field(None, description="PGR: mean Phase 2 iterations run.")
 
 
@@ -234,9 +261,15 @@ class PGRSummary(BaseModel):
         self, method: RetrievalMethod | str, baseline: RetrievalMethod | str, judge: JudgeKind | str
     ) -> BudgetComparison:
         for comparison in self.comparisons:
-            if comparison.method == method and comparison.baseline == baseline and comparison.judge == judge:
+            if (
+                comparison.method == method
+                and comparison.baseline == baseline
+                and comparison.judge == judge
+            ):
                 return comparison
-        raise KeyError(f"no budget-matched comparison of {method} with {baseline} under judge {judge}")
+        raise KeyError(
+            f"no budget-matched comparison of {method} with {baseline} under judge {judge}"
+        )
 
 
 def budget_comparisons(
@@ -249,7 +282,9 @@ def budget_comparisons(
     then judges, as they first appear in ``results``.
     """
     own: dict[tuple[RetrievalMethod, JudgeKind], dict[str, ValidationResult]] = {}
-    matched: dict[tuple[RetrievalMethod, RetrievalMethod, JudgeKind], dict[str, ValidationResult]] = {}
+    matched: dict[
+        tuple[RetrievalMethod, RetrievalMethod, JudgeKind], dict[str, ValidationResult]
+    ] = {}
     for r in results:
         if r.baseline_for is None:
             own.setdefault((r.method, r.judge), {})[r.query_id] = r
@@ -288,7 +323,8 @@ def budget_comparisons(
     baselines = list(dict.fromkeys(c.baseline for c in comparisons))
     judges = list(dict.fromkeys(c.judge for c in comparisons))
     return sorted(
-        comparisons, key=lambda c: (methods.index(c.method), baselines.index(c.baseline), judges.index(c.judge))
+        comparisons,
+        key=lambda c: (methods.index(c.method), baselines.index(c.baseline), judges.index(c.judge)),
     )
 
 
@@ -320,7 +356,9 @@ def summarise(
                 facts_retrieved=fmean(len(r.retrieved_fids) for r in group),
                 phase1_facts=fmean(_phase1(r) for r in group) if prospective else None,
                 phase2_new_facts=fmean(_phase2(r) for r in group) if prospective else None,
-                refinements=fmean(max(len(r.iterations) - 1, 0) for r in group) if prospective else None,
+                refinements=fmean(max(len(r.iterations) - 1, 0) for r in group)
+                if prospective
+                else None,
             )
         )
     return PGRSummary(

@@ -24,7 +24,9 @@ from memoryquest.memory.snapshot import MemoryItem
 
 class PlannedStep(BaseModel):
     action: str = Field(min_length=1, description="A concrete situational action or question.")
-    constraints: str = Field(description="What shapes the action: limits, timing, people, costs ...")
+    constraints: str = Field(
+        description="What shapes the action: limits, timing, people, costs ..."
+    )
 
 
 class ChainPlan(BaseModel):
@@ -112,7 +114,9 @@ def parse_tree(nodes: Sequence[TreeNode], *, repair: bool = True) -> ParsedTree:
     seen: dict[str, int] = {}
     for position, node_id in enumerate(ids, start=1):
         if node_id in seen:
-            raise ProspectionTreeError(f"node id {node_id!r} is used by nodes {seen[node_id]} and {position}")
+            raise ProspectionTreeError(
+                f"node id {node_id!r} is used by nodes {seen[node_id]} and {position}"
+            )
         seen[node_id] = position
 
     known = set(ids)
@@ -128,14 +132,20 @@ def parse_tree(nodes: Sequence[TreeNode], *, repair: bool = True) -> ParsedTree:
         parents[node_id] = parent
     _reject_cycles(ids, parents)
 
-    original_roots = [node_id for node_id in ids if parents[node_id] is None and node_id not in missing]
+    original_roots = [
+        node_id for node_id in ids if parents[node_id] is None and node_id not in missing
+    ]
     root = original_roots[0] if original_roots else missing[0]
     for node_id in missing:
         if node_id == root:
-            fault(f"node {node_id!r} names a parent that does not exist and no node is a root; made it the root")
+            fault(
+                f"node {node_id!r} names a parent that does not exist and no node is a root; made it the root"
+            )
             continue
         given = (nodes[seen[node_id] - 1].parent or "").strip()
-        fault(f"node {node_id!r} names parent {given!r}, which does not exist; attached it to root {root!r}")
+        fault(
+            f"node {node_id!r} names parent {given!r}, which does not exist; attached it to root {root!r}"
+        )
         parents[node_id] = root
     if len(original_roots) > 1:
         extra = original_roots[1:]
@@ -216,7 +226,13 @@ def steps_view(steps: Sequence[ProspectionStep], shape: PlanShape) -> list[dict[
     if shape == "chain":
         return [{"action": s.action, "constraints": s.constraints} for s in steps]
     return [
-        {"id": s.step_id, "action": s.action, "constraints": s.constraints, "parent": s.parent, "children": s.children}
+        {
+            "id": s.step_id,
+            "action": s.action,
+            "constraints": s.constraints,
+            "parent": s.parent,
+            "children": s.children,
+        }
         for s in steps
     ]
 

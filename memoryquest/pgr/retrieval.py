@@ -55,7 +55,9 @@ class MemoryIndex:
         try:
             return self.items[self._positions[fid]]
         except KeyError:
-            raise KeyError(f"fact {fid} is not visible in the memory of {self.persona_id} as of {self.as_of}") from None
+            raise KeyError(
+                f"fact {fid} is not visible in the memory of {self.persona_id} as of {self.as_of}"
+            ) from None
 
     def vector(self, fid: str) -> np.ndarray:
         self.item(fid)
@@ -94,7 +96,9 @@ class Retriever:
         if not probes:
             return np.zeros((0, self.index.vectors.shape[1]), dtype=np.float32)
         self.embedding_requests += 1
-        return np.asarray(await self.client.embed(list(probes), stage=EMBED_STAGE), dtype=np.float32)
+        return np.asarray(
+            await self.client.embed(list(probes), stage=EMBED_STAGE), dtype=np.float32
+        )
 
     async def retrieve(self, probes: Sequence[str], k: int, tau: float) -> list[list[Hit]]:
         """φ for every probe, with one batched embedding request."""
@@ -118,7 +122,9 @@ class IndexCache:
         self.embedding_requests = 0
         self.texts_embedded = 0
 
-    async def get(self, persona_id: str, as_of: dt.date, facts: Sequence[Fact], client: ModelClient) -> MemoryIndex:
+    async def get(
+        self, persona_id: str, as_of: dt.date, facts: Sequence[Fact], client: ModelClient
+    ) -> MemoryIndex:
         """The index of ``persona_id``'s memory as it stood on ``as_of``.
 
         ``facts`` may hold several personas' facts; only ``persona_id``'s are used.

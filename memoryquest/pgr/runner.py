@@ -128,7 +128,9 @@ class RetrievalOutcome(BaseModel):
     memory_as_of: dt.date
     memory_size: int
     ranked: list[RankedFact]
-    budget: int = 0  # facts the method was allowed to return (query-only: K; PGR: what it retrieved)
+    budget: int = (
+        0  # facts the method was allowed to return (query-only: K; PGR: what it retrieved)
+    )
     baseline_for: RetrievalMethod | None = None  # the PGR method whose budget a baseline was given
     iterations: list[ProspectionIteration] = []
     llm_calls: int = 0
@@ -175,7 +177,9 @@ Propose = Callable[[list[ProspectionStep], int], Awaitable[list[ProspectionStep]
 RetrieveSteps = Callable[[list[ProspectionStep]], Awaitable[list[list[Hit]]]]
 
 
-def with_retrieved(steps: Sequence[ProspectionStep], hits: Sequence[Sequence[Hit]]) -> list[ProspectionStep]:
+def with_retrieved(
+    steps: Sequence[ProspectionStep], hits: Sequence[Sequence[Hit]]
+) -> list[ProspectionStep]:
     return [
         step.model_copy(update={"retrieved_fids": [hit.fid for hit in step_hits]})
         for step, step_hits in zip(steps, hits, strict=True)
@@ -198,7 +202,9 @@ async def refine_until_converged(
         hits = await retrieve(steps)
         new = found.add(iteration, (hit for step_hits in hits for hit in step_hits))
         iterations.append(
-            ProspectionIteration(iteration=iteration, steps=with_retrieved(steps, hits), new_fids=new)
+            ProspectionIteration(
+                iteration=iteration, steps=with_retrieved(steps, hits), new_fids=new
+            )
         )
         previous = steps
         if len(new) < delta:
@@ -214,7 +220,12 @@ class _Calls:
         self.count = 0
 
     async def ask(
-        self, template_id: str, variables: dict[str, Any], model: type[ModelT], temperature: float, seed: int = 0
+        self,
+        template_id: str,
+        variables: dict[str, Any],
+        model: type[ModelT],
+        temperature: float,
+        seed: int = 0,
     ) -> ModelT:
         self.count += 1
         request = LLMRequest(
@@ -239,7 +250,9 @@ def parse_methods(methods: Iterable[RetrievalMethod | str]) -> list[RetrievalMet
             parsed.append(RetrievalMethod(method))
         except ValueError:
             choices = ", ".join(m.value for m in RetrievalMethod)
-            raise ValueError(f"unknown retrieval method {method!r}; choose from {choices}") from None
+            raise ValueError(
+                f"unknown retrieval method {method!r}; choose from {choices}"
+            ) from None
     return parsed
 
 
@@ -263,7 +276,9 @@ async def run_query(
     index = await cache.get(query.persona_id, query.query_date, facts, client)
     if method in BASELINE_METHODS:
         # Query-only, or BM25 / random on their own, at the query-only budget K.
-        outcome = await run_baseline(query, index, method, settings.query_only_k, client, settings, lexical=lexical)
+        outcome = await run_baseline(
+            query, index, method, settings.query_only_k, client, settings, lexical=lexical
+        )
         if not settings.generate_answers:
             return outcome
         calls = _Calls(client)
@@ -320,16 +335,26 @@ async def _run_pgr(
     plan_model: type[ChainPlan] | type[TreePlan] = ChainPlan if shape == "chain" else TreePlan
     repairs: list[str] = []
 
-    async def plan(template_id: str, variables: dict[str, Any], iteration: int) -> list[ProspectionStep]:
+    async def plan(
+        template_id: str, variables: dict[str, Any], iteration: int
+    ) -> list[ProspectionStep]:
         """Ask for a chain or tree; a tree that cannot be repaired is asked for once more."""
         for attempt in range(TREE_ATTEMPTS):
-            answer = await calls.ask(template_id, variables, plan_model, temperature=0.7, seed=attempt)
+            answer = await calls.ask(
+                template_id, variables, plan_model, temperature=0.7, seed=attempt
+            )
             if isinstance(answer, ChainPlan):
                 return chain_steps(answer)
             try:
                 parsed = parse_tree(answer.nodes, repair=True)
             except ProspectionTreeError as exc:
-                log.warning("query %s %s iteration %d: unusable tree (%s)", query.query_id, method.value, iteration, exc)
+                log.warning(
+                    "query %s %s iteration %d: unusable tree (%s)",
+                    query.query_id,
+                    method.value,
+                    iteration,
+                    exc,
+                )
                 if attempt + 1 < TREE_ATTEMPTS:
                     continue
                 raise PGRError(
@@ -338,7 +363,13 @@ async def _run_pgr(
                 ) from exc
             repairs.extend(f"iteration {iteration}: {note}" for note in parsed.repairs)
             for note in parsed.repairs:
-                log.info("query %s %s iteration %d: repaired tree: %s", query.query_id, method.value, iteration, note)
+                log.info(
+                    "query %s %s iteration %d: repaired tree: %s",
+                    query.query_id,
+                    method.value,
+                    iteration,
+                    note,
+                )
             return parsed.steps
         raise AssertionError("unreachable")
 
@@ -356,14 +387,18 @@ async def _run_pgr(
     common["augmented_query"] = augmented.augmented_query.strip()
 
     async def retrieve(steps: list[ProspectionStep]) -> list[list[Hit]]:
-        return await retriever.retrieve([probe_text(s) for s in steps], settings.step_k, settings.step_tau)
+        return await retriever.retrieve(
+            [probe_text(s) for s in steps], settings.step_k, settings.step_tau
+        )
 
     # Phase 1.
     steps = await plan(initial_template, common, 0)
     hits = await retrieve(steps)
     found = RetrievedSet()
     new = found.add(0, [*query_hits, *(hit for step_hits in hits for hit in step_hits)])
-    iterations = [ProspectionIteration(iteration=0, steps=with_retrieved(steps, hits), new_fids=new)]
+    iterations = [
+        ProspectionIteration(iteration=0, steps=with_retrieved(steps, hits), new_fids=new)
+    ]
 
     # Phase 2.
     async def propose(previous: list[ProspectionStep], iteration: int) -> list[ProspectionStep]:
@@ -375,14 +410,23 @@ async def _run_pgr(
         return await plan(refine_template, variables, iteration)
 
     iterations += await refine_until_converged(
-        steps, found, propose, retrieve, delta=settings.delta, max_iterations=settings.max_iterations
+        steps,
+        found,
+        propose,
+        retrieve,
+        delta=settings.delta,
+        max_iterations=settings.max_iterations,
     )
 
     ranked = found.ranked()
     facts_in_time = _chronological(index, (f.fid for f in ranked))
     summary = await calls.ask(
         SUMMARY_TEMPLATE,
-        {**common, "steps": steps_view(iterations[-1].steps, shape), "facts": facts_view(facts_in_time)},
+        {
+            **common,
+            "steps": steps_view(iterations[-1].steps, shape),
+            "facts": facts_view(facts_in_time),
+        },
         ProspectionSummary,
         temperature=0.3,
     )
@@ -424,7 +468,10 @@ async def _answer(calls: _Calls, query: Query, facts: list[MemoryItem], summary:
 
 
 def result_id(
-    query_id: str, method: RetrievalMethod, judge: JudgeKind, baseline_for: RetrievalMethod | None = None
+    query_id: str,
+    method: RetrievalMethod,
+    judge: JudgeKind,
+    baseline_for: RetrievalMethod | None = None,
 ) -> str:
     """Stable row id; a budget-matched baseline also names the method whose budget it used."""
     if baseline_for is None:
@@ -482,8 +529,12 @@ async def validate_queries(
     judge calls are evaluation cost, not method cost.
     """
     method_list = parse_methods(methods if methods is not None else settings.methods)
-    judge_list = build_judges(list(judges) if judges is not None else list(settings.judges), settings)
-    baseline_list = parse_baselines(baselines if baselines is not None else settings.budget_baselines)
+    judge_list = build_judges(
+        list(judges) if judges is not None else list(settings.judges), settings
+    )
+    baseline_list = parse_baselines(
+        baselines if baselines is not None else settings.budget_baselines
+    )
     cache = index_cache if index_cache is not None else IndexCache()
     lexical = LexicalCache()
     by_persona: dict[str, list[Fact]] = {}
@@ -499,17 +550,29 @@ async def validate_queries(
     async def one(query: Query, method: RetrievalMethod) -> list[ValidationResult]:
         persona_facts = by_persona.get(query.persona_id, [])
         index = indexes[query.query_id]
-        outcome = await run_query(query, persona_facts, method, client, settings, index_cache=cache, lexical=lexical)
+        outcome = await run_query(
+            query, persona_facts, method, client, settings, index_cache=cache, lexical=lexical
+        )
         outcomes = [outcome]
         if method in PLAN_TEMPLATES:
             for baseline in baseline_list:
                 outcomes.append(
                     await run_baseline(
-                        query, index, baseline, outcome.budget, client, settings, baseline_for=method, lexical=lexical
+                        query,
+                        index,
+                        baseline,
+                        outcome.budget,
+                        client,
+                        settings,
+                        baseline_for=method,
+                        lexical=lexical,
                     )
                 )
-        return [await score_outcome(query, o, index, judge, client) for o in outcomes for judge in judge_list]
+        return [
+            await score_outcome(query, o, index, judge, client)
+            for o in outcomes
+            for judge in judge_list
+        ]
 
     groups = await asyncio.gather(*(one(q, m) for q in queries for m in method_list))
     return [result for group in groups for result in group]
-

@@ -82,7 +82,12 @@ def persona_statements(persona: Persona) -> list[Statement]:
             if len(words) < 8:
                 continue
             statements.append(
-                Statement(interaction.domain, " ".join(words[:30]).rstrip("."), FactType.ACTIVITY, (interaction.domain.value,))
+                Statement(
+                    interaction.domain,
+                    " ".join(words[:30]).rstrip("."),
+                    FactType.ACTIVITY,
+                    (interaction.domain.value,),
+                )
             )
     return statements
 
@@ -130,7 +135,11 @@ def make_fact(
 
 
 def statement_facts(
-    persona_id: str, statements: Sequence[Statement], *, start: dt.date = MEMORY_START, per_day: int = 4
+    persona_id: str,
+    statements: Sequence[Statement],
+    *,
+    start: dt.date = MEMORY_START,
+    per_day: int = 4,
 ) -> list[Fact]:
     """Background facts, ``per_day`` learnt each day from ``start``."""
     return [
@@ -175,26 +184,30 @@ SCENARIO: tuple[ScenarioQuery, ...] = (
         reasoning="Joining a league touches his fitness, evenings, money and how he gets to games.",
         references=(
             ScenarioReference(
-                dt.date(2024, 3, 4), Domain.SERVICES,
+                dt.date(2024, 3, 4),
+                Domain.SERVICES,
                 "Strained his left knee while running in early March and sees a physiotherapist weekly",
                 "Strained left knee while running in early March; sees a physiotherapist every week",
                 ("knee", "physiotherapist", "running"),
                 later=((dt.date(2024, 5, 20), "Left knee has fully healed after physiotherapy"),),
             ),
             ScenarioReference(
-                dt.date(2024, 3, 12), Domain.CALENDAR,
+                dt.date(2024, 3, 12),
+                Domain.CALENDAR,
                 "Has recurring work meetings on Tuesday and Thursday evenings until the end of June",
                 "Has recurring work meetings Tuesday and Thursday evenings until end of June",
                 ("work meetings", "Tuesday", "Thursday"),
             ),
             ScenarioReference(
-                dt.date(2024, 3, 20), Domain.FINANCE,
+                dt.date(2024, 3, 20),
+                Domain.FINANCE,
                 "Is saving for a new car and keeps discretionary spending under 200 dollars a month",
                 "Saving for a new car; keeps discretionary spending under 200 dollars a month",
                 ("saving", "car", "budget"),
             ),
             ScenarioReference(
-                dt.date(2024, 3, 28), Domain.BUSES,
+                dt.date(2024, 3, 28),
+                Domain.BUSES,
                 "Sold his car in March and now takes the bus or streetcar across Toronto",
                 "Sold car in March and now takes the bus or streetcar around Toronto",
                 ("bus", "streetcar", "Toronto"),
@@ -208,19 +221,22 @@ SCENARIO: tuple[ScenarioQuery, ...] = (
         reasoning="Hosting dinner depends on his diet, his flat, his guests and his budget.",
         references=(
             ScenarioReference(
-                dt.date(2024, 4, 30), Domain.SHOPPING,
+                dt.date(2024, 4, 30),
+                Domain.SHOPPING,
                 "Was diagnosed with coeliac disease in April and now buys only gluten-free groceries",
                 "Diagnosed with coeliac disease in April; buys only gluten-free groceries now",
                 ("coeliac disease", "gluten-free", "groceries"),
             ),
             ScenarioReference(
-                dt.date(2024, 5, 6), Domain.HOTELS,
+                dt.date(2024, 5, 6),
+                Domain.HOTELS,
                 "Moved into a one-bedroom apartment with a tiny kitchen and a small dining table",
                 "Moved into a one-bedroom apartment with a tiny kitchen and small dining table",
                 ("apartment", "kitchen", "dining table"),
             ),
             ScenarioReference(
-                dt.date(2024, 5, 14), Domain.MESSAGING,
+                dt.date(2024, 5, 14),
+                Domain.MESSAGING,
                 "His coworker Priya is vegetarian and organises the team's monthly book club",
                 "Coworker Priya is vegetarian and runs the team's monthly book club",
                 ("Priya", "vegetarian", "book club"),
@@ -229,11 +245,16 @@ SCENARIO: tuple[ScenarioQuery, ...] = (
     ),
 )
 
-LATE_FACT = (dt.date(2024, 6, 15), "Signed up for a Saturday pottery class at a studio on Queen Street")
+LATE_FACT = (
+    dt.date(2024, 6, 15),
+    "Signed up for a Saturday pottery class at a studio on Queen Street",
+)
 """Learnt after both query dates: no query may see it."""
 
 
-async def sample_dataset(client: ModelClient, *, user: str = "user0", background: int = 200) -> GeneratedDataset:
+async def sample_dataset(
+    client: ModelClient, *, user: str = "user0", background: int = 200
+) -> GeneratedDataset:
     """The scenario on ``user``'s real profile, with cosines computed by ``client``'s embedder."""
     (persona,) = bundled_personas([user])
     pid = persona.persona_id
@@ -248,7 +269,11 @@ async def sample_dataset(client: ModelClient, *, user: str = "user0", background
         for position, ref in enumerate(scenario.references):
             rid = make_id("reference", qid, position)
             cosine = float(next(reference_vectors) @ query_vector)
-            references.append(Reference(reference_id=rid, date=ref.date, text=ref.text, domain=ref.domain, cosine=cosine))
+            references.append(
+                Reference(
+                    reference_id=rid, date=ref.date, text=ref.text, domain=ref.domain, cosine=cosine
+                )
+            )
             facts.append(
                 make_fact(
                     pid,
@@ -272,7 +297,11 @@ async def sample_dataset(client: ModelClient, *, user: str = "user0", background
                 rank=rank,
             )
         )
-    facts.append(make_fact(pid, "late", [LATE_FACT], type=FactType.GOAL, entities=("pottery", "Queen Street")))
+    facts.append(
+        make_fact(
+            pid, "late", [LATE_FACT], type=FactType.GOAL, entities=("pottery", "Queen Street")
+        )
+    )
     return GeneratedDataset(personas=[persona], queries=queries, facts=facts)
 
 
@@ -285,6 +314,8 @@ def large_store(n_facts: int, *, persona_id: str | None = None) -> tuple[str, li
         if len(statements) >= n_facts:
             break
     if len(statements) < n_facts:
-        raise ValueError(f"the bundled profiles yield {len(statements)} statements, fewer than {n_facts}")
+        raise ValueError(
+            f"the bundled profiles yield {len(statements)} statements, fewer than {n_facts}"
+        )
     pid = persona_id or make_id("persona", "bench", n_facts)
     return pid, statement_facts(pid, statements[:n_facts], per_day=10)

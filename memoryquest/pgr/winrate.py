@@ -34,7 +34,9 @@ class PairwiseOutcome(BaseModel):
     query_id: str
     a_first: Side = Field(description="Winner when answer A was shown first.")
     b_first: Side = Field(description="Winner when answer B was shown first.")
-    score_a: float = Field(ge=0.0, le=1.0, description="Mean of both orders: win 1, tie 0.5, loss 0.")
+    score_a: float = Field(
+        ge=0.0, le=1.0, description="Mean of both orders: win 1, tie 0.5, loss 0."
+    )
     llm_calls: int = 2
 
 

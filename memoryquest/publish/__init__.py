@@ -48,7 +48,14 @@ from memoryquest.publish.staging import clean_staging, staging_prefix
 from memoryquest.publish.stats import compute_statistics
 from memoryquest.settings import Settings
 
-__all__ = ["PRIMARY_KEYS", "PublishError", "PublishReport", "PublishedFile", "load_published", "publish_dataset"]
+__all__ = [
+    "PRIMARY_KEYS",
+    "PublishError",
+    "PublishReport",
+    "PublishedFile",
+    "load_published",
+    "publish_dataset",
+]
 
 MANIFEST_FILE = "manifest.json"
 CARD_FILE = "README.md"
@@ -109,7 +116,9 @@ def _sorted_rows(name: str, rows: Sequence[Row]) -> list[Row]:
     ordered = sorted(rows, key=lambda row: getattr(row, key))
     for previous, current in zip(ordered, ordered[1:], strict=False):
         if getattr(previous, key) == getattr(current, key):
-            raise PublishError(f"table {name!r} has two rows with {key} = {getattr(current, key)!r}")
+            raise PublishError(
+                f"table {name!r} has two rows with {key} = {getattr(current, key)!r}"
+            )
     return ordered
 
 
@@ -182,11 +191,17 @@ def _scan_for_secrets(root: Path, secrets: Sequence[str]) -> None:
         if path.is_file() and path.suffix in {".md", ".json", ".jsonl", ".js", ".html"}:
             content = path.read_bytes()
             if any(secret in content for secret in encoded):
-                raise PublishError(f"a configured secret appears in {path.relative_to(root)}; not publishing")
+                raise PublishError(
+                    f"a configured secret appears in {path.relative_to(root)}; not publishing"
+                )
 
 
 def _build(
-    dataset: GeneratedDataset, manifest: RunManifest, root: Path, settings: Settings, audit: AuditReport
+    dataset: GeneratedDataset,
+    manifest: RunManifest,
+    root: Path,
+    settings: Settings,
+    audit: AuditReport,
 ) -> PublishReport:
     secrets = _secrets(settings)
     assignment = assign_splits(_persona_ids(dataset), settings.publish)
@@ -208,11 +223,15 @@ def _build(
     threshold = _gamma_threshold(manifest, settings)
     figures: list[tuple[str, str]] = []
     if statistics.gamma_values:
-        plots.gamma_histogram(statistics.gamma_values, threshold, root / "plots" / plots.GAMMA_HISTOGRAM)
+        plots.gamma_histogram(
+            statistics.gamma_values, threshold, root / "plots" / plots.GAMMA_HISTOGRAM
+        )
         figures.append((f"plots/{plots.GAMMA_HISTOGRAM}", "Histogram of γ with the threshold"))
     if statistics.validation:
         plots.recall_by_method(statistics.validation, root / "plots" / plots.RECALL_BY_METHOD)
-        figures.append((f"plots/{plots.RECALL_BY_METHOD}", "Recall and RecallExact by method and judge"))
+        figures.append(
+            (f"plots/{plots.RECALL_BY_METHOD}", "Recall and RecallExact by method and judge")
+        )
 
     licence = _licence_source()
     if licence is not None:
@@ -237,10 +256,19 @@ def _build(
         )
     )
     (root / CARD_FILE).write_text(card, encoding="utf-8")
-    write_explorer(dataset, root / EXPLORER_DIR, manifest=public_manifest, plots=[Plot(root / path, caption) for path, caption in figures])
+    write_explorer(
+        dataset,
+        root / EXPLORER_DIR,
+        manifest=public_manifest,
+        plots=[Plot(root / path, caption) for path, caption in figures],
+    )
 
     files = tuple(
-        PublishedFile(path=path.relative_to(root).as_posix(), bytes=path.stat().st_size, sha256=sha256_file(path))
+        PublishedFile(
+            path=path.relative_to(root).as_posix(),
+            bytes=path.stat().st_size,
+            sha256=sha256_file(path),
+        )
         for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix())
         if path.is_file()
     )
@@ -248,7 +276,11 @@ def _build(
         "memoryquest_version": memoryquest.__version__,
         "schema_version": public_manifest.schema_version,
         "split_seed": settings.publish.split_seed,
-        "ratios": {"train": settings.publish.train, "validation": settings.publish.validation, "test": settings.publish.test},
+        "ratios": {
+            "train": settings.publish.train,
+            "validation": settings.publish.validation,
+            "test": settings.publish.test,
+        },
         "split_method": "users ordered by sha256('<split_seed>:<persona_id>'), sizes by largest remainder, "
         "each split with a positive ratio gets at least one user while the largest split keeps one",
         "users": users,
@@ -256,7 +288,9 @@ def _build(
         "files": [{"path": f.path, "bytes": f.bytes, "sha256": f.sha256} for f in files],
     }
     manifest_document = public_manifest.model_dump(mode="json") | {"publish": publish_info}
-    (root / MANIFEST_FILE).write_text(json.dumps(manifest_document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (root / MANIFEST_FILE).write_text(
+        json.dumps(manifest_document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     _scan_for_secrets(root, secrets)
     return PublishReport(
         destination=root,
@@ -270,7 +304,11 @@ def _build(
 
 
 def publish_dataset(
-    dataset: GeneratedDataset, destination: Path, settings: Settings, *, allow_failed_audit: bool = False
+    dataset: GeneratedDataset,
+    destination: Path,
+    settings: Settings,
+    *,
+    allow_failed_audit: bool = False,
 ) -> PublishReport:
     """Write ``dataset`` to ``destination`` in the published layout, atomically.
 
@@ -345,7 +383,9 @@ def load_published(path: Path) -> GeneratedDataset:
         if len(parts) != 3 or parts[0] != "data" or not parts[2].endswith(".parquet"):
             continue
         if sha256_file(file_path) != entry["sha256"]:
-            raise PublishError(f"{root}: {relative} does not match its sha256 in {MANIFEST_FILE} (changed or truncated)")
+            raise PublishError(
+                f"{root}: {relative} does not match its sha256 in {MANIFEST_FILE} (changed or truncated)"
+            )
         config = parts[1]
         if config not in TABLES:
             raise PublishError(f"{root}: {relative} belongs to unknown config {config!r}")

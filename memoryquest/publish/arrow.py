@@ -43,7 +43,9 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
         args = [arg for arg in get_args(annotation) if arg is not type(None)]
         nullable = len(args) != len(get_args(annotation))
         if len(args) != 1:
-            raise UnsupportedAnnotation(f"unions of several types are not publishable: {annotation!r}")
+            raise UnsupportedAnnotation(
+                f"unions of several types are not publishable: {annotation!r}"
+            )
         return args[0], nullable
     return annotation, False
 

@@ -71,7 +71,9 @@ class CardInputs:
     has_personalens: bool
     licence_file: str | None
     audit_markdown: str | None = None  # the validity audit's table (memoryquest audit)
-    audit_failures: Sequence[str] = ()  # failed gates, when publishing anyway (--allow-failed-audit)
+    audit_failures: Sequence[
+        str
+    ] = ()  # failed gates, when publishing anyway (--allow-failed-audit)
 
 
 def _q(text: str) -> str:
@@ -80,7 +82,12 @@ def _q(text: str) -> str:
 
 
 def _size_category(rows: int) -> str:
-    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+    for limit, label in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+    ):
         if rows < limit:
             return label
     return "1M<n<10M"
@@ -90,7 +97,9 @@ def data_files(row_counts: Mapping[str, Mapping[str, int]]) -> dict[str, list[tu
     """config -> [(split, path glob)] for every non-empty split (empty configs are left out)."""
     layout: dict[str, list[tuple[str, str]]] = {}
     for config, counts in row_counts.items():
-        splits = [(split, f"data/{config}/{split}-*") for split in SPLITS if counts.get(split, 0) > 0]
+        splits = [
+            (split, f"data/{config}/{split}-*") for split in SPLITS if counts.get(split, 0) > 0
+        ]
         if splits:
             layout[config] = splits
     return layout
@@ -99,7 +108,14 @@ def data_files(row_counts: Mapping[str, Mapping[str, int]]) -> dict[str, list[tu
 def front_matter(inputs: CardInputs) -> str:
     layout = data_files(inputs.row_counts)
     default = DEFAULT_CONFIG if DEFAULT_CONFIG in layout else next(iter(layout), None)
-    tags = ["long-term-memory", "personalization", "retrieval", "multi-session", "dialogue", "synthetic"]
+    tags = [
+        "long-term-memory",
+        "personalization",
+        "retrieval",
+        "multi-session",
+        "dialogue",
+        "synthetic",
+    ]
     if inputs.manifest.simulated:
         tags.append("simulated")
     lines = [
@@ -185,7 +201,9 @@ def headline_lines(stats: DatasetStatistics, simulated: bool) -> list[str]:
     if judge is None:
         first_judge = stats.validation[0].judge
         budgets = ", ".join(
-            f"{_name(s.method)} {s.mean_retrieved:.1f}" for s in stats.validation if s.judge == first_judge
+            f"{_name(s.method)} {s.mean_retrieved:.1f}"
+            for s in stats.validation
+            if s.judge == first_judge
         )
         lines += [
             "No budget-matched baselines were run for this dataset, so this card makes no claim that PGR",
@@ -201,12 +219,15 @@ def headline_lines(stats: DatasetStatistics, simulated: bool) -> list[str]:
         "",
     ]
     for method in PGR_METHODS:
-        rows = [c for c in stats.budget_matched if c.method.value == method and c.judge.value == judge]
+        rows = [
+            c for c in stats.budget_matched if c.method.value == method and c.judge.value == judge
+        ]
         if not rows:
             continue
         first = rows[0]
         baselines = "; ".join(
-            f"{_name(c.baseline.value)} {c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})" for c in rows
+            f"{_name(c.baseline.value)} {c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})"
+            for c in rows
         )
         lines += [
             f"- **{_name(method)}**: Recall {first.method_recall:.3f} (95% CI {_ci(first.method_low, first.method_high)}) "
@@ -231,7 +252,10 @@ def _dist_row(label: str, dist: Distribution | None, digits: int = 2) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in row) + " |" for row in rows]
+    lines += [
+        "| " + " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in row) + " |"
+        for row in rows
+    ]
     return lines
 
 
@@ -241,7 +265,9 @@ def _settings_rows(settings: Mapping[str, Any], sections: Sequence[str]) -> list
         values = settings.get(section)
         if isinstance(values, Mapping):
             for key, value in values.items():
-                rows.append((f"{section}.{key}", json.dumps(value, ensure_ascii=False, sort_keys=True)))
+                rows.append(
+                    (f"{section}.{key}", json.dumps(value, ensure_ascii=False, sort_keys=True))
+                )
     return rows
 
 
@@ -265,9 +291,13 @@ def _provenance(inputs: CardInputs) -> list[str]:
         f"- Generator: memoryquest {manifest.package_version}, run `{manifest.run_id}`, created {manifest.created_at.isoformat()}",
     ]
     if manifest.simulated:
-        lines.append(f"- Text: offline simulator (backend `{manifest.backend}`; no language model was called)")
+        lines.append(
+            f"- Text: offline simulator (backend `{manifest.backend}`; no language model was called)"
+        )
     else:
-        lines.append(f"- Text: chat model `{manifest.chat_model}` via `{manifest.backend}` at {endpoint}")
+        lines.append(
+            f"- Text: chat model `{manifest.chat_model}` via `{manifest.backend}` at {endpoint}"
+        )
     lines += [
         f"- Embedder: `{manifest.embedder}`",
         f"- Seed: {manifest.seed}; wall time {manifest.wall_seconds:.1f} s; total cost ${manifest.total_cost_usd:.4f}"
@@ -285,7 +315,10 @@ def _provenance(inputs: CardInputs) -> list[str]:
         lines += ["### Prompt templates", ""]
         lines += _table(
             ["template", "version", "sha256"],
-            [(p.template_id, p.version, f"`{p.sha256[:16]}…`") for p in sorted(manifest.prompts, key=lambda p: p.template_id)],
+            [
+                (p.template_id, p.version, f"`{p.sha256[:16]}…`")
+                for p in sorted(manifest.prompts, key=lambda p: p.template_id)
+            ],
         )
         lines.append("")
     threshold_rows = _settings_rows(manifest.settings, ("generation", "pgr"))
@@ -296,9 +329,27 @@ def _provenance(inputs: CardInputs) -> list[str]:
     if manifest.usage:
         lines += ["### Usage", ""]
         lines += _table(
-            ["stage", "requests", "cache hits", "input tokens", "output tokens", "embedding requests", "cost (USD)", "seconds"],
             [
-                (u.stage, u.requests, u.cache_hits, u.input_tokens, u.output_tokens, u.embedding_requests, f"{u.cost_usd:.4f}", f"{u.seconds:.1f}")
+                "stage",
+                "requests",
+                "cache hits",
+                "input tokens",
+                "output tokens",
+                "embedding requests",
+                "cost (USD)",
+                "seconds",
+            ],
+            [
+                (
+                    u.stage,
+                    u.requests,
+                    u.cache_hits,
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.embedding_requests,
+                    f"{u.cost_usd:.4f}",
+                    f"{u.seconds:.1f}",
+                )
                 for u in manifest.usage
             ],
         )
@@ -312,7 +363,7 @@ def _splits_section(inputs: CardInputs) -> list[str]:
         "## Splits",
         "",
         "Splits are **by user**: every row of every table follows its persona's split, so no user",
-        "appears in two splits. Users are ordered by `sha256(\"<split_seed>:<persona_id>\")` and cut by the",
+        'appears in two splits. Users are ordered by `sha256("<split_seed>:<persona_id>")` and cut by the',
         f"ratios train {publish.train:g} / validation {publish.validation:g} / test {publish.test:g} (split seed {publish.split_seed}).",
         "Split sizes use the largest-remainder method; a split with a positive ratio that would be empty",
         "takes one user from the largest split while that split keeps at least one. Empty splits have no file.",
@@ -320,7 +371,10 @@ def _splits_section(inputs: CardInputs) -> list[str]:
     ]
     header = ["config", *SPLITS]
     rows: list[list[object]] = [["users", *[inputs.users_per_split.get(s, 0) for s in SPLITS]]]
-    rows += [[f"`{config}`", *[counts.get(s, 0) for s in SPLITS]] for config, counts in inputs.row_counts.items()]
+    rows += [
+        [f"`{config}`", *[counts.get(s, 0) for s in SPLITS]]
+        for config, counts in inputs.row_counts.items()
+    ]
     lines += _table(header, rows)
     lines.append("")
     return lines
@@ -350,7 +404,12 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
     ]
     lines += _table(["type", "facts"], list(stats.facts_by_type.items()))
     if stats.facts_by_status:
-        lines += ["", "Facts by status: " + ", ".join(f"{k} {v}" for k, v in stats.facts_by_status.items()) + "."]
+        lines += [
+            "",
+            "Facts by status: "
+            + ", ".join(f"{k} {v}" for k, v in stats.facts_by_status.items())
+            + ".",
+        ]
     lines += ["", "### Rejected candidates by reason", ""]
     lines += _table(["reason", "candidates"], list(stats.rejected_by_reason.items()))
     lines += ["", "### Validation (bundled PGR runner)", ""]
@@ -368,9 +427,27 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
             "",
         ]
         lines += _table(
-            ["method", "judge", "queries", "mean Recall", "Recall 95% CI", "RecallExact", "LLM calls / query", "budget: facts retrieved / query"],
             [
-                (f"`{s.method}`", f"`{s.judge}`", s.queries, _fmt(s.mean_recall), _ci(s.recall_low, s.recall_high), _fmt(s.recall_exact), _fmt(s.mean_llm_calls, 2), _fmt(s.mean_retrieved, 1))
+                "method",
+                "judge",
+                "queries",
+                "mean Recall",
+                "Recall 95% CI",
+                "RecallExact",
+                "LLM calls / query",
+                "budget: facts retrieved / query",
+            ],
+            [
+                (
+                    f"`{s.method}`",
+                    f"`{s.judge}`",
+                    s.queries,
+                    _fmt(s.mean_recall),
+                    _ci(s.recall_low, s.recall_high),
+                    _fmt(s.recall_exact),
+                    _fmt(s.mean_llm_calls, 2),
+                    _fmt(s.mean_retrieved, 1),
+                )
                 for s in stats.validation
             ],
         )
@@ -384,10 +461,23 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
                 "",
             ]
             lines += _table(
-                ["method", "baseline", "judge", "queries", "budget (facts / query)", "method Recall (95% CI)", "baseline Recall (95% CI)", "difference (95% CI)"],
+                [
+                    "method",
+                    "baseline",
+                    "judge",
+                    "queries",
+                    "budget (facts / query)",
+                    "method Recall (95% CI)",
+                    "baseline Recall (95% CI)",
+                    "difference (95% CI)",
+                ],
                 [
                     (
-                        f"`{c.method.value}`", f"`{c.baseline.value}`", f"`{c.judge.value}`", c.n, _fmt(c.budget, 1),
+                        f"`{c.method.value}`",
+                        f"`{c.baseline.value}`",
+                        f"`{c.judge.value}`",
+                        c.n,
+                        _fmt(c.budget, 1),
                         f"{c.method_recall:.3f} ({_ci(c.method_low, c.method_high)})",
                         f"{c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})",
                         f"{c.difference:+.3f} ({_ci(c.difference_low, c.difference_high, signed=True)})",
@@ -406,7 +496,11 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
 
 
 def _loading_section(inputs: CardInputs) -> list[str]:
-    config = DEFAULT_CONFIG if DEFAULT_CONFIG in data_files(inputs.row_counts) else next(iter(data_files(inputs.row_counts)), DEFAULT_CONFIG)
+    config = (
+        DEFAULT_CONFIG
+        if DEFAULT_CONFIG in data_files(inputs.row_counts)
+        else next(iter(data_files(inputs.row_counts)), DEFAULT_CONFIG)
+    )
     return [
         "## Loading",
         "",
@@ -462,7 +556,10 @@ def _schema_section(inputs: CardInputs) -> list[str]:
         ]
         lines += _table(
             ["column", "type", "nullable", "description"],
-            [(f"`{path}`", f"`{kind}`", "yes" if nullable else "no", desc) for path, kind, nullable, desc in describe_columns(schema)],
+            [
+                (f"`{path}`", f"`{kind}`", "yes" if nullable else "no", desc)
+                for path, kind, nullable, desc in describe_columns(schema)
+            ],
         )
         lines += ["", "</details>", ""]
     lines += [
@@ -538,7 +635,12 @@ def _audit_stamp(inputs: CardInputs) -> list[str]:
 
 def _audit_section(inputs: CardInputs) -> list[str]:
     if inputs.audit_markdown is None:
-        return ["## Validity audit", "", "No audit was run on this dataset (`memoryquest audit`).", ""]
+        return [
+            "## Validity audit",
+            "",
+            "No audit was run on this dataset (`memoryquest audit`).",
+            "",
+        ]
     verdict = "failed" if inputs.audit_failures else "passed"
     return [
         "## Validity audit",

@@ -52,13 +52,21 @@ def gamma_histogram(gammas: Sequence[float], threshold: float, path: Path) -> Pa
         high = max(threshold, *gammas) if gammas else threshold
         bins = [float(edge) for edge in np.linspace(low, high + 0.01, 21)]
         axes.hist(list(gammas), bins=bins, color="#4c72b0", edgecolor="white")
-        axes.axvline(threshold, color="#c44e52", linestyle="--", linewidth=1.5, label=f"threshold γ ≤ {threshold:g}")
+        axes.axvline(
+            threshold,
+            color="#c44e52",
+            linestyle="--",
+            linewidth=1.5,
+            label=f"threshold γ ≤ {threshold:g}",
+        )
         axes.set_xlabel("γ = mean cosine(query, reference)")
         axes.set_ylabel("queries")
         axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_title(f"Query–reference similarity γ ({len(gammas)} queries)")
         axes.legend(loc="upper left")
-        figure.subplots_adjust(**_MARGINS)  # fixed margins: tight_layout costs more than the drawing
+        figure.subplots_adjust(
+            **_MARGINS
+        )  # fixed margins: tight_layout costs more than the drawing
         return _save(figure, path)
 
 
@@ -82,13 +90,19 @@ def recall_by_method(scores: Sequence[MethodScore], path: Path) -> Path:
                 recall.append(score.mean_recall)
                 exact.append(score.recall_exact)
             color = palette[j % len(palette)]
-            axes.bar(xs, recall, width=width * 0.95, color=color, alpha=0.45, label=f"{judge}: Recall")
-            axes.bar(xs, exact, width=width * 0.95, color=color, alpha=1.0, label=f"{judge}: RecallExact")
+            axes.bar(
+                xs, recall, width=width * 0.95, color=color, alpha=0.45, label=f"{judge}: Recall"
+            )
+            axes.bar(
+                xs, exact, width=width * 0.95, color=color, alpha=1.0, label=f"{judge}: RecallExact"
+            )
         axes.set_xticks(range(len(methods)), methods)
         axes.set_ylim(0.0, 1.3)  # headroom for the legend
         axes.set_yticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
         axes.set_ylabel("score")
         axes.set_title("Validation recall by retrieval method and judge")
         axes.legend(fontsize="small", ncols=max(len(judges), 1), loc="upper left")
-        figure.subplots_adjust(**_MARGINS)  # fixed margins: tight_layout costs more than the drawing
+        figure.subplots_adjust(
+            **_MARGINS
+        )  # fixed margins: tight_layout costs more than the drawing
         return _save(figure, path)

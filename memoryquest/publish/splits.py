@@ -40,7 +40,9 @@ def split_sizes(users: int, settings: PublishSettings) -> dict[str, int]:
     while sum(sizes.values()) > users:  # ratios may sum to 1 + 1e-6
         sizes[max(SPLITS, key=lambda s: sizes[s])] -= 1
     leftover = users - sum(sizes.values())
-    by_remainder = sorted(SPLITS, key=lambda split: (-(exact[split] - sizes[split]), SPLITS.index(split)))
+    by_remainder = sorted(
+        SPLITS, key=lambda split: (-(exact[split] - sizes[split]), SPLITS.index(split))
+    )
     for split in by_remainder[:leftover]:
         sizes[split] += 1
     for split in SPLITS:

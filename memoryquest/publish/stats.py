@@ -155,18 +155,26 @@ def matched_scores(
     dataset: GeneratedDataset, samples: int = DEFAULT_BOOTSTRAP_SAMPLES, seed: int = 0
 ) -> tuple[BudgetComparison, ...]:
     """Each PGR method against its budget-matched baselines, in the documented enum order."""
-    comparisons = budget_comparisons(sorted(dataset.validation, key=lambda r: r.result_id), samples, seed)
+    comparisons = budget_comparisons(
+        sorted(dataset.validation, key=lambda r: r.result_id), samples, seed
+    )
     methods = [m.value for m in RetrievalMethod]
     judges = [j.value for j in JudgeKind]
     return tuple(
         sorted(
             comparisons,
-            key=lambda c: (methods.index(c.method.value), methods.index(c.baseline.value), judges.index(c.judge.value)),
+            key=lambda c: (
+                methods.index(c.method.value),
+                methods.index(c.baseline.value),
+                judges.index(c.judge.value),
+            ),
         )
     )
 
 
-def compute_statistics(dataset: GeneratedDataset, *, bootstrap_samples: int | None = None) -> DatasetStatistics:
+def compute_statistics(
+    dataset: GeneratedDataset, *, bootstrap_samples: int | None = None
+) -> DatasetStatistics:
     samples = bootstrap_samples if bootstrap_samples is not None else bootstrap_samples_of(dataset)
     user_ids = sorted({row.persona_id for name in TABLES for row in getattr(dataset, name)})
     turns = [float(len(s.turns)) for s in dataset.sessions]

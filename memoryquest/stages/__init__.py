@@ -1,22 +1,10 @@
 """The generation stages: plain typed async functions, no orchestration.
 
-* :func:`generate_queries` — candidate queries, invariant checks, γ filter, n_q cap;
-* :func:`synthesise_timeline` — one query's dated events;
-* :func:`expand_dialogues` — one session per event;
-* :func:`merge_history` — a user's sessions as one chronological history.
+The order the stage groups run in, and which module, prompt templates,
+simulator module and tests belong to each, is declared once in
+:mod:`memoryquest.pipeline`: start reading there.
+
+This ``__init__`` imports nothing on purpose. Importing any stage module runs
+it, so whatever it imported would enter every stage's cache fingerprint
+(:mod:`memoryquest.fingerprint`), and editing one stage would recompute all.
 """
-
-from memoryquest.stages.dialogues import DialogueStageResult, expand_dialogues
-from memoryquest.stages.history import merge_history
-from memoryquest.stages.queries import QueryStageResult, generate_queries
-from memoryquest.stages.timelines import TimelineStageResult, synthesise_timeline
-
-__all__ = [
-    "DialogueStageResult",
-    "QueryStageResult",
-    "TimelineStageResult",
-    "expand_dialogues",
-    "generate_queries",
-    "merge_history",
-    "synthesise_timeline",
-]

@@ -19,7 +19,12 @@ from memoryquest.contracts import (
 from memoryquest.ids import make_id
 from memoryquest.text import contains_verbatim, normalise_text
 
-__all__ = ["contains_verbatim", "normalise_text", "parse_date", "parse_domain"]  # shared with other layers
+__all__ = [
+    "contains_verbatim",
+    "normalise_text",
+    "parse_date",
+    "parse_domain",
+]  # shared with other layers
 
 
 def task_variables(task: PersonaTask) -> dict[str, Any]:

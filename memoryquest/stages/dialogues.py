@@ -54,9 +54,12 @@ class TurnDraft(BaseModel):
 
 class DialogueDraft(BaseModel):
     turns: list[TurnDraft]
-    reference_turn_indices: list[int] = Field(description="Indices of the user turns that convey the reference; empty for filler.")
+    reference_turn_indices: list[int] = Field(
+        description="Indices of the user turns that convey the reference; empty for filler."
+    )
     reference_sentence: str = Field(
-        default="", description="The sentence of a reference turn that states the reference, copied exactly; empty for filler."
+        default="",
+        description="The sentence of a reference turn that states the reference, copied exactly; empty for filler.",
     )
 
 
@@ -71,7 +74,9 @@ class _Checked:
     problems: list[str]
 
 
-def _variables(persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings) -> dict[str, object]:
+def _variables(
+    persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings
+) -> dict[str, object]:
     reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
     summary = next((i.summary for i in persona.interactions if i.domain == event.domain), None)
     situations = [
@@ -88,13 +93,19 @@ def _variables(persona: Persona, query: Query, event: TimelineEvent, settings: G
             "description": event.description,
         },
         "reference": (
-            {"text": reference.text, "date": reference.date.isoformat(), "domain": reference.domain.value}
+            {
+                "text": reference.text,
+                "date": reference.date.isoformat(),
+                "domain": reference.domain.value,
+            }
             if reference is not None
             else None
         ),
         "demographics": persona.demographics.model_dump(mode="json"),
         "interaction_summary": summary,
-        "affinities": [a.model_dump(mode="json") for a in persona.affinities if a.domain == event.domain],
+        "affinities": [
+            a.model_dump(mode="json") for a in persona.affinities if a.domain == event.domain
+        ],
         "situations": situations,
         "turns_min": settings.turns_min,
         "turns_max": settings.turns_max,
@@ -116,7 +127,11 @@ def _request(
 
 
 def check_dialogue(
-    draft: DialogueDraft, persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings
+    draft: DialogueDraft,
+    persona: Persona,
+    query: Query,
+    event: TimelineEvent,
+    settings: GenerationSettings,
 ) -> _Checked:
     """The session built from ``draft``, or every structural rule it breaks."""
     problems: list[str] = []
@@ -127,7 +142,9 @@ def check_dialogue(
     for index, turn in enumerate(draft.turns):
         expected = Role.USER if index % 2 == 0 else Role.ASSISTANT
         if turn.role.strip().lower() != expected.value:
-            problems.append(f"turn {index} is {turn.role!r}; turns alternate starting with the user")
+            problems.append(
+                f"turn {index} is {turn.role!r}; turns alternate starting with the user"
+            )
         if not turn.content.strip():
             problems.append(f"turn {index} is empty")
             continue
@@ -211,7 +228,9 @@ async def conveyance_problems(
     settled: dict[str, Session] = {}
     for session, ref_row, candidates in plans:
         if not candidates:
-            problems[session.session_id] = "the turns named as conveying the reference have no sentence"
+            problems[session.session_id] = (
+                "the turns named as conveying the reference have no sentence"
+            )
             continue
         scores = vectors[ref_row + 1 : ref_row + 1 + len(candidates)] @ vectors[ref_row]
         best = int(scores.argmax())
@@ -238,7 +257,9 @@ async def expand_dialogues(
 ) -> DialogueStageResult:
     """One session per timeline event, or none (plus rejected candidates) when one cannot be made valid."""
     if timeline.query_id != query.query_id:
-        raise ValueError(f"timeline {timeline.timeline_id} belongs to query {timeline.query_id}, not {query.query_id}")
+        raise ValueError(
+            f"timeline {timeline.timeline_id} belongs to query {timeline.query_id}, not {query.query_id}"
+        )
     events = timeline.events
     done: dict[int, Session] = {}
     rejections: list[RejectedCandidate] = []
@@ -254,27 +275,48 @@ async def expand_dialogues(
             event = events[position]
             if isinstance(answer, BaseException):  # an LLMError in place of the answer
                 rejections.append(
-                    rejected(persona.persona_id, STAGE, RejectionReason.SCHEMA, f"event {event.event_id}: {answer}",
-                             {"event_id": event.event_id, "error": str(answer)}, event.event_id, attempt)
+                    rejected(
+                        persona.persona_id,
+                        STAGE,
+                        RejectionReason.SCHEMA,
+                        f"event {event.event_id}: {answer}",
+                        {"event_id": event.event_id, "error": str(answer)},
+                        event.event_id,
+                        attempt,
+                    )
                 )
                 continue
             drafts[position] = answer
             checked = check_dialogue(answer, persona, query, event, settings)
             if checked.session is None:
                 rejections.append(
-                    rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
-                             f"event {event.event_id}, attempt {attempt + 1}: {'; '.join(checked.problems)}",
-                             answer, event.event_id, attempt)
+                    rejected(
+                        persona.persona_id,
+                        STAGE,
+                        RejectionReason.INVARIANT,
+                        f"event {event.event_id}, attempt {attempt + 1}: {'; '.join(checked.problems)}",
+                        answer,
+                        event.event_id,
+                        attempt,
+                    )
                 )
             else:
                 candidates[position] = checked.session
-        weak, settled = await conveyance_problems(list(candidates.values()), query, client, settings)
+        weak, settled = await conveyance_problems(
+            list(candidates.values()), query, client, settings
+        )
         for position, session in candidates.items():
             if session.session_id in weak:
                 rejections.append(
-                    rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
-                             f"event {events[position].event_id}, attempt {attempt + 1}: {weak[session.session_id]}",
-                             drafts[position], events[position].event_id, attempt)
+                    rejected(
+                        persona.persona_id,
+                        STAGE,
+                        RejectionReason.INVARIANT,
+                        f"event {events[position].event_id}, attempt {attempt + 1}: {weak[session.session_id]}",
+                        drafts[position],
+                        events[position].event_id,
+                        attempt,
+                    )
                 )
             else:
                 done[position] = settled.get(session.session_id, session)
@@ -284,12 +326,25 @@ async def expand_dialogues(
         failed = ", ".join(events[i].event_id for i in pending)
         for _, session in sorted(done.items()):
             rejections.append(
-                rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT,
-                         f"valid, but dropped with its query {query.query_id}: no valid conversation for {failed}",
-                         session, session.session_id, "dropped")
+                rejected(
+                    persona.persona_id,
+                    STAGE,
+                    RejectionReason.INVARIANT,
+                    f"valid, but dropped with its query {query.query_id}: no valid conversation for {failed}",
+                    session,
+                    session.session_id,
+                    "dropped",
+                )
             )
         return DialogueStageResult(sessions=[], rejected=rejections)
     return DialogueStageResult(sessions=[done[i] for i in range(len(events))], rejected=rejections)
 
 
-__all__ = ["DialogueDraft", "DialogueStageResult", "TurnDraft", "check_dialogue", "conveyance_problems", "expand_dialogues"]
+__all__ = [
+    "DialogueDraft",
+    "DialogueStageResult",
+    "TurnDraft",
+    "check_dialogue",
+    "conveyance_problems",
+    "expand_dialogues",
+]

@@ -13,7 +13,10 @@ def merge_history(sessions: list[Session]) -> list[Session]:
     ordered by query id so the result does not depend on how the caller
     gathered them. Returns new Session objects; the inputs are not modified.
     """
-    order = sorted(range(len(sessions)), key=lambda i: (sessions[i].persona_id, sessions[i].date, sessions[i].query_id, i))
+    order = sorted(
+        range(len(sessions)),
+        key=lambda i: (sessions[i].persona_id, sessions[i].date, sessions[i].query_id, i),
+    )
     merged: list[Session] = []
     positions: dict[str, int] = {}
     seen: set[str] = set()

@@ -40,13 +40,14 @@ from memoryquest.contracts import (
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
-from memoryquest.settings import GenerationSettings
+from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.common import (
     parse_date,
     parse_domain,
     persona_variables,
     rejected,
 )
+from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 
 STAGE = "queries"
@@ -61,9 +62,12 @@ class ReferenceDraft(BaseModel):
     text: str = Field(description="Short, atomic statement about the user.")
     date: str = Field(description="ISO date (YYYY-MM-DD) when this became true or was said.")
     domain: str = Field(description="One of the 20 PersonaLens domains, not the query's.")
-    rationale: str = Field(default="", description="One sentence: which part of the request this changes.")
+    rationale: str = Field(
+        default="", description="One sentence: which part of the request this changes."
+    )
     valid_until: str | None = Field(
-        default=None, description="ISO date of the last day a time-bounded statement holds; null otherwise."
+        default=None,
+        description="ISO date of the last day a time-bounded statement holds; null otherwise.",
     )
 
 
@@ -81,8 +85,12 @@ class QueryCandidatesDraft(BaseModel):
 
 class RelevanceVerdict(BaseModel):
     index: int = Field(description="Index of the statement judged.")
-    relevant: bool = Field(description="Would knowing it change how the assistant handles the request?")
-    rationale: str = Field(description="One sentence naming the part of the request it affects, or why none.")
+    relevant: bool = Field(
+        description="Would knowing it change how the assistant handles the request?"
+    )
+    rationale: str = Field(
+        description="One sentence naming the part of the request it affects, or why none."
+    )
 
 
 class RelevanceAnswer(BaseModel):
@@ -129,7 +137,9 @@ class CheckedCandidate:
     references: list[CheckedReference]
 
 
-def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) -> CheckedCandidate | CandidateProblem:
+def check_candidate(
+    draft: QueryCandidateDraft, settings: GenerationSettings
+) -> CheckedCandidate | CandidateProblem:
     """The parsed candidate, or why it breaks a rule of SPEC §2 (SCHEMA: unparsable; INVARIANT: parsed but wrong)."""
     if not draft.query.strip():
         return CandidateProblem(RejectionReason.SCHEMA, "empty query text")
@@ -137,10 +147,14 @@ def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) ->
         return CandidateProblem(RejectionReason.SCHEMA, "empty reasoning")
     query_date = parse_date(draft.query_date)
     if query_date is None:
-        return CandidateProblem(RejectionReason.SCHEMA, f"query_date {draft.query_date!r} is not an ISO date")
+        return CandidateProblem(
+            RejectionReason.SCHEMA, f"query_date {draft.query_date!r} is not an ISO date"
+        )
     domain = parse_domain(draft.domain)
     if domain is None:
-        return CandidateProblem(RejectionReason.SCHEMA, f"domain {draft.domain!r} is not a PersonaLens domain")
+        return CandidateProblem(
+            RejectionReason.SCHEMA, f"domain {draft.domain!r} is not a PersonaLens domain"
+        )
     count = len(draft.references)
     if not settings.references_min <= count <= settings.references_max:
         return CandidateProblem(
@@ -153,24 +167,46 @@ def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) ->
             return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} has empty text")
         ref_date = parse_date(ref.date)
         if ref_date is None:
-            return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} date {ref.date!r} is not an ISO date")
+            return CandidateProblem(
+                RejectionReason.SCHEMA, f"reference {index} date {ref.date!r} is not an ISO date"
+            )
         ref_domain = parse_domain(ref.domain)
         if ref_domain is None:
-            return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} domain {ref.domain!r} is not a PersonaLens domain")
+            return CandidateProblem(
+                RejectionReason.SCHEMA,
+                f"reference {index} domain {ref.domain!r} is not a PersonaLens domain",
+            )
         if ref_date >= query_date:
-            return CandidateProblem(RejectionReason.INVARIANT, f"reference {index} is dated {ref_date}, not before the query date {query_date}")
+            return CandidateProblem(
+                RejectionReason.INVARIANT,
+                f"reference {index} is dated {ref_date}, not before the query date {query_date}",
+            )
         if ref_domain == domain:
-            return CandidateProblem(RejectionReason.INVARIANT, f"reference {index} is in the query's own domain {domain.value}")
+            return CandidateProblem(
+                RejectionReason.INVARIANT,
+                f"reference {index} is in the query's own domain {domain.value}",
+            )
         valid_until: dt.date | None = None
-        if ref.valid_until is not None and ref.valid_until.strip() and ref.valid_until.strip().lower() != "null":
+        if (
+            ref.valid_until is not None
+            and ref.valid_until.strip()
+            and ref.valid_until.strip().lower() != "null"
+        ):
             valid_until = parse_date(ref.valid_until)
             if valid_until is None:
-                return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} valid_until {ref.valid_until!r} is not an ISO date")
+                return CandidateProblem(
+                    RejectionReason.SCHEMA,
+                    f"reference {index} valid_until {ref.valid_until!r} is not an ISO date",
+                )
             if valid_until < ref_date:
-                return CandidateProblem(RejectionReason.INVARIANT, f"reference {index} is valid until {valid_until}, before its own date {ref_date}")
+                return CandidateProblem(
+                    RejectionReason.INVARIANT,
+                    f"reference {index} is valid until {valid_until}, before its own date {ref_date}",
+                )
             if valid_until < query_date:
                 return CandidateProblem(
-                    RejectionReason.STALE, f"reference {index} held until {valid_until}, before the query date {query_date}"
+                    RejectionReason.STALE,
+                    f"reference {index} held until {valid_until}, before the query date {query_date}",
                 )
         shared = shared_content_words(draft.query, ref.text)
         if len(shared) > settings.shared_words_max:
@@ -178,7 +214,11 @@ def check_candidate(draft: QueryCandidateDraft, settings: GenerationSettings) ->
                 RejectionReason.WORD_OVERLAP,
                 f"reference {index} shares {len(shared)} content words with the query ({', '.join(sorted(shared))}; at most {settings.shared_words_max})",
             )
-        parsed.append(CheckedReference(ref.text.strip(), ref_date, ref_domain, ref.rationale.strip(), valid_until))
+        parsed.append(
+            CheckedReference(
+                ref.text.strip(), ref_date, ref_domain, ref.rationale.strip(), valid_until
+            )
+        )
     texts = [normalise_text(r.text) for r in parsed]
     if len(set(texts)) != len(texts):
         return CandidateProblem(RejectionReason.INVARIANT, "two references have the same text")
@@ -190,7 +230,10 @@ def check_cosines(cosines: np.ndarray, settings: GenerationSettings) -> Candidat
     gamma = float(cosines.mean())
     listed = ", ".join(f"{c:.3f}" for c in cosines)
     if gamma > settings.gamma_max:
-        return CandidateProblem(RejectionReason.SIMILARITY, f"gamma {gamma:.3f} > {settings.gamma_max} (cosines {listed})")
+        return CandidateProblem(
+            RejectionReason.SIMILARITY,
+            f"gamma {gamma:.3f} > {settings.gamma_max} (cosines {listed})",
+        )
     worst = int(np.argmax(cosines))
     if float(cosines[worst]) > settings.reference_cosine_max:
         return CandidateProblem(
@@ -201,7 +244,11 @@ def check_cosines(cosines: np.ndarray, settings: GenerationSettings) -> Candidat
 
 
 def conflicting_reference(
-    texts: list[str], vectors: np.ndarray, accepted_texts: list[str], accepted_vectors: np.ndarray, settings: GenerationSettings
+    texts: list[str],
+    vectors: np.ndarray,
+    accepted_texts: list[str],
+    accepted_vectors: np.ndarray,
+    settings: GenerationSettings,
 ) -> CandidateProblem | None:
     """Why one of ``texts`` cannot join the user's ``accepted`` references, if it cannot.
 
@@ -234,10 +281,17 @@ def changes_a_value(left: str, right: str) -> bool:
     if a == b:
         return False
     shared = a & b
-    return len(shared) >= 3 and 0 < len(a - shared) <= 2 and 0 < len(b - shared) <= 2 and len(shared) >= len(a | b) - 3
+    return (
+        len(shared) >= 3
+        and 0 < len(a - shared) <= 2
+        and 0 < len(b - shared) <= 2
+        and len(shared) >= len(a | b) - 3
+    )
 
 
-def _request(persona: Persona, settings: GenerationSettings, seed: int, proposed: list[str]) -> LLMRequest[QueryCandidatesDraft]:
+def _request(
+    persona: Persona, settings: GenerationSettings, seed: int, proposed: list[str]
+) -> LLMRequest[QueryCandidatesDraft]:
     variables = persona_variables(persona)
     variables.update(
         count=settings.candidates_per_user,
@@ -268,7 +322,12 @@ def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]
             "query_date": parsed.query_date.isoformat(),
             "query_domain": parsed.domain.value,
             "references": [
-                {"index": index, "text": ref.text, "date": ref.date.isoformat(), "domain": ref.domain.value}
+                {
+                    "index": index,
+                    "text": ref.text,
+                    "date": ref.date.isoformat(),
+                    "domain": ref.domain.value,
+                }
                 for index, ref in enumerate(parsed.references)
             ],
         },
@@ -287,15 +346,27 @@ def check_relevance(answer: RelevanceAnswer, count: int) -> list[str] | Candidat
     for index in range(count):
         verdict = verdicts.get(index)
         if verdict is None:
-            return CandidateProblem(RejectionReason.IRRELEVANT, f"reference {index}: the relevance judge gave no verdict")
+            return CandidateProblem(
+                RejectionReason.IRRELEVANT,
+                f"reference {index}: the relevance judge gave no verdict",
+            )
         if not verdict.relevant:
-            return CandidateProblem(RejectionReason.IRRELEVANT, f"reference {index} judged not relevant: {verdict.rationale.strip()}")
+            return CandidateProblem(
+                RejectionReason.IRRELEVANT,
+                f"reference {index} judged not relevant: {verdict.rationale.strip()}",
+            )
         rationales.append(verdict.rationale.strip())
     return rationales
 
 
 def _to_query(
-    persona_id: str, parsed: _Parsed, cosines: np.ndarray, gamma: float, embedder: str, rank: int, relevance: list[str]
+    persona_id: str,
+    parsed: _Parsed,
+    cosines: np.ndarray,
+    gamma: float,
+    embedder: str,
+    rank: int,
+    relevance: list[str],
 ) -> Query:
     references = [
         Reference(
@@ -343,8 +414,14 @@ async def generate_queries(
     def refuse(parsed: _Parsed, problem: CandidateProblem, gamma: float | None = None) -> None:
         rejections.append(
             rejected(
-                persona_id, STAGE, problem.reason, problem.detail, parsed.draft, *parsed.key,
-                gamma=gamma, embedder=client.embedder_name if gamma is not None else None,
+                persona_id,
+                STAGE,
+                problem.reason,
+                problem.detail,
+                parsed.draft,
+                *parsed.key,
+                gamma=gamma,
+                embedder=client.embedder_name if gamma is not None else None,
             )
         )
 
@@ -354,7 +431,15 @@ async def generate_queries(
             answer = await client.complete(request)
         except LLMOutputError as exc:
             rejections.append(
-                rejected(persona_id, STAGE, RejectionReason.SCHEMA, str(exc), {"error": str(exc)}, attempt, "call")
+                rejected(
+                    persona_id,
+                    STAGE,
+                    RejectionReason.SCHEMA,
+                    str(exc),
+                    {"error": str(exc)},
+                    attempt,
+                    "call",
+                )
             )
             continue
         candidates: list[_Parsed] = []
@@ -363,13 +448,22 @@ async def generate_queries(
             proposed.append(draft.query)
             outcome = check_candidate(draft, settings)
             if isinstance(outcome, CandidateProblem):
-                rejections.append(rejected(persona_id, STAGE, outcome.reason, outcome.detail, draft, *key))
+                rejections.append(
+                    rejected(persona_id, STAGE, outcome.reason, outcome.detail, draft, *key)
+                )
                 continue
             query_date, domain, references = outcome.query_date, outcome.domain, outcome.references
             query_id = make_id("query", persona_id, draft.query.strip(), query_date.isoformat())
             if query_id in seen:
                 rejections.append(
-                    rejected(persona_id, STAGE, RejectionReason.INVARIANT, "duplicate of an earlier candidate", draft, *key)
+                    rejected(
+                        persona_id,
+                        STAGE,
+                        RejectionReason.INVARIANT,
+                        "duplicate of an earlier candidate",
+                        draft,
+                        *key,
+                    )
                 )
                 continue
             seen.add(query_id)
@@ -392,22 +486,33 @@ async def generate_queries(
             problem = check_cosines(cosines, settings)
             if problem is None:
                 ref_texts = [ref.text for ref in parsed.references]
-                problem = conflicting_reference(ref_texts, ref_vectors, accepted_texts, accepted_vectors, settings)
+                problem = conflicting_reference(
+                    ref_texts, ref_vectors, accepted_texts, accepted_vectors, settings
+                )
             if problem is not None:
                 refuse(parsed, problem, gamma)
                 continue
             accepted_texts.extend(ref.text for ref in parsed.references)
-            accepted_vectors = ref_vectors if not accepted_vectors.size else np.vstack([accepted_vectors, ref_vectors])
+            accepted_vectors = (
+                ref_vectors
+                if not accepted_vectors.size
+                else np.vstack([accepted_vectors, ref_vectors])
+            )
             gated.append((parsed, cosines, gamma))
         if settings.judge_relevance and gated:
             answers = await client.complete_all(
-                [relevance_request(parsed, seed + attempt) for parsed, _, _ in gated], return_exceptions=True
+                [relevance_request(parsed, seed + attempt) for parsed, _, _ in gated],
+                return_exceptions=True,
             )
         else:
             answers = [RelevanceAnswer(verdicts=[]) for _ in gated]
         for (parsed, cosines, gamma), verdict in zip(gated, answers, strict=True):
             if isinstance(verdict, BaseException):
-                refuse(parsed, CandidateProblem(RejectionReason.SCHEMA, f"relevance judge: {verdict}"), gamma)
+                refuse(
+                    parsed,
+                    CandidateProblem(RejectionReason.SCHEMA, f"relevance judge: {verdict}"),
+                    gamma,
+                )
                 continue
             relevance: list[str] = []
             if settings.judge_relevance:
@@ -424,8 +529,31 @@ async def generate_queries(
     queries: list[Query] = []
     for parsed, cosines, gamma, relevance in passing:
         if len(queries) < settings.queries_per_user:
-            queries.append(_to_query(persona_id, parsed, cosines, gamma, client.embedder_name, len(queries), relevance))
+            queries.append(
+                _to_query(
+                    persona_id,
+                    parsed,
+                    cosines,
+                    gamma,
+                    client.embedder_name,
+                    len(queries),
+                    relevance,
+                )
+            )
         else:
             detail = f"gamma {gamma:.3f} is within the threshold but {settings.queries_per_user} lower-gamma queries were kept"
             refuse(parsed, CandidateProblem(RejectionReason.CAPACITY, detail), gamma)
     return QueryStageResult(queries=queries, rejected=rejections)
+
+
+# --------------------------------------------------------------------------- the stage group
+
+
+async def run(state: PersonaState, client: ModelClient, settings: Settings) -> QueryStageResult:
+    """The ``queries`` stage group of :mod:`memoryquest.pipeline`: the persona's kept queries."""
+    return await generate_queries(state.persona, client, settings.generation, seed=settings.seed)
+
+
+def apply(state: PersonaState, result: QueryStageResult) -> PersonaState:
+    """The kept queries stand; every rejected candidate is recorded."""
+    return state.add(queries=result.queries, rejected=result.rejected)

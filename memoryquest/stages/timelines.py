@@ -59,7 +59,9 @@ class EventDraft(BaseModel):
     date: str = Field(description="ISO date (YYYY-MM-DD).")
     domain: str = Field(description="The event's PersonaLens domain.")
     description: str = Field(description="What happens in this conversation, in the third person.")
-    reference_index: int | None = Field(description="Index of the reference this event carries; null for filler.")
+    reference_index: int | None = Field(
+        description="Index of the reference this event carries; null for filler."
+    )
 
 
 class TimelineDraft(BaseModel):
@@ -94,7 +96,9 @@ def reference_variables(query: Query) -> list[dict[str, object]]:
     ]
 
 
-def _request(persona: Persona, query: Query, settings: GenerationSettings, seed: int) -> LLMRequest[TimelineDraft]:
+def _request(
+    persona: Persona, query: Query, settings: GenerationSettings, seed: int
+) -> LLMRequest[TimelineDraft]:
     variables = {
         "query": query_variables(query),
         "references": reference_variables(query),
@@ -145,12 +149,18 @@ def build_events(draft: TimelineDraft, query: Query, settings: GenerationSetting
                 ref = query.references[ref_index]
                 reference_id = ref.reference_id
                 if date is not None and date != ref.date:
-                    problems.append(f"event {index}: carries reference {ref_index} dated {ref.date} but is dated {date}")
+                    problems.append(
+                        f"event {index}: carries reference {ref_index} dated {ref.date} but is dated {date}"
+                    )
                 if domain is not None and domain != ref.domain:
-                    problems.append(f"event {index}: carries a {ref.domain.value} reference but is in {domain.value}")
+                    problems.append(
+                        f"event {index}: carries a {ref.domain.value} reference but is in {domain.value}"
+                    )
         else:
             if domain is not None and domain in reference_domains:
-                problems.append(f"event {index}: filler in {domain.value}, a domain one of the references is about")
+                problems.append(
+                    f"event {index}: filler in {domain.value}, a domain one of the references is about"
+                )
             for ref_position, ref in enumerate(query.references):
                 if contains_verbatim(item.description, ref.text):
                     problems.append(f"event {index}: filler repeats reference {ref_position}")
@@ -169,7 +179,9 @@ def build_events(draft: TimelineDraft, query: Query, settings: GenerationSetting
     for ref_index in range(len(query.references)):
         times = carried.get(ref_index, 0)
         if times != 1:
-            problems.append(f"reference {ref_index} is carried by {times} events; must be exactly one")
+            problems.append(
+                f"reference {ref_index} is carried by {times} events; must be exactly one"
+            )
     dates = [e.date for e in events]
     if any(later < earlier for earlier, later in zip(dates, dates[1:], strict=False)):
         problems.append("event dates are not in ascending order")
@@ -177,13 +189,17 @@ def build_events(draft: TimelineDraft, query: Query, settings: GenerationSetting
         earliest_reference = min(ref.date for ref in query.references)
         first = events[0].date
         if first > earliest_reference:
-            problems.append(f"first event {first} is after the earliest reference {earliest_reference}")
+            problems.append(
+                f"first event {first} is after the earliest reference {earliest_reference}"
+            )
         if (earliest_reference - first).days > settings.lead_days_max:
             problems.append(
                 f"first event {first} is more than {settings.lead_days_max} days before the earliest reference {earliest_reference}"
             )
         if events[-1].date >= query.query_date:
-            problems.append(f"last event {events[-1].date} is not before the query date {query.query_date}")
+            problems.append(
+                f"last event {events[-1].date} is not before the query date {query.query_date}"
+            )
     fillers = [e for e in events if e.kind == EventKind.FILLER]
     if len(fillers) >= 2 and len({e.domain for e in fillers}) < 2:
         problems.append("filler events all come from one domain")
@@ -213,7 +229,12 @@ async def filler_similarity_problems(
 
 
 async def synthesise_timeline(
-    persona: Persona, query: Query, client: ModelClient, settings: GenerationSettings, *, seed: int = 0
+    persona: Persona,
+    query: Query,
+    client: ModelClient,
+    settings: GenerationSettings,
+    *,
+    seed: int = 0,
 ) -> TimelineStageResult:
     """The query's timeline, or None plus the rejected attempts when every attempt broke a rule."""
     rejections: list[RejectedCandidate] = []
@@ -223,12 +244,21 @@ async def synthesise_timeline(
             draft = await client.complete(request)
         except LLMOutputError as exc:
             rejections.append(
-                rejected(persona.persona_id, STAGE, RejectionReason.SCHEMA, str(exc), {"query_id": query.query_id, "error": str(exc)},
-                         query.query_id, attempt)
+                rejected(
+                    persona.persona_id,
+                    STAGE,
+                    RejectionReason.SCHEMA,
+                    str(exc),
+                    {"query_id": query.query_id, "error": str(exc)},
+                    query.query_id,
+                    attempt,
+                )
             )
             continue
         built = build_events(draft, query, settings)
-        problems = built.problems or await filler_similarity_problems(built.events, query, client, settings)
+        problems = built.problems or await filler_similarity_problems(
+            built.events, query, client, settings
+        )
         if not problems:
             timeline = Timeline(
                 timeline_id=make_id("timeline", query.query_id),
@@ -239,7 +269,15 @@ async def synthesise_timeline(
             return TimelineStageResult(timeline=timeline, rejected=rejections)
         detail = f"query {query.query_id}, attempt {attempt + 1}: " + "; ".join(problems)
         rejections.append(
-            rejected(persona.persona_id, STAGE, RejectionReason.INVARIANT, detail, draft, query.query_id, attempt)
+            rejected(
+                persona.persona_id,
+                STAGE,
+                RejectionReason.INVARIANT,
+                detail,
+                draft,
+                query.query_id,
+                attempt,
+            )
         )
     return TimelineStageResult(timeline=None, rejected=rejections)
 

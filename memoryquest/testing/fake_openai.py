@@ -4,9 +4,10 @@ It speaks enough of the OpenAI HTTP API for the official SDK
 (``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``,
 and the Batch API: ``POST /v1/files``, ``GET /v1/files/{id}[/content]``,
 ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``)
-and answers valid chat requests from the offline simulator: the client sends
-the template id, version, seed and variables in ``X-MemoryQuest-*`` headers
-(see ``memoryquest.llm.hints``), and the server replies with
+and answers valid chat requests from the offline simulator: a client with
+``endpoint.simulator_hints`` on sends the template id, version, seed and
+variables in ``X-MemoryQuest-*`` headers (see ``memoryquest.llm.hints``;
+nothing sends the variables by default), and the server replies with
 ``simulate(template_id, variables, seed)``. ``response_format`` is honoured:
 ``json_schema`` / ``json_object`` get the bare JSON, a request without one
 gets the JSON wrapped in prose and a code fence, as an unconstrained model
@@ -41,7 +42,7 @@ The server is the stdlib ``ThreadingHTTPServer`` (one thread per connection,
 HTTP/1.1 keep-alive) on 127.0.0.1, port 0, run in a background thread::
 
     with FakeOpenAIServer(latency=0.01) as server:
-        settings = Settings(endpoint={"base_url": server.url, ...})
+        settings = Settings(endpoint={"base_url": server.url, "simulator_hints": True, ...})
 """
 
 from __future__ import annotations
@@ -107,8 +108,12 @@ class Fault:
     match: str = ""  # scripted faults: only for requests whose JSON body contains this text
 
     @classmethod
-    def rate_limit(cls, retry_after: float | None = 0.05, *, ms: bool = False, endpoint: str = "chat") -> Fault:
-        return cls(FaultKind.RATE_LIMIT, retry_after=retry_after, retry_after_ms=ms, endpoint=endpoint)
+    def rate_limit(
+        cls, retry_after: float | None = 0.05, *, ms: bool = False, endpoint: str = "chat"
+    ) -> Fault:
+        return cls(
+            FaultKind.RATE_LIMIT, retry_after=retry_after, retry_after_ms=ms, endpoint=endpoint
+        )
 
     @classmethod
     def server_error(cls, status: int = 500, *, endpoint: str = "chat") -> Fault:
@@ -181,7 +186,9 @@ class LoggedRequest:
     status: int = 0
     fault: FaultKind | None = None
     at: float = field(default_factory=time.monotonic)
-    params: dict[str, str] = field(default_factory=dict)  # path parameters (``/v1/batches/{batch_id}``)
+    params: dict[str, str] = field(
+        default_factory=dict
+    )  # path parameters (``/v1/batches/{batch_id}``)
     upload: tuple[str, bytes] | None = None  # multipart file: (filename, content)
 
     @property
@@ -247,7 +254,9 @@ def _error_body(message: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
 
 
-def _read_batch_input(content: bytes, endpoint: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _read_batch_input(
+    content: bytes, endpoint: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The lines of a batch input file, and what is wrong with it (the batch fails if anything is)."""
     lines: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
@@ -258,17 +267,37 @@ def _read_batch_input(content: bytes, endpoint: str) -> tuple[list[dict[str, Any
         try:
             line = json.loads(raw)
         except ValueError:
-            problems.append({"code": "invalid_json_line", "line": number, "message": "This line is not valid JSON."})
+            problems.append(
+                {
+                    "code": "invalid_json_line",
+                    "line": number,
+                    "message": "This line is not valid JSON.",
+                }
+            )
             continue
         if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
-            problems.append({"code": "missing_required_parameter", "line": number, "message": "custom_id is required."})
+            problems.append(
+                {
+                    "code": "missing_required_parameter",
+                    "line": number,
+                    "message": "custom_id is required.",
+                }
+            )
             continue
         if line["custom_id"] in seen:
             problems.append(
-                {"code": "duplicate_custom_id", "line": number, "message": f"custom_id {line['custom_id']!r} repeats."}
+                {
+                    "code": "duplicate_custom_id",
+                    "line": number,
+                    "message": f"custom_id {line['custom_id']!r} repeats.",
+                }
             )
             continue
-        if line.get("method") != "POST" or line.get("url") != endpoint or not isinstance(line.get("body"), dict):
+        if (
+            line.get("method") != "POST"
+            or line.get("url") != endpoint
+            or not isinstance(line.get("body"), dict)
+        ):
             problems.append(
                 {
                     "code": "invalid_request",
@@ -280,7 +309,9 @@ def _read_batch_input(content: bytes, endpoint: str) -> tuple[list[dict[str, Any
         seen.add(line["custom_id"])
         lines.append(line)
     if not lines and not problems:
-        problems.append({"code": "empty_file", "line": None, "message": "The input file has no requests."})
+        problems.append(
+            {"code": "empty_file", "line": None, "message": "The input file has no requests."}
+        )
     return lines, problems
 
 
@@ -288,10 +319,19 @@ Route = Callable[[LoggedRequest, dict[str, str]], tuple[int, Any, dict[str, str]
 
 
 class _ErrorAnswer(Exception):
-    def __init__(self, status: int, message: str, *, code: str | None = None, param: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, *, code: str | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
-        self.body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+        self.body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": param,
+                "code": code,
+            }
+        }
 
 
 def hashed_embedding(text: str, dimension: int) -> list[float]:
@@ -414,7 +454,10 @@ class FakeOpenAIServer:
         self._httpd = httpd
         self._stopping.clear()
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -500,7 +543,8 @@ class FakeOpenAIServer:
             return sum(
                 1
                 for r in self.requests
-                if (path is None or r.path.endswith(path)) and (status is None or r.status == status)
+                if (path is None or r.path.endswith(path))
+                and (status is None or r.status == status)
             )
 
     @property
@@ -550,7 +594,11 @@ class FakeOpenAIServer:
         if fault.kind is FaultKind.RATE_LIMIT:
             raise _RateLimited(fault.retry_after, ms=fault.retry_after_ms)
         if fault.kind is FaultKind.SERVER_ERROR:
-            raise _ErrorAnswer(fault.status, "The server had an error while processing your request.", code="server_error")
+            raise _ErrorAnswer(
+                fault.status,
+                "The server had an error while processing your request.",
+                code="server_error",
+            )
         if fault.kind is FaultKind.UNAUTHORIZED:
             raise self._refused(headers, status=fault.status, echo=True)
         if fault.kind is FaultKind.TIMEOUT:
@@ -577,25 +625,31 @@ class FakeOpenAIServer:
         kind = response_format.get("type") if isinstance(response_format, dict) else None
         if kind == "json_schema" and not self.supports_json_schema:
             raise _ErrorAnswer(
-                400, "response_format 'json_schema' is not supported by this server", param="response_format"
+                400,
+                "response_format 'json_schema' is not supported by this server",
+                param="response_format",
             )
         if kind == "json_object" and not self.supports_json_object:
             raise _ErrorAnswer(
-                400, "response_format 'json_object' is not supported by this server", param="response_format"
+                400,
+                "response_format 'json_object' is not supported by this server",
+                param="response_format",
             )
         hints = decode_hints(headers)
         if hints is None or hints.variables is None:
             raise _ErrorAnswer(
                 400,
                 "this test server answers from the simulator: send the X-MemoryQuest-Template and "
-                "X-MemoryQuest-Variables headers (memoryquest.llm.hints)",
+                "X-MemoryQuest-Variables headers (set endpoint.simulator_hints = true; memoryquest.llm.hints)",
             )
         try:
             answer = simulate(hints.template_id, hints.variables, seed=hints.seed)
         except KeyError as exc:
             raise _ErrorAnswer(400, str(exc.args[0]) if exc.args else str(exc)) from exc
-        content: str | None = answer if kind in ("json_schema", "json_object") else (
-            f"Here is the answer you asked for.\n\n```json\n{answer}\n```\n"
+        content: str | None = (
+            answer
+            if kind in ("json_schema", "json_object")
+            else (f"Here is the answer you asked for.\n\n```json\n{answer}\n```\n")
         )
         refusal = None
         finish = "stop"
@@ -640,7 +694,9 @@ class FakeOpenAIServer:
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
-                    "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)},
+                    "prompt_tokens_details": {
+                        "cached_tokens": min(self.cached_tokens, prompt_tokens)
+                    },
                 }
                 if self.report_usage
                 else None,
@@ -648,15 +704,23 @@ class FakeOpenAIServer:
             {},
         )
 
-    def _embeddings(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _embeddings(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         body = entry.body
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise _ErrorAnswer(400, "you must provide a model parameter", param="model")
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]
-        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t for t in texts):
-            raise _ErrorAnswer(400, "input must be a non-empty string or array of non-empty strings", param="input")
+        if (
+            not isinstance(texts, list)
+            or not texts
+            or not all(isinstance(t, str) and t for t in texts)
+        ):
+            raise _ErrorAnswer(
+                400, "input must be a non-empty string or array of non-empty strings", param="input"
+            )
         self._admit(entry, headers, "embeddings")
         self._sleep(self.latency)
         as_base64 = body.get("encoding_format") == "base64"
@@ -665,7 +729,9 @@ class FakeOpenAIServer:
         for index, text in enumerate(texts):
             vector = hashed_embedding(text, dimension)
             encoded: Any = (
-                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii") if as_base64 else vector
+                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+                if as_base64
+                else vector
             )
             data.append({"object": "embedding", "index": index, "embedding": encoded})
         if self.shuffle_embeddings:
@@ -673,11 +739,18 @@ class FakeOpenAIServer:
         tokens = token_counter(body["model"]).count_many(texts)
         return (
             200,
-            {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
             {},
         )
 
-    def _refused(self, headers: dict[str, str], *, status: int = 401, echo: bool | None = None) -> _ErrorAnswer:
+    def _refused(
+        self, headers: dict[str, str], *, status: int = 401, echo: bool | None = None
+    ) -> _ErrorAnswer:
         """The answer to a refused key; with ``echo`` (default ``self.echo_key``) it repeats the key."""
         presented = headers.get("authorization", "").removeprefix("Bearer ").strip()
         if echo if echo is not None else self.echo_key:
@@ -686,10 +759,19 @@ class FakeOpenAIServer:
             message = "Incorrect API key provided."
         return _ErrorAnswer(status, message, code="invalid_api_key")
 
-    def _models(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _models(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             raise self._refused(headers)
-        return 200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "memoryquest"}]}, {}
+        return (
+            200,
+            {
+                "object": "list",
+                "data": [{"id": "fake-model", "object": "model", "owned_by": "memoryquest"}],
+            },
+            {},
+        )
 
     # --- Batch API ------------------------------------------------------------------------
 
@@ -708,9 +790,13 @@ class FakeOpenAIServer:
         """The JSON lines of a stored file (for assertions on what was uploaded or answered)."""
         with self._batch_lock:
             stored = self.files[file_id]
-        return [json.loads(line) for line in stored.content.decode("utf-8").splitlines() if line.strip()]
+        return [
+            json.loads(line) for line in stored.content.decode("utf-8").splitlines() if line.strip()
+        ]
 
-    def _upload_file(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _upload_file(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "files")
         body = entry.body if isinstance(entry.body, dict) else {}
         purpose = body.get("purpose")
@@ -730,25 +816,40 @@ class FakeOpenAIServer:
             raise _ErrorAnswer(404, f"No such File object: {file_id}", param="id")
         return stored
 
-    def _file_info(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _file_info(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "files")
         return 200, self._stored(entry.params["file_id"]).describe(), {}
 
-    def _file_content(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _file_content(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "files")
         return 200, self._stored(entry.params["file_id"]).content, {}
 
-    def _create_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _create_batch(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "batches")
         body = entry.body
         endpoint = body.get("endpoint")
-        if endpoint not in ("/v1/chat/completions", "/v1/embeddings", "/v1/responses", "/v1/completions"):
+        if endpoint not in (
+            "/v1/chat/completions",
+            "/v1/embeddings",
+            "/v1/responses",
+            "/v1/completions",
+        ):
             raise _ErrorAnswer(400, f"invalid endpoint {endpoint!r}", param="endpoint")
         if body.get("completion_window") != "24h":
             raise _ErrorAnswer(400, "completion_window must be '24h'", param="completion_window")
         stored = self._stored(str(body.get("input_file_id")))
         if stored.purpose != "batch":
-            raise _ErrorAnswer(400, f"file {stored.id} has purpose {stored.purpose!r}, not 'batch'", param="input_file_id")
+            raise _ErrorAnswer(
+                400,
+                f"file {stored.id} has purpose {stored.purpose!r}, not 'batch'",
+                param="input_file_id",
+            )
         lines, problems = _read_batch_input(stored.content, endpoint)
         now = int(time.time())
         batch: dict[str, Any] = {
@@ -774,17 +875,25 @@ class FakeOpenAIServer:
             "metadata": body.get("metadata"),
         }
         if problems:
-            batch.update(status="failed", failed_at=now, errors={"object": "list", "data": problems})
+            batch.update(
+                status="failed", failed_at=now, errors={"object": "list", "data": problems}
+            )
         with self._batch_lock:
             self.batches[batch["id"]] = batch
             self._batch_state[batch["id"]] = _BatchState(lines, time.monotonic(), dict(headers))
             return 200, dict(batch), {}
 
-    def _list_batches(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _list_batches(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "batches")
         with self._batch_lock:
             data = [dict(batch) for batch in reversed(self.batches.values())]  # newest first
-        return 200, {"object": "list", "data": data, "first_id": None, "last_id": None, "has_more": False}, {}
+        return (
+            200,
+            {"object": "list", "data": data, "first_id": None, "last_id": None, "has_more": False},
+            {},
+        )
 
     def _batch(self, batch_id: str) -> dict[str, Any]:
         batch = self.batches.get(batch_id)
@@ -792,18 +901,27 @@ class FakeOpenAIServer:
             raise _ErrorAnswer(404, f"No batch found with id '{batch_id}'.", param="batch_id")
         return batch
 
-    def _retrieve_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _retrieve_batch(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "batches")
-        with self._batch_lock:  # held while the lines run: a concurrent poll must not run them twice
+        with (
+            self._batch_lock
+        ):  # held while the lines run: a concurrent poll must not run them twice
             batch = self._batch(entry.params["batch_id"])
             state = self._batch_state[batch["id"]]
             state.polls += 1
-            due = state.polls > self.batch_polls and time.monotonic() - state.created >= self.batch_delay
+            due = (
+                state.polls > self.batch_polls
+                and time.monotonic() - state.created >= self.batch_delay
+            )
             if batch["status"] == "in_progress" and due:
                 self._run_batch(batch, state)
             return 200, dict(batch), {}
 
-    def _cancel_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+    def _cancel_batch(
+        self, entry: LoggedRequest, headers: dict[str, str]
+    ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "batches")
         with self._batch_lock:
             batch = self._batch(entry.params["batch_id"])
@@ -836,15 +954,25 @@ class FakeOpenAIServer:
                 continue
             hints = line.get(HINTS_FIELD) or {}
             headers = {**state.headers, **{str(k).lower(): str(v) for k, v in hints.items()}}
-            entry = LoggedRequest(method="POST", path=line["url"], headers=headers, body=line["body"])
+            entry = LoggedRequest(
+                method="POST", path=line["url"], headers=headers, body=line["body"]
+            )
             try:
                 status, payload, _ = self._chat(entry, headers, in_batch=True)
             except _ErrorAnswer as exc:
                 status, payload = exc.status, exc.body
             except _RateLimited:
-                status, payload = 429, _error_body("Rate limit reached for requests (fake server).", "rate_limit_exceeded")
+                status, payload = (
+                    429,
+                    _error_body(
+                        "Rate limit reached for requests (fake server).", "rate_limit_exceeded"
+                    ),
+                )
             except (_Stall, _Disconnect):
-                status, payload = 500, _error_body("The server had an error processing your request.", "server_error")
+                status, payload = (
+                    500,
+                    _error_body("The server had an error processing your request.", "server_error"),
+                )
             entry.status = status
             with self._lock:
                 self.batch_lines.append(entry)
@@ -857,11 +985,19 @@ class FakeOpenAIServer:
             (outputs if status == 200 else errors).append(record)
         now = int(time.time())
         expired = limit is not None and limit < len(state.lines)
-        batch["request_counts"] = {"total": len(state.lines), "completed": len(outputs), "failed": len(errors)}
+        batch["request_counts"] = {
+            "total": len(state.lines),
+            "completed": len(outputs),
+            "failed": len(errors),
+        }
         if outputs:
-            batch["output_file_id"] = self._store_file(f"{batch['id']}_output.jsonl", _jsonl(outputs), "batch_output").id
+            batch["output_file_id"] = self._store_file(
+                f"{batch['id']}_output.jsonl", _jsonl(outputs), "batch_output"
+            ).id
         if errors:
-            batch["error_file_id"] = self._store_file(f"{batch['id']}_error.jsonl", _jsonl(errors), "batch_output").id
+            batch["error_file_id"] = self._store_file(
+                f"{batch['id']}_error.jsonl", _jsonl(errors), "batch_output"
+            ).id
         batch["finalizing_at"] = now
         if expired:
             batch.update(status="expired", expired_at=now)
@@ -876,7 +1012,9 @@ class _RateLimited(Exception):
         if retry_after is not None:
             if ms:
                 self.headers["retry-after-ms"] = str(max(1, math.ceil(retry_after * 1000)))
-            self.headers["retry-after"] = str(max(1, math.ceil(retry_after))) if ms else f"{retry_after:g}"
+            self.headers["retry-after"] = (
+                str(max(1, math.ceil(retry_after))) if ms else f"{retry_after:g}"
+            )
 
 
 class _Disconnect(Exception):
@@ -932,14 +1070,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     _left = False  # set once the in-flight count has been decremented for this request
 
-    def _answer(self, method: str, path: str, entry: LoggedRequest, headers: dict[str, str], body: Any) -> None:
+    def _answer(
+        self, method: str, path: str, entry: LoggedRequest, headers: dict[str, str], body: Any
+    ) -> None:
         owner = self.owner
         route, entry.params = owner.route(method, path)
         extra: dict[str, str] = {}
         try:
             if route is None:
                 raise _ErrorAnswer(404, f"no route {method} {path} on the fake server")
-            if method == "POST" and not isinstance(body, dict) and (body is not None or not entry.params):
+            if (
+                method == "POST"
+                and not isinstance(body, dict)
+                and (body is not None or not entry.params)
+            ):
                 raise _ErrorAnswer(400, "the request body must be a JSON object")
             status, payload, extra = route(entry, headers)
         except _ErrorAnswer as exc:
@@ -972,7 +1116,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._left = True
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/octet-stream" if binary else "application/json")
+            self.send_header(
+                "Content-Type", "application/octet-stream" if binary else "application/json"
+            )
             self.send_header("Content-Length", str(len(data)))
             for name, value in extra.items():
                 self.send_header(name, value)
@@ -982,7 +1128,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def _parse_multipart(content_type: str, raw: bytes) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
+def _parse_multipart(
+    content_type: str, raw: bytes
+) -> tuple[dict[str, Any], tuple[str, bytes] | None]:
     """Form fields as a dict, and the uploaded file (the SDK's ``files.create``) if any."""
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
         f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + raw

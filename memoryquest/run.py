@@ -1,0 +1,166 @@
+"""Setup and teardown of a generation run, shared by every way of running one.
+
+The Prefect flow (:mod:`memoryquest.orchestration`, started by the command line
+or a deployment), the Dask flow and the shard flow
+(:mod:`memoryquest.distributed`) differ only in where the stage groups of
+:mod:`memoryquest.pipeline` execute. Around that they all:
+
+1. build the settings once per process: a flow started with plain parameters
+   (a deployment) reads the TOML file and the environment in
+   :func:`settings_from_parameters`; the command line has built its settings
+   already, to check them before Prefect starts, and hands them over;
+2. take the output directory's lock (:class:`~memoryquest.run_lock.RunLock`,
+   re-entrant within a process, so the command line may hold it already) and
+   load the personas (:func:`open_run`);
+3. give the run one client whose spending is journalled under the output
+   directory, so a resumed run's manifest counts every attempt
+   (:func:`run_client`, :func:`run_manifest`);
+4. save the dataset, show it in Prefect's UI and publish it (:func:`finish_run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+
+from memoryquest.contracts import Persona, RunManifest
+from memoryquest.dataset import GeneratedDataset
+from memoryquest.intake import PersonaSelection, load_personas
+from memoryquest.llm.accounting import USAGE_FILE
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.factory import build_client
+from memoryquest.manifest import build_manifest
+from memoryquest.pgr.metrics import summarise, summary_markdown
+from memoryquest.run_lock import RunLock
+from memoryquest.settings import Settings, load_settings
+
+DATASET_DIR = "dataset"
+PUBLISHED_DIR = "published"
+
+
+def settings_from_parameters(
+    output: str,
+    persona_source: str | None = None,
+    config_file: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """The settings of a flow started with plain parameters: the TOML file, the environment, then
+    ``overrides`` (nested sections), ``output`` and ``persona_source``."""
+    merged: dict[str, Any] = dict(overrides or {})
+    merged["output_dir"] = output
+    if persona_source:
+        merged["persona_source"] = persona_source
+    return load_settings(Path(config_file) if config_file else None, merged)
+
+
+@dataclass
+class Run:
+    """A run in progress: what it runs with, where it writes, whom it generates, since when."""
+
+    settings: Settings
+    output_dir: Path
+    personas: list[Persona]
+    skipped: list[str] = field(
+        default_factory=list
+    )  # personas that could not be loaded, one line each
+    started: float = field(default_factory=time.perf_counter)
+
+
+@contextlib.contextmanager
+def open_run(settings: Settings, selection: PersonaSelection, flow_name: str) -> Iterator[Run]:
+    """Lock the output directory for the run and load its personas; the lock is held until the block ends.
+
+    Personas that fail to load are logged and skipped; a run with none left is a ValueError.
+    """
+    started = time.perf_counter()
+    output_dir = Path(settings.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock.acquire(output_dir, command=f"flow {flow_name} into {output_dir}"):
+        logger = get_run_logger()
+        intake = load_personas(settings.persona_source, selection)
+        for error in intake.errors:
+            logger.error("persona skipped: %s", error)
+        if not intake.personas:
+            raise ValueError(f"no persona could be loaded from {settings.persona_source}")
+        yield Run(settings, output_dir, intake.personas, [str(e) for e in intake.errors], started)
+
+
+@contextlib.asynccontextmanager
+async def run_client(run: Run) -> AsyncIterator[ModelClient]:
+    """The run's one client (one limiter, cache and usage ledger for every persona).
+
+    What it spends is appended to ``<output>/usage.jsonl`` as it accrues, so a
+    killed attempt's spending is counted by the next one (:mod:`memoryquest.llm.accounting`).
+    """
+    client = build_client(run.settings)
+    client.ledger.persist(run.output_dir / USAGE_FILE)
+    try:
+        yield client
+    finally:
+        await (
+            client.aclose()
+        )  # the SDK's connections belong to this event loop, which ends with the flow
+        client.ledger.close()
+
+
+def run_manifest(run: Run, dataset: GeneratedDataset, client: ModelClient) -> RunManifest:
+    """The manifest of a run made with ``client``, its usage summed over every attempt into the output directory."""
+    return client.ledger.annotate(build_manifest(dataset, client, run.settings, run.started))
+
+
+def summary_rows(dataset: GeneratedDataset) -> list[dict[str, Any]]:
+    """One row per persona: how many rows of each table it has."""
+    rows = []
+    for persona in dataset.personas:
+        pid = persona.persona_id
+        rows.append(
+            {
+                "user": persona.source_user_id,
+                "persona_id": pid,
+                "queries": sum(q.persona_id == pid for q in dataset.queries),
+                "sessions": sum(s.persona_id == pid for s in dataset.sessions),
+                "facts": sum(f.persona_id == pid for f in dataset.facts),
+                "rejected": sum(r.persona_id == pid for r in dataset.rejected),
+            }
+        )
+    return rows
+
+
+async def finish_run(
+    run: Run, dataset: GeneratedDataset, *, publish: bool, allow_failed_audit: bool = False
+) -> Path:
+    """Save ``<output>/dataset``, add the per-persona table and the PGR summary to Prefect's UI, and
+    publish ``<output>/published``; returns the dataset directory.
+
+    Publishing runs the validity audit and refuses a dataset that fails it
+    (the saved dataset stays) unless ``allow_failed_audit``.
+    """
+    from memoryquest.publish import publish_dataset  # matplotlib: only when a run gets this far
+
+    dataset_dir = dataset.save(run.output_dir / DATASET_DIR)
+    await acreate_table_artifact(
+        table=summary_rows(dataset), key="memoryquest-personas", description="Per-persona output"
+    )
+    if dataset.validation:
+        summary = summarise(dataset.validation, samples=run.settings.pgr.bootstrap_samples)
+        await acreate_markdown_artifact(
+            markdown=summary_markdown(summary), key="memoryquest-pgr", description="PGR validation"
+        )
+    if publish:
+        publish_dataset(
+            dataset,
+            run.output_dir / PUBLISHED_DIR,
+            run.settings,
+            allow_failed_audit=allow_failed_audit,
+        )
+    get_run_logger().info(
+        "dataset of %d personas written to %s", len(dataset.personas), dataset_dir
+    )
+    return dataset_dir
