@@ -31,6 +31,18 @@ from memoryquest.contracts import (
 MANIFEST_FILE = "manifest.json"
 
 
+def swap_into_place(staging: Path, destination: Path) -> None:
+    """Replace ``destination`` by the finished ``staging`` directory, never leaving a half-written one."""
+    if destination.exists():
+        backup = destination.with_name(f".{destination.name}.old")
+        shutil.rmtree(backup, ignore_errors=True)
+        os.replace(destination, backup)
+        os.replace(staging, destination)
+        shutil.rmtree(backup, ignore_errors=True)
+    else:
+        os.replace(staging, destination)
+
+
 class DatasetError(ValueError):
     pass
 
@@ -63,14 +75,7 @@ class GeneratedDataset(BaseModel):
                 (staging / MANIFEST_FILE).write_text(
                     self.manifest.model_dump_json(indent=2), encoding="utf-8"
                 )
-            if directory.exists():
-                backup = directory.with_name(f".{directory.name}.old")
-                shutil.rmtree(backup, ignore_errors=True)
-                os.replace(directory, backup)
-                os.replace(staging, directory)
-                shutil.rmtree(backup, ignore_errors=True)
-            else:
-                os.replace(staging, directory)
+            swap_into_place(staging, directory)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -18,6 +17,7 @@ from memoryquest.cli.inputs import (
     check_output_target,
 )
 from memoryquest.cli.main import add_common_options, settings_from_args
+from memoryquest.dataset import swap_into_place
 
 AUDIT_FILE = "audit.json"  # written next to a generated dataset by `memoryquest audit DIR --write`
 PUBLISHED_MARKER = "manifest.json"
@@ -132,14 +132,7 @@ def _build(args: argparse.Namespace, kind: str, output: Path) -> tuple[int, int,
     try:
         staging.chmod(0o755)
         files = write_explorer(dataset, staging, audit=audit, plots=plots)
-        if output.exists():
-            backup = output.with_name(f".{output.name}.old")
-            shutil.rmtree(backup, ignore_errors=True)
-            os.replace(output, backup)
-            os.replace(staging, output)
-            shutil.rmtree(backup, ignore_errors=True)
-        else:
-            os.replace(staging, output)
+        swap_into_place(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

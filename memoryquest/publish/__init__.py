@@ -16,7 +16,6 @@ so readers see the previous dataset or the new one, never a mix.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pydantic import BaseModel
 import memoryquest
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.dataset import GeneratedDataset, swap_into_place
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
 from memoryquest.publish.card import CardInputs, render_card
@@ -170,17 +169,6 @@ def _check_destination(destination: Path) -> None:
             f"destination {destination} exists and is not a published dataset "
             f"(no {MANIFEST_FILE} with a 'publish' section); refusing to replace it"
         )
-
-
-def _swap_into_place(staging: Path, destination: Path) -> None:
-    if destination.exists():
-        backup = destination.with_name(f".{destination.name}.old")
-        shutil.rmtree(backup, ignore_errors=True)
-        os.replace(destination, backup)
-        os.replace(staging, destination)
-        shutil.rmtree(backup, ignore_errors=True)
-    else:
-        os.replace(staging, destination)
 
 
 def _scan_for_secrets(root: Path, secrets: Sequence[str]) -> None:
@@ -336,7 +324,7 @@ def publish_dataset(
     try:
         staging.chmod(0o755)
         report = _build(dataset, manifest, staging, settings, audit)
-        _swap_into_place(staging, destination)
+        swap_into_place(staging, destination)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
