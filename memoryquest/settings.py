@@ -278,6 +278,11 @@ class EndpointSettings(Section):
         ge=0,
         description="Batch mode: requests are collected until none has arrived for this long, then sent as one batch.",
     )
+    prompt_cache_key: bool | None = Field(
+        None,
+        description="Send prompt_cache_key (one per persona) so the provider's prompt cache groups a "
+        "persona's requests; default: only to OpenAI itself, since other servers may reject it.",
+    )
     simulator_hints: bool = Field(
         False,
         description="For the bundled fake server (memoryquest.testing.fake_openai) only: send each prompt's "
@@ -306,6 +311,17 @@ class LimitSettings(Section):
         0.5, gt=0, description="First retry backoff; doubles per attempt, with jitter."
     )
     retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff between two retries.")
+    quota_retry_after_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="A 429 whose Retry-After is at least this long means a spent quota (the rate and "
+        "concurrency go down); a shorter one without quota headers only delays its own request.",
+    )
+    shared_limit_name: str | None = Field(
+        None,
+        description="Name of a Prefect global concurrency limit that holds requests_per_minute for every "
+        "process of a run (shards, Dask workers): set it when a run spans workers. Off by default.",
+    )
 
     @model_validator(mode="after")
     def _backoff_range(self) -> LimitSettings:

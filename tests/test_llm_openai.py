@@ -390,6 +390,90 @@ async def test_a_wrong_key_fails_at_once_without_retries(
     assert server.count() == 1
 
 
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.server_error(400),
+        Fault.unauthorized(401),
+        Fault.unauthorized(403),
+        Fault.server_error(404),
+    ],
+    ids=["400", "401", "403", "404"],
+)
+async def test_refusals_are_never_retried(
+    server: FakeOpenAIServer, make_client: Any, fault: Fault
+) -> None:
+    client = make_client()
+    server.script(fault)
+    with pytest.raises(LLMConfigurationError, match=f"HTTP {fault.status}") as caught:
+        await client.complete(requests_for(["alpha"])[0])
+    assert len(chat_log(server)) == 1
+    assert "\n" not in str(caught.value)
+
+
+async def test_an_outage_ends_in_one_line(server: FakeOpenAIServer, make_client: Any) -> None:
+    client = make_client(limits={"circuit_breaker_failures": 3, "max_concurrency": 1})
+    server.set_fault_rates({FaultKind.SERVER_ERROR: 1.0})
+    with pytest.raises(CircuitOpenError) as caught:
+        await client.complete(requests_for(["alpha"])[0])
+    assert "\n" not in str(caught.value) and "limits.circuit_breaker_failures" in str(caught.value)
+    assert len(chat_log(server)) == 3
+
+
+async def test_isolated_429s_delay_only_their_own_request(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(limits={"max_concurrency": 4})
+    server.script(Fault.rate_limit(0.4), Fault.rate_limit(0.4))
+    started = time.perf_counter()
+    answers = await client.complete_all(requests_for(WORDS))
+    assert_complete(answers)
+    limiter = client.limiter
+    assert limiter is not None and limiter.stats.rate_limited == 2
+    assert limiter.stats.quota_limited == 0 and limiter.factor == 1.0
+    # The other requests went on meanwhile: everything but the two retries was answered early.
+    early = [r for r in chat_log(server) if r.at - chat_log(server)[0].at < 0.35]
+    assert len(early) >= len(WORDS) - 2
+    assert time.perf_counter() - started >= 0.4
+    assert server.early_retries == 0
+
+
+async def test_a_quota_429_slows_everyone_and_pauses_until_retry_after(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(limits={"max_concurrency": 4})
+    server.script(Fault.quota(0.3))
+    answers = await client.complete_all(requests_for(WORDS))
+    assert_complete(answers)
+    limiter = client.limiter
+    assert limiter is not None and limiter.stats.quota_limited == 1
+    assert limiter.stats.slowdowns == 1 and limiter.stats.min_window_seen < 4
+    log = chat_log(server)
+    limited = next(r for r in log if r.fault is FaultKind.QUOTA)
+    # Only the three requests already on their way when the 429 came arrive before its Retry-After.
+    soon = [r for r in log if limited.at < r.at < limited.at + 0.3]
+    assert len(soon) <= 3 and len(log) == len(WORDS) + 1
+    assert server.early_retries == 0
+
+
+async def test_random_429s_are_never_retried_before_retry_after(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(
+        retry=RetryPolicy(max_retries=10, base_delay=0.002, max_delay=0.02),
+        limits={"circuit_breaker_failures": 50},
+    )
+    server.set_fault_rates(
+        {FaultKind.RATE_LIMIT: 0.3, FaultKind.SERVER_ERROR: 0.05},
+        seed=3,
+        faults={FaultKind.RATE_LIMIT: Fault.rate_limit(0.1)},
+    )
+    words = [f"w{i}" for i in range(30)]
+    assert_complete(await client.complete_all(requests_for(words)), words)
+    assert server.count(status=429) > 0 and server.early_retries == 0
+    assert client.limiter is not None and client.limiter.stats.quota_limited == 0
+
+
 # --- what travels in headers ----------------------------------------------------------------
 
 

@@ -51,7 +51,13 @@ from memoryquest.llm.errors import (
     ResponseFormatRejectedError,
     TransientBackendError,
 )
-from memoryquest.llm.limiter import CircuitBreaker, RateLimiter, RetryPolicy
+from memoryquest.llm.limiter import (
+    CircuitBreaker,
+    RateLimiter,
+    RateLimitSignal,
+    RetryPolicy,
+    one_line,
+)
 from memoryquest.llm.openai_backend import normalise_rows
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.prompts import PromptTemplate, load_template
@@ -581,20 +587,34 @@ class ModelClient:
     ) -> T:
         """One logical request to the endpoint: limiter, retries with backoff, circuit breaker.
 
-        ``reserve`` tokens are held while it runs and settled to ``used(result)``.
-        Without a limiter (the simulator, some tests) it is sent once, as it is.
+        The one retry policy of the project: 429s, 5xx, timeouts and dropped
+        connections are retried here (never sooner than the server's
+        Retry-After); 400, 401, 403, 404 and other refusals are not retried at
+        all. A run of failures opens the circuit breaker, which ends every
+        request with one line naming the endpoint and the last error.
+        ``reserve`` tokens are held while it runs, settled to ``used(result)``
+        and handed back when an attempt fails. Without a limiter (the
+        simulator, some tests) it is sent once, as it is.
         """
         if self.limiter is None:
             return await send()
+        limiter = self.limiter
         attempt = 0
+        ticket: int | None = None  # the first try's place in the queue, kept by the retries
         while True:
             if self._auth_failure is not None:
                 raise LLMAuthenticationError(self._auth_failure)
             self.breaker.check()
             try:
-                async with self.limiter.slot(reserve) as permit:
+                async with limiter.slot(reserve, retry_of=ticket) as permit:
+                    ticket = permit.ticket
                     self.breaker.check()
-                    result = await send()
+                    try:
+                        result = await send()
+                    except TransientBackendError as exc:
+                        if exc.rate_limited and not limiter.on_rate_limited(_signal(exc)):
+                            permit.give_back_request()  # noise: the server did no work for it
+                        raise
                     permit.settle(used(result))
             except ResponseFormatRejectedError:
                 raise
@@ -602,27 +622,29 @@ class ModelClient:
                 raise self._authentication_failed(exc) from None
             except PermanentBackendError as exc:
                 raise LLMConfigurationError(
-                    f"{where}: {self.breaker.endpoint} rejected the request: {exc}"
+                    f"{where}: {self.breaker.endpoint} rejected the request: {one_line(str(exc))}"
                 ) from exc
             except TransientBackendError as exc:
                 attempt += 1
-                if exc.rate_limited:
-                    self.limiter.on_rate_limited(exc.retry_after)
-                else:
+                if not exc.rate_limited:
                     self.breaker.failure(str(exc))
                     self.breaker.check()
-                if attempt > self.retry.max_retries:
+                retry_after = exc.retry_after
+                too_long = retry_after is not None and retry_after > self.retry.max_retry_after
+                if attempt > self.retry.max_retries or too_long:
                     if exc.rate_limited:
                         self.breaker.failure(f"rate limited on every attempt: {exc}")
+                    why = (
+                        f"the server asks to wait {retry_after:.0f} s, more than {self.retry.max_retry_after:.0f} s"
+                        if too_long and retry_after is not None
+                        else f"gave up after {attempt} attempts (endpoint.max_retries={self.retry.max_retries})"
+                    )
                     raise LLMTransportError(
-                        f"{where}: gave up after {attempt} attempts (endpoint.max_retries={self.retry.max_retries}); "
-                        f"last error: {exc}",
-                        attempt,
-                        exc,
+                        f"{where}: {why}; last error: {one_line(str(exc))}", attempt, exc
                     ) from exc
-                await asyncio.sleep(self.retry.delay(attempt, exc.retry_after, self._rng))
+                await asyncio.sleep(self.retry.delay(attempt, retry_after, self._rng))
                 continue
-            self.limiter.on_success()
+            limiter.on_success()
             self.breaker.success()
             return result
 
@@ -772,6 +794,15 @@ async def check_access(backend: ChatBackend) -> None:
 def _embedder_kind(embedder: EmbeddingBackend) -> str:
     return str(
         getattr(embedder, "kind", "remote" if getattr(embedder, "remote", False) else "local")
+    )
+
+
+def _signal(exc: TransientBackendError) -> RateLimitSignal:
+    return RateLimitSignal(
+        retry_after=exc.retry_after,
+        quota=exc.quota,
+        limit_requests=exc.limit_requests,
+        limit_tokens=exc.limit_tokens,
     )
 
 

@@ -104,10 +104,17 @@ class TransientBackendError(BackendError):
         kind: str,
         status: int | None = None,
         retry_after: float | None = None,
+        quota: bool = False,
+        limit_requests: float | None = None,
+        limit_tokens: float | None = None,
     ) -> None:
         super().__init__(message, status=status)
         self.kind = kind  # "rate_limit" | "server" | "timeout" | "connection"
         self.retry_after = retry_after
+        # A 429's quota headers: x-ratelimit-remaining-* at 0, and the announced per-minute limits.
+        self.quota = quota
+        self.limit_requests = limit_requests
+        self.limit_tokens = limit_tokens
 
     @property
     def rate_limited(self) -> bool:

@@ -15,6 +15,7 @@ from memoryquest.llm.local_embedder import MODEL_NAME as LOCAL_MODEL_NAME
 from memoryquest.llm.local_embedder import LocalEmbedder
 from memoryquest.llm.openai_backend import OpenAIChatBackend, OpenAIEmbeddingBackend
 from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.shared_limit import SharedRequestLimit
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.settings import Backend, EmbedderKind, Settings
 
@@ -56,6 +57,7 @@ def build_chat_backend(settings: Settings) -> ChatBackend:
         timeout=endpoint.timeout_seconds,
         seed=settings.seed,
         send_variables=endpoint.simulator_hints,
+        prompt_cache_key=endpoint.prompt_cache_key,
     )
 
 
@@ -86,6 +88,23 @@ def build_embedding_backend(settings: Settings) -> EmbeddingBackend:
     )
 
 
+def build_limiter(settings: Settings) -> RateLimiter:
+    """The process's limiter; with ``limits.shared_limit_name``, also bound by the run-wide limit."""
+    limits = settings.limits
+    gate = (
+        SharedRequestLimit(limits.shared_limit_name, limits.requests_per_minute)
+        if limits.shared_limit_name
+        else None
+    )
+    return RateLimiter(
+        limits.requests_per_minute,
+        limits.tokens_per_minute,
+        limits.max_concurrency,
+        quota_retry_after=limits.quota_retry_after_seconds,
+        gate=gate,
+    )
+
+
 def build_client(
     settings: Settings,
     *,
@@ -113,9 +132,7 @@ def build_client(
         chat,
         embedder or build_embedding_backend(settings),
         cache=ResponseCache(settings.cache_dir, enabled=settings.cache.enabled),
-        limiter=RateLimiter(
-            limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrency
-        ),
+        limiter=build_limiter(settings),
         retry=retry
         or RetryPolicy(
             max_retries=settings.endpoint.max_retries,

@@ -151,6 +151,26 @@ def parse_retry_after(headers: Any) -> float | None:
     return None
 
 
+def _header_number(headers: Any, name: str) -> float | None:
+    raw = headers.get(name) if headers is not None else None
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def quota_headers(headers: Any) -> dict[str, Any]:
+    """What a 429's ``x-ratelimit-*`` headers say: a quota is spent (remaining at 0), and its limits."""
+    remaining = [
+        _header_number(headers, f"x-ratelimit-remaining-{kind}") for kind in ("requests", "tokens")
+    ]
+    return {
+        "quota": any(value is not None and value <= 0 for value in remaining),
+        "limit_requests": _header_number(headers, "x-ratelimit-limit-requests"),
+        "limit_tokens": _header_number(headers, "x-ratelimit-limit-tokens"),
+    }
+
+
 def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception:
     """An SDK exception as a backend error the client knows how to handle (both redacted)."""
     import openai
@@ -179,7 +199,11 @@ def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception
                     f"{detail} (the account has no quota left)", status=status
                 )
             return TransientBackendError(
-                detail, kind="rate_limit", status=status, retry_after=retry_after
+                detail,
+                kind="rate_limit",
+                status=status,
+                retry_after=retry_after,
+                **quota_headers(exc.response.headers),
             )
         if status >= 500 or status in (408, 409):
             return TransientBackendError(
@@ -211,6 +235,7 @@ class OpenAIChatBackend:
         timeout: float = 60.0,
         seed: int = 0,
         send_variables: bool = False,
+        prompt_cache_key: bool | None = None,
     ) -> None:
         self.name = kind
         self.model = model
@@ -220,6 +245,9 @@ class OpenAIChatBackend:
         self.send_variables = send_variables
         # Official endpoints want max_completion_tokens; compatible servers mostly know max_tokens.
         self._official = kind == "azure" or base_url is None or "api.openai.com" in (base_url or "")
+        # prompt_cache_key: by default only where it is known to be accepted (OpenAI itself).
+        openai_itself = kind == "openai" and (base_url is None or "api.openai.com" in base_url)
+        self.send_cache_key = openai_itself if prompt_cache_key is None else prompt_cache_key
         self._clients = _SdkClients(
             make_sdk_factory(
                 kind=kind,
@@ -256,6 +284,9 @@ class OpenAIChatBackend:
             }
         elif call.mode is OutputMode.JSON_OBJECT:
             body["response_format"] = {"type": "json_object"}
+        scope = call.request.prompt_cache_scope() if self.send_cache_key else None
+        if scope:
+            body["prompt_cache_key"] = scope
         extra = dict(call.request.extra)
         if extra:
             body["extra_body"] = extra

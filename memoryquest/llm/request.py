@@ -20,6 +20,11 @@ class LLMRequest(Generic[ResponseT]):
     ``max_output_tokens`` is reserved against tokens/min before sending, so
     keep it near the answer's real size. ``extra`` holds further API
     parameters (e.g. ``{"top_p": 0.9}``), sent as-is and part of the cache key.
+    ``cache_scope`` groups requests that share a long stable prompt prefix
+    (one persona's): it travels as ``prompt_cache_key`` where the endpoint
+    takes it, so the provider's prompt cache sees them together. It does not
+    change the answer and is not part of the response-cache key; without it,
+    a ``persona_id`` among the variables (or in a ``persona`` variable) is used.
     """
 
     template_id: str
@@ -30,3 +35,15 @@ class LLMRequest(Generic[ResponseT]):
     max_output_tokens: int = 4096
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    cache_scope: str | None = None
+
+    def prompt_cache_scope(self) -> str | None:
+        """``cache_scope``, else the persona the variables are about, else None."""
+        if self.cache_scope:
+            return self.cache_scope
+        persona = self.variables.get("persona")
+        for source in (self.variables, persona if isinstance(persona, dict) else {}):
+            value = source.get("persona_id")
+            if isinstance(value, str) and value:
+                return f"persona:{value}"
+        return None

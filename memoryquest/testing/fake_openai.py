@@ -20,9 +20,17 @@ similar, but it is not a semantic model — use the local embedder for that.
 Faults are injected per test, either scripted (``server.script(...)``: the
 next N matching requests fail in order) or drawn with a seeded RNG
 (``server.set_fault_rates({...}, seed=...)``). An enforced requests/min
-limit answers 429 with ``retry-after-ms`` and ``retry-after`` like the real
-service, which enforces per-minute limits over one-second windows. Every
-request is logged (``server.requests``) for assertions.
+limit answers 429 with ``retry-after-ms``, ``retry-after`` and the quota
+headers (``x-ratelimit-remaining-requests: 0``, ``x-ratelimit-limit-requests``)
+like the real service, which enforces per-minute limits over one-second
+windows; ``Fault.quota()`` sends the same headers at random, while
+``Fault.rate_limit()`` is a 429 without them (a busy server). A request sent
+again before the Retry-After it was given has elapsed is counted in
+``server.early_retries``. Every request is logged (``server.requests``).
+
+Prompt caching works as the real API's does: ``prompt_tokens_details.cached_tokens``
+is the longest prefix shared with an earlier prompt of the same model and
+``prompt_cache_key``, when it is at least 1,024 tokens, in steps of 128.
 
 Batches: an uploaded JSONL file (purpose ``batch``) is checked when the
 batch is created (a bad line fails the batch with ``errors``, as the real
@@ -73,7 +81,8 @@ from memoryquest.simulator import simulate
 
 
 class FaultKind(StrEnum):
-    RATE_LIMIT = "rate_limit"  # 429 with Retry-After
+    RATE_LIMIT = "rate_limit"  # 429 with Retry-After, no quota headers (a busy server: noise)
+    QUOTA = "quota"  # 429 with x-ratelimit-remaining-requests: 0 and Retry-After (a spent quota)
     SERVER_ERROR = "server_error"  # 5xx
     SLOW = "slow"  # answers correctly after an extra delay
     TIMEOUT = "timeout"  # answers only after the client has given up
@@ -85,6 +94,10 @@ class FaultKind(StrEnum):
     CONTENT_FILTER = "content_filter"  # finish_reason content_filter, no content
     UNAUTHORIZED = "unauthorized"  # 401 (or ``status`` 403) whose body echoes the presented key
 
+
+# Prompt caching: prefixes from this many tokens on are cached, counted in steps of this many.
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
 
 # Faults that only make sense for a chat answer.
 CONTENT_FAULTS = {
@@ -114,6 +127,11 @@ class Fault:
         return cls(
             FaultKind.RATE_LIMIT, retry_after=retry_after, retry_after_ms=ms, endpoint=endpoint
         )
+
+    @classmethod
+    def quota(cls, retry_after: float | None = 1.0, *, endpoint: str = "chat") -> Fault:
+        """A 429 that says the quota is spent: ``x-ratelimit-remaining-requests: 0``."""
+        return cls(FaultKind.QUOTA, retry_after=retry_after, endpoint=endpoint)
 
     @classmethod
     def server_error(cls, status: int = 500, *, endpoint: str = "chat") -> Fault:
@@ -161,6 +179,7 @@ class Fault:
         """The default fault of a kind (used for probabilistic injection)."""
         return {
             FaultKind.RATE_LIMIT: cls.rate_limit(),
+            FaultKind.QUOTA: cls.quota(),
             FaultKind.SERVER_ERROR: cls.server_error(),
             FaultKind.SLOW: cls.slow(0.05),
             FaultKind.TIMEOUT: cls.timeout(),
@@ -190,6 +209,7 @@ class LoggedRequest:
         default_factory=dict
     )  # path parameters (``/v1/batches/{batch_id}``)
     upload: tuple[str, bytes] | None = None  # multipart file: (filename, content)
+    early: bool = False  # a retry sent before the Retry-After it was given had elapsed
 
     @property
     def template_id(self) -> str | None:
@@ -200,6 +220,7 @@ class _RateLimit:
     """Token bucket holding one second's worth of requests, refilled continuously."""
 
     def __init__(self, per_minute: float) -> None:
+        self.per_minute = per_minute
         self.rate = per_minute / 60.0
         self.capacity = max(1.0, self.rate)
         self.level = self.capacity
@@ -207,7 +228,7 @@ class _RateLimit:
         self.lock = threading.Lock()
 
     def take(self) -> float | None:
-        """None when allowed, else the seconds until the next request would be."""
+        """None when allowed, else the seconds until the next request would be (the quota is spent)."""
         with self.lock:
             now = time.monotonic()
             self.level = min(self.capacity, self.level + (now - self.updated) * self.rate)
@@ -334,6 +355,18 @@ class _ErrorAnswer(Exception):
         }
 
 
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search over C-speed slice comparisons)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def hashed_embedding(text: str, dimension: int) -> list[float]:
     """Deterministic bag-of-words hashing; see the module docstring."""
     vector = np.zeros(dimension, dtype=np.float64)
@@ -360,6 +393,7 @@ class FakeOpenAIServer:
         supports_json_object: bool = True,
         api_key: str | None = None,
         cached_tokens: int = 0,
+        prompt_caching: bool = True,
         shuffle_embeddings: bool = False,
         report_usage: bool = True,
         batch_polls: int = 1,
@@ -374,6 +408,7 @@ class FakeOpenAIServer:
             "supports_json_object": supports_json_object,
             "api_key": api_key,
             "cached_tokens": cached_tokens,
+            "prompt_caching": prompt_caching,
             "shuffle_embeddings": shuffle_embeddings,
             "report_usage": report_usage,
             "batch_polls": batch_polls,
@@ -387,7 +422,10 @@ class FakeOpenAIServer:
         self.supports_json_schema = supports_json_schema
         self.supports_json_object = supports_json_object
         self.api_key = api_key
-        self.cached_tokens = cached_tokens
+        self.cached_tokens = (
+            cached_tokens  # a fixed count for every answer (0: prompt caching decides)
+        )
+        self.prompt_caching = prompt_caching
         self.shuffle_embeddings = shuffle_embeddings
         self.report_usage = report_usage
         self.batch_polls = batch_polls  # retrieves that see a batch in progress before it completes
@@ -404,7 +442,13 @@ class FakeOpenAIServer:
         self.requests: list[LoggedRequest] = []
         self._scripted: deque[Fault] = deque()
         self._rates: dict[FaultKind, float] = {}
+        self._drawn: dict[FaultKind, Fault] = {}
         self._rng = random.Random(seed)
+        # Retry-After bookkeeping: body hash -> when its retry may come; retries that came sooner.
+        self._not_before: dict[str, float] = {}
+        self.early_retries = 0
+        # Prompt caching: earlier prompts per (model, prompt_cache_key), newest last.
+        self._prompts: dict[tuple[str, str], deque[str]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -496,12 +540,22 @@ class FakeOpenAIServer:
         with self._lock:
             self._scripted.extend(faults)
 
-    def set_fault_rates(self, rates: dict[FaultKind, float], seed: int = 0) -> None:
-        """Each request draws at most one fault: ``kind`` with probability ``rates[kind]``."""
+    def set_fault_rates(
+        self,
+        rates: dict[FaultKind, float],
+        seed: int = 0,
+        faults: dict[FaultKind, Fault] | None = None,
+    ) -> None:
+        """Each request draws at most one fault: ``kind`` with probability ``rates[kind]``.
+
+        ``faults`` gives the fault drawn for a kind (e.g. ``Fault.rate_limit(1.0)``
+        for a one-second Retry-After); by default ``Fault.of(kind)``.
+        """
         if sum(rates.values()) > 1.0:
             raise ValueError("fault rates must sum to at most 1")
         with self._lock:
             self._rates = dict(rates)
+            self._drawn = dict(faults or {})
             self._rng = random.Random(seed)
 
     def clear_log(self) -> None:
@@ -518,6 +572,10 @@ class FakeOpenAIServer:
         with self._lock:
             self._scripted.clear()
             self._rates = {}
+            self._drawn = {}
+            self._not_before.clear()
+            self._prompts.clear()
+            self.early_retries = 0
         self.set_rate_limit(self._default_rpm)
         for name, value in self._defaults.items():
             setattr(self, name, value)
@@ -568,7 +626,7 @@ class FakeOpenAIServer:
                 draw = self._rng.random()
                 for kind, rate in self._rates.items():
                     if draw < rate and (endpoint == "chat" or kind not in CONTENT_FAULTS):
-                        return Fault.of(kind)
+                        return self._drawn.get(kind) or Fault.of(kind)
                     draw -= rate
         return None
 
@@ -582,17 +640,44 @@ class FakeOpenAIServer:
         """Auth, rate limit and transport faults; returns the content fault, if any."""
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             raise self._refused(headers)
+        identity = self._check_retry(entry) if limited else None
+        try:
+            return self._admit_or_fault(entry, headers, endpoint, limited)
+        except _RateLimited as exc:
+            if identity is not None and exc.retry_after is not None:
+                with self._lock:
+                    self._not_before[identity] = time.monotonic() + exc.retry_after
+            raise
+
+    def _check_retry(self, entry: LoggedRequest) -> str:
+        """Count a request sent again before the Retry-After it was given had elapsed."""
+        identity = hashlib.blake2b(
+            json.dumps(entry.body, sort_keys=True, default=str).encode("utf-8"), digest_size=16
+        ).hexdigest()
+        with self._lock:
+            not_before = self._not_before.pop(identity, None)
+            if not_before is not None and entry.at < not_before - 0.001:
+                self.early_retries += 1
+                entry.early = True
+        return identity
+
+    def _admit_or_fault(
+        self, entry: LoggedRequest, headers: dict[str, str], endpoint: str, limited: bool
+    ) -> Fault | None:
         if limited and self.rate_limit is not None:
             wait = self.rate_limit.take()
             if wait is not None:
-                entry.fault = FaultKind.RATE_LIMIT
-                raise _RateLimited(wait, ms=True)
+                entry.fault = FaultKind.QUOTA
+                raise _RateLimited(wait, ms=True, quota=self.rate_limit.per_minute)
         fault = self._next_fault(endpoint, entry.body)
         if fault is None:
             return None
         entry.fault = fault.kind
         if fault.kind is FaultKind.RATE_LIMIT:
             raise _RateLimited(fault.retry_after, ms=fault.retry_after_ms)
+        if fault.kind is FaultKind.QUOTA:
+            limit = self.rate_limit.per_minute if self.rate_limit is not None else None
+            raise _RateLimited(fault.retry_after, ms=fault.retry_after_ms, quota=limit or 0.0)
         if fault.kind is FaultKind.SERVER_ERROR:
             raise _ErrorAnswer(
                 fault.status,
@@ -667,6 +752,11 @@ class FakeOpenAIServer:
                 content, finish = None, "content_filter"
         counter = token_counter(body["model"])
         prompt_tokens = counter.count_messages(messages)
+        cached_tokens = (
+            min(self.cached_tokens, prompt_tokens)
+            if self.cached_tokens
+            else self._cached_prefix(body, messages)
+        )
         completion_tokens = counter.count(content or refusal or "")
         if finish == "length":
             limit = body.get("max_completion_tokens") or body.get("max_tokens")
@@ -694,15 +784,31 @@ class FakeOpenAIServer:
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
-                    "prompt_tokens_details": {
-                        "cached_tokens": min(self.cached_tokens, prompt_tokens)
-                    },
+                    "prompt_tokens_details": {"cached_tokens": cached_tokens},
                 }
                 if self.report_usage
                 else None,
             },
             {},
         )
+
+    def _cached_prefix(self, body: dict[str, Any], messages: list[Any]) -> int:
+        """Prompt caching as the real API does it: the longest prefix shared with an earlier prompt
+        (same model and ``prompt_cache_key``), counted when it is at least 1,024 tokens, in steps of 128."""
+        if not self.prompt_caching:
+            return 0
+        text = "".join(
+            f"{m.get('role')}\n{m.get('content')}\n" for m in messages if isinstance(m, dict)
+        )
+        scope = (str(body.get("model")), str(body.get("prompt_cache_key") or ""))
+        with self._lock:
+            earlier = list(self._prompts.get(scope, ()))
+            self._prompts.setdefault(scope, deque(maxlen=32)).append(text)
+        shared = max((_common_prefix(text, other) for other in earlier), default=0)
+        if not shared:
+            return 0
+        tokens = token_counter(str(body.get("model"))).count(text[:shared])
+        return 0 if tokens < CACHE_MIN_TOKENS else tokens // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS
 
     def _embeddings(
         self, entry: LoggedRequest, headers: dict[str, str]
@@ -1006,9 +1112,16 @@ class FakeOpenAIServer:
 
 
 class _RateLimited(Exception):
-    def __init__(self, retry_after: float | None, *, ms: bool) -> None:
+    """A 429; with ``quota`` (the per-minute limit, 0 when unknown) it carries the quota headers."""
+
+    def __init__(self, retry_after: float | None, *, ms: bool, quota: float | None = None) -> None:
         super().__init__("rate limited")
+        self.retry_after = retry_after
         self.headers: dict[str, str] = {}
+        if quota is not None:
+            self.headers["x-ratelimit-remaining-requests"] = "0"
+            if quota:
+                self.headers["x-ratelimit-limit-requests"] = f"{quota:g}"
         if retry_after is not None:
             if ms:
                 self.headers["retry-after-ms"] = str(max(1, math.ceil(retry_after * 1000)))

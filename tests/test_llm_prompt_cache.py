@@ -1,0 +1,156 @@
+"""Prompt caching end to end: prompt_cache_key per persona, cached tokens reported, billed and recorded."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.factory import build_client
+from memoryquest.llm.openai_backend import OpenAIChatBackend
+from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.request import LLMRequest
+from memoryquest.settings import Settings
+from memoryquest.simulator import simulates
+from memoryquest.testing import FakeOpenAIServer
+
+TEMPLATE_ID = "test_llm_prompt_cache_ask"
+TEMPLATE = f"""---
+id: {TEMPLATE_ID}
+version: 1
+purpose: a long stable persona block first, a short question last (test-only template)
+---
+## system
+You answer questions about one person.
+$persona
+## user
+$question
+"""
+MODEL = "gpt-4o"
+
+
+class Reply(BaseModel):
+    answer: str
+
+
+@simulates(TEMPLATE_ID)
+def _reply(variables: dict[str, Any], rng: random.Random) -> Reply:
+    return Reply(answer=f"about {variables['persona']['persona_id']}: {variables['question']}")
+
+
+def persona(persona_id: str, words: int = 2500) -> dict[str, Any]:
+    rng = random.Random(persona_id)
+    vocabulary = ["garden", "violin", "harbour", "ledger", "comet", "saffron", "tundra", "quartz"]
+    return {
+        "persona_id": persona_id,
+        "notes": " ".join(rng.choice(vocabulary) for _ in range(words)),
+    }
+
+
+def ask(who: dict[str, Any], question: str) -> LLMRequest[Reply]:
+    return LLMRequest(
+        TEMPLATE_ID, {"persona": who, "question": question}, Reply, stage="ask", temperature=0
+    )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def client(
+    server: FakeOpenAIServer, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> AsyncIterator[ModelClient]:
+    server.reset()
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
+    settings = Settings(
+        output_dir=tmp_path / "out",
+        cache={"enabled": False},
+        endpoint={
+            "base_url": server.url,
+            "simulator_hints": True,
+            "chat_model": MODEL,
+            "prompt_cache_key": True,
+        },
+        limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
+    )
+    made = build_client(settings, prompts_dir=prompts)
+    yield made
+    await made.aclose()
+
+
+def chat_bodies(server: FakeOpenAIServer) -> list[dict[str, Any]]:
+    return [r.body for r in server.requests if r.path.endswith("/chat/completions")]
+
+
+async def test_a_repeated_persona_prefix_is_reported_cached_billed_and_recorded(
+    server: FakeOpenAIServer, client: ModelClient
+) -> None:
+    who = persona("p-001")
+    await client.complete(ask(who, "What does this person do on Sundays?"))
+    first = client.total_usage()
+    assert first.cached_tokens == 0  # nothing seen before
+    await client.complete(ask(who, "Which instrument would they pick?"))
+    total = client.total_usage()
+    cached = total.cached_tokens
+    second_input = total.input_tokens - first.input_tokens
+    assert cached >= 1024 and cached % 128 == 0
+    assert second_input - 128 < cached <= second_input  # all but the differing question
+    prices = PriceTable.load()
+    expected = prices.cost(MODEL, second_input, total.output_tokens - first.output_tokens, cached)
+    assert total.cost_usd - first.cost_usd == pytest.approx(expected, rel=1e-6)
+    full = prices.cost(MODEL, second_input, total.output_tokens - first.output_tokens)
+    assert expected < full  # cached input at $1.25/M instead of $2.50/M
+    assert [b["prompt_cache_key"] for b in chat_bodies(server)] == ["persona:p-001"] * 2
+
+
+async def test_other_personas_and_short_prompts_are_not_cached(
+    server: FakeOpenAIServer, client: ModelClient
+) -> None:
+    await client.complete(ask(persona("p-001"), "Where do they live?"))
+    await client.complete(ask(persona("p-002"), "Where do they live?"))  # another key and prefix
+    await client.complete(ask(persona("p-003", words=50), "Hobbies?"))
+    await client.complete(ask(persona("p-003", words=50), "Job?"))  # shared prefix under 1,024
+    assert client.total_usage().cached_tokens == 0
+    keys = [b["prompt_cache_key"] for b in chat_bodies(server)]
+    assert keys == ["persona:p-001", "persona:p-002", "persona:p-003", "persona:p-003"]
+
+
+def test_the_cache_scope_is_explicit_or_the_persona() -> None:
+    explicit = LLMRequest("t", {"persona_id": "p-9"}, Reply, stage="s", cache_scope="run-7")
+    assert explicit.prompt_cache_scope() == "run-7"
+    assert LLMRequest("t", {"persona_id": "p-9"}, Reply, stage="s").prompt_cache_scope() == (
+        "persona:p-9"
+    )
+    assert LLMRequest("t", {"word": "x"}, Reply, stage="s").prompt_cache_scope() is None
+
+
+async def test_prompt_cache_key_goes_only_where_it_is_accepted(
+    server: FakeOpenAIServer, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    """A compatible server (a user's vLLM) may reject unknown fields: not sent unless turned on."""
+    server.reset()
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
+    settings = Settings(
+        output_dir=tmp_path / "out",
+        cache={"enabled": False},
+        endpoint={"base_url": server.url, "simulator_hints": True, "chat_model": MODEL},
+    )
+    client = build_client(settings, prompts_dir=prompts)
+    try:
+        await client.complete(ask(persona("p-001", words=20), "Name?"))
+    finally:
+        await client.aclose()
+    assert "prompt_cache_key" not in chat_bodies(server)[0]
+    assert OpenAIChatBackend(model=MODEL, api_key="sk-test").send_cache_key  # OpenAI itself
