@@ -44,6 +44,7 @@ from memoryquest.manifest import Origin, build_manifest, manifest_for
 from memoryquest.pipeline import run_persona
 from memoryquest.run import DATASET_DIR, finish_run, open_run, settings_from_parameters
 from memoryquest.settings import Settings
+from memoryquest.task_retries import retry_on_infrastructure_failure
 
 SHARDS_DIR = "shards"
 SHARDED_FLOW = "memoryquest-generate-sharded"
@@ -266,7 +267,13 @@ async def generate_sharded(
 # --------------------------------------------------------------------------- Dask
 
 
-@task(name="persona-on-worker", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(
+    name="persona-on-worker",
+    retries=2,
+    retry_delay_seconds=5,
+    retry_condition_fn=retry_on_infrastructure_failure,  # LLM calls are the client's to retry
+    cache_policy=NO_CACHE,
+)
 def generate_persona_on_worker(persona: Persona, settings: Settings) -> GeneratedDataset:
     """Every stage group for one persona, on whichever Dask worker runs it.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -17,6 +18,11 @@ from memoryquest.dataset import GeneratedDataset
 from memoryquest.orchestration import generate_benchmark
 from memoryquest.settings import load_settings
 from memoryquest.validate import validate_dataset
+
+try:
+    from tests.generation_fixture import load_users
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import load_users
 
 SMALL = {
     "generation": {"queries_per_user": 2, "candidates_per_user": 8},
@@ -138,3 +144,105 @@ def test_killed_run_resumes_without_recomputing_finished_stages(harness, tmp_pat
     counts = json.loads((output / "run_report.json").read_text())["state_counts"]
     assert counts.get("Cached", 0) == finished_before_kill
     assert counts.get("Completed", 0) == 3 * 4 - finished_before_kill
+
+
+# --------------------------------------------------------------------------- cache key
+
+
+def test_the_cache_key_digest_covers_the_state_and_every_setting() -> None:
+    """The state and settings enter the key through their digest, so any change must move it."""
+    from memoryquest.orchestration import inputs_digest
+    from memoryquest.stages.state import PersonaState
+
+    persona, other_persona = load_users("user0", "user1")
+    settings = load_settings(overrides=SMALL)
+    state = PersonaState(persona=persona)
+    digest = inputs_digest(state, settings)
+
+    assert inputs_digest(PersonaState(persona=persona), settings) == digest
+    assert inputs_digest(PersonaState(persona=other_persona), settings) != digest
+    renamed = persona.model_copy(update={"source_user_id": "user0-edited"})
+    assert inputs_digest(PersonaState(persona=renamed), settings) != digest
+    other = load_settings(overrides={**SMALL, "generation": {"queries_per_user": 3}})
+    assert inputs_digest(state, other) != digest
+
+
+def test_the_large_inputs_stay_out_of_prefects_own_hashing() -> None:
+    """Prefect hashes only the small inputs; the state and settings are in ``inputs`` (their digest)."""
+    from prefect.cache_policies import CompoundCachePolicy, Inputs
+
+    from memoryquest.orchestration import STAGE_CACHE, stage_task
+
+    assert isinstance(STAGE_CACHE, CompoundCachePolicy)
+    inputs = [p for p in STAGE_CACHE.policies if isinstance(p, Inputs)]
+    assert len(inputs) == 1 and set(inputs[0].exclude) == {"client", "state", "settings"}
+    assert {"stage", "fingerprint", "inputs"} <= set(inspect.signature(stage_task.fn).parameters)
+
+
+# --------------------------------------------------------------------------- task retries
+
+
+def test_prefect_retries_infrastructure_failures_but_never_llm_or_user_errors(harness) -> None:
+    """Real Prefect task runs with the stage tasks' retry options: only an OSError comes back."""
+    import asyncio
+
+    from prefect import flow, task
+
+    from memoryquest.llm.errors import (
+        CircuitOpenError,
+        LLMAuthenticationError,
+        LLMOutputError,
+        LLMTransportError,
+    )
+    from memoryquest.orchestration import STAGE_TASKS
+    from memoryquest.task_retries import retry_on_infrastructure_failure
+
+    stage_task = STAGE_TASKS["queries"]
+    attempts: list[str] = []
+
+    def fails_once_with(error: Exception):  # type: ignore[no-untyped-def]
+        @task(
+            retries=stage_task.retries,
+            retry_delay_seconds=0,
+            retry_condition_fn=stage_task.retry_condition_fn,
+            persist_result=False,
+        )
+        async def flaky() -> str:
+            attempts.append(type(error).__name__)
+            if attempts.count(type(error).__name__) == 1:
+                raise error
+            return "done"
+
+        return flaky
+
+    @flow
+    async def attempt(error: Exception) -> str:
+        state = await fails_once_with(error)(return_state=True)
+        return str(state.type.value)
+
+    assert stage_task.retry_condition_fn is retry_on_infrastructure_failure
+    for error in (
+        LLMAuthenticationError("HTTP 401: invalid key"),
+        LLMTransportError("gave up after 7 attempts", 7, ConnectionError("reset")),
+        LLMOutputError("the answer did not fit the schema"),
+        CircuitOpenError("10 consecutive failures"),
+        ValueError("a bad setting"),
+    ):
+        attempts.clear()
+        assert asyncio.run(attempt(error)) == "FAILED", error
+        assert len(attempts) == 1, f"{error!r} was retried"
+    for error in (
+        ConnectionResetError("the Prefect API went away"),
+        OSError(28, "No space left on device"),
+    ):
+        attempts.clear()
+        assert asyncio.run(attempt(error)) == "COMPLETED", error
+        assert len(attempts) == 2, f"{error!r} was not retried"
+
+
+def test_the_dask_persona_task_retries_infrastructure_failures_only() -> None:
+    from memoryquest.distributed import generate_persona_on_worker
+    from memoryquest.task_retries import retry_on_infrastructure_failure
+
+    assert generate_persona_on_worker.retries == 2
+    assert generate_persona_on_worker.retry_condition_fn is retry_on_infrastructure_failure
