@@ -20,7 +20,7 @@ from memoryquest.contracts import Persona, StageUsage
 from memoryquest.llm.factory import build_client
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.tokens import token_counter
-from memoryquest.pipeline import generate_dataset
+from memoryquest.pipeline import PipelineObserver, generate_dataset
 from memoryquest.settings import Backend, Settings
 
 
@@ -51,9 +51,12 @@ class RunEstimate(BaseModel):
 
 
 async def estimate_run(
-    settings: Settings, sample: list[Persona], planned_personas: int
+    settings: Settings,
+    sample: list[Persona],
+    planned_personas: int,
+    observer: PipelineObserver | None = None,
 ) -> RunEstimate:
-    """Dry-run ``sample`` offline, then scale to ``planned_personas``."""
+    """Dry-run ``sample`` offline, then scale to ``planned_personas`` (``observer`` watches the dry run)."""
     if not sample:
         raise ValueError("the estimate needs at least one sample persona")
     if planned_personas < 1:
@@ -63,7 +66,7 @@ async def estimate_run(
     dry.endpoint.api_key = None
     started = time.perf_counter()
     client = build_client(dry)
-    await generate_dataset(sample, client, dry)
+    await generate_dataset(sample, client, dry, observer)
     usage = client.usage()
 
     prices = PriceTable.load(settings.prices_file)

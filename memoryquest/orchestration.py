@@ -26,12 +26,19 @@ The flow only orchestrates: the stages and their order are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
+from prefect.artifacts import (
+    acreate_markdown_artifact,
+    acreate_progress_artifact,
+    aupdate_progress_artifact,
+)
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.utilities.annotations import quote
 from pydantic import BaseModel
@@ -42,11 +49,14 @@ from memoryquest.fingerprint import stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
 from memoryquest.pipeline import STAGES, Stage, run_persona, stage_named
+from memoryquest.progress import ProgressMode, RunFigures, RunSummary, plain_line, showing
+from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.run import (
     Run,
     finish_run,
     open_run,
     run_client,
+    run_figures,
     run_manifest,
     settings_from_parameters,
 )
@@ -129,28 +139,27 @@ async def _cached(
 
 
 async def _generate(
-    run: Run, client: ModelClient
+    run: Run, client: ModelClient, figures: RunFigures
 ) -> tuple[GeneratedDataset, dict[str, dict[str, str]]]:
-    """Every persona through the stage groups, concurrently; also each persona's stage states."""
+    """Every persona through the stage groups, concurrently, counted in ``figures``; also each
+    persona's stage states."""
     logger = get_run_logger()
-    progress_id = await acreate_progress_artifact(
-        progress=0.0, key="memoryquest-progress", description="Personas finished"
-    )
-    finished = 0
     stage_states: dict[str, dict[str, str]] = {}
 
     async def tracked(persona: Persona) -> GeneratedDataset:
-        nonlocal finished
         states = stage_states[persona.source_user_id] = {}
-        part = await run_persona(
-            persona,
-            client,
-            run.settings,
-            execute=lambda stage, state: _cached(stage, state, run, client, states),
-        )
-        finished += 1
-        await aupdate_progress_artifact(progress_id, 100.0 * finished / len(run.personas))
-        logger.info("persona %s done (%d/%d)", persona.source_user_id, finished, len(run.personas))
+
+        async def execute(stage: Stage[Any], state: PersonaState) -> BaseModel:
+            output = await _cached(stage, state, run, client, states)
+            if states.get(stage.name) == "Cached":
+                figures.served_from_cache(stage.name)
+            return output
+
+        part = await run_persona(persona, client, run.settings, execute=execute, observer=figures)
+        # Its own rank, not a shared counter read later: two personas finishing together
+        # used to both print the count after the second one ("done (3/3)" twice).
+        rank = figures.finished_rank(persona)
+        logger.info("persona %s done (%d/%d)", persona.source_user_id, rank, len(run.personas))
         return part
 
     dataset = GeneratedDataset()
@@ -159,13 +168,50 @@ async def _generate(
     return dataset, stage_states
 
 
-def _write_run_report(run: Run, stage_states: dict[str, dict[str, str]]) -> None:
-    """Which stages ran and which came from Prefect's cache (a resumed run shows 'Cached')."""
+@contextlib.asynccontextmanager
+async def _progress_artifact(figures: RunFigures, every_seconds: float) -> AsyncIterator[None]:
+    """Prefect's progress artifact, updated from ``figures`` every ``every_seconds`` and at the end:
+    the same figures, and the same line, as the terminal's."""
+    artifact = await acreate_progress_artifact(
+        progress=0.0, key="memoryquest-progress", description="Personas finished"
+    )
+
+    async def update() -> None:
+        snapshot = figures.snapshot()
+        await aupdate_progress_artifact(
+            artifact, 100.0 * snapshot.fraction, description=plain_line(snapshot)
+        )
+
+    async def every() -> None:
+        while True:
+            await asyncio.sleep(every_seconds)
+            await update()
+
+    ticker = asyncio.create_task(every())
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+        await update()
+
+
+def _write_run_report(
+    run: Run, stage_states: dict[str, dict[str, str]], summary: RunSummary
+) -> None:
+    """Which stages ran and which came from Prefect's cache (a resumed run shows 'Cached'), and the
+    run's summary (what the command line prints at the end)."""
     counts: dict[str, int] = {}
     for states in stage_states.values():
         for name in states.values():
             counts[name] = counts.get(name, 0) + 1
-    report = {"stage_states": stage_states, "state_counts": counts, "persona_errors": run.skipped}
+    report = {
+        "stage_states": stage_states,
+        "state_counts": counts,
+        "persona_errors": run.skipped,
+        "summary": summary.model_dump(mode="json"),
+    }
     (run.output_dir / RUN_REPORT).write_text(
         json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
@@ -182,6 +228,9 @@ async def generate_benchmark(
     publish: bool = True,
     allow_failed_audit: bool = False,
     settings: Settings | None = None,
+    progress: str = ProgressMode.AUTO.value,
+    progress_seconds: float = DEFAULT_EVERY_SECONDS,
+    cost_estimate_usd: float | None = None,
 ) -> str:
     """Generate (and publish) a MemoryQuest dataset; returns the output directory.
 
@@ -194,7 +243,13 @@ async def generate_benchmark(
     a ``settings`` parameter is stored by Prefect with its API key masked.
 
     Publishing runs the validity audit and refuses a dataset that fails it
-    (the working dataset is kept) unless ``allow_failed_audit``.
+    (the working dataset is kept) unless ``allow_failed_audit``; a run that
+    kept no query publishes nothing.
+
+    Progress is shown on stdout (``progress``: ``auto``, ``live``, ``plain``
+    or ``off``; plain lines every ``progress_seconds``) and in Prefect's
+    progress artifact, against ``cost_estimate_usd`` when given; the run's
+    summary goes to ``run_report.json`` and a markdown artifact.
     """
     if settings is None:
         settings = settings_from_parameters(
@@ -206,9 +261,25 @@ async def generate_benchmark(
         )
     with open_run(settings, PersonaSelection(user_ids=users, count=count), FLOW_NAME) as run:
         async with run_client(run) as client:
-            dataset, stage_states = await _generate(run, client)
+            figures = run_figures(run, client, cost_estimate_usd)
+            async with (
+                showing(
+                    figures,
+                    ProgressMode(progress),
+                    title=f"generate {run.output_dir}",
+                    every_seconds=progress_seconds,
+                ),
+                _progress_artifact(figures, progress_seconds),
+            ):
+                dataset, stage_states = await _generate(run, client, figures)
             dataset.manifest = run_manifest(run, dataset, client)
-        _write_run_report(run, stage_states)
+        summary = RunSummary.from_snapshot(
+            figures.snapshot(), run.skipped, time.perf_counter() - run.started
+        )
+        _write_run_report(run, stage_states, summary)
+        await acreate_markdown_artifact(
+            markdown=summary.markdown(), key="memoryquest-summary", description="Run summary"
+        )
         await finish_run(run, dataset, publish=publish, allow_failed_audit=allow_failed_audit)
     return str(run.output_dir)
 

@@ -57,7 +57,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -112,32 +112,59 @@ Execute = Callable[[Stage[Any], PersonaState], Awaitable[BaseModel]]
 """Runs one stage group on a state and returns its output (the Prefect flow runs it as a cached task)."""
 
 
+class PipelineObserver(Protocol):
+    """Told as each persona moves through the stage groups, so progress can be shown without the
+    stages knowing who watches (:class:`memoryquest.progress.RunFigures` is the one in use)."""
+
+    def stage_finished(self, persona: Persona, stage: str, state: PersonaState) -> None:
+        """``stage`` is done for ``persona``; ``state`` is the persona's state with its output applied."""
+
+    def persona_finished(self, persona: Persona, state: PersonaState) -> None:
+        """Every enabled stage group is done for ``persona``."""
+
+
+def enabled_stages(settings: Settings) -> list[Stage[Any]]:
+    """The stage groups these settings run, in order."""
+    return [stage for stage in STAGES if stage.enabled(settings)]
+
+
 async def run_persona(
-    persona: Persona, client: ModelClient, settings: Settings, execute: Execute | None = None
+    persona: Persona,
+    client: ModelClient,
+    settings: Settings,
+    execute: Execute | None = None,
+    observer: PipelineObserver | None = None,
 ) -> GeneratedDataset:
     """Every stage group the settings ask for, in order, for one persona; its rows without a manifest.
 
     ``execute`` runs one group; by default the group runs here, in this process.
+    ``observer`` is told as each group and the persona finish.
     """
     state = PersonaState(persona=persona)
-    for stage in STAGES:
-        if not stage.enabled(settings):
-            continue
+    for stage in enabled_stages(settings):
         if execute is None:
             output = await stage.run(state, client, settings)
         else:
             output = await execute(stage, state)
         state = stage.apply(state, output)
+        if observer is not None:
+            observer.stage_finished(persona, stage.name, state)
+    if observer is not None:
+        observer.persona_finished(persona, state)
     return state.dataset()
 
 
 async def generate_dataset(
-    personas: list[Persona], client: ModelClient, settings: Settings
+    personas: list[Persona],
+    client: ModelClient,
+    settings: Settings,
+    observer: PipelineObserver | None = None,
 ) -> GeneratedDataset:
     """The whole pipeline in one process without Prefect (``estimate``, the tests), with its manifest."""
     started = time.perf_counter()
     dataset = GeneratedDataset()
-    for part in await asyncio.gather(*(run_persona(p, client, settings) for p in personas)):
+    runs = (run_persona(p, client, settings, observer=observer) for p in personas)
+    for part in await asyncio.gather(*runs):
         dataset.extend(part)
     dataset.manifest = build_manifest(dataset, client, settings, started)
     return dataset

@@ -15,7 +15,10 @@ or a deployment), the Dask flow and the shard flow
 3. give the run one client whose spending is journalled under the output
    directory, so a resumed run's manifest counts every attempt
    (:func:`run_client`, :func:`run_manifest`);
-4. save the dataset, show it in Prefect's UI and publish it (:func:`finish_run`).
+4. count what the run does in one :class:`~memoryquest.progress.RunFigures`
+   (:func:`run_figures`), which the terminal, Prefect's artifacts and the
+   end-of-run summary all read;
+5. save the dataset, show it in Prefect's UI and publish it (:func:`finish_run`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.manifest import build_manifest
 from memoryquest.pgr.metrics import summarise, summary_markdown
+from memoryquest.pipeline import enabled_stages
+from memoryquest.progress import RunFigures
 from memoryquest.run_lock import RunLock
 from memoryquest.settings import Settings, load_settings
 
@@ -110,6 +115,28 @@ async def run_client(run: Run) -> AsyncIterator[ModelClient]:
         client.ledger.close()
 
 
+def run_figures(
+    run: Run, client: ModelClient, cost_estimate_usd: float | None = None
+) -> RunFigures:
+    """The run's figures: its personas through the enabled stage groups, spending read from ``client``.
+
+    The request rate is shown against ``limits.requests_per_minute`` when the
+    client has a limiter (the simulator has none).
+    """
+    settings = run.settings
+    return RunFigures(
+        [stage.name for stage in enabled_stages(settings)],
+        len(run.personas),
+        client=client,
+        requests_per_minute_limit=(
+            settings.limits.requests_per_minute if client.limiter is not None else None
+        ),
+        cost_estimate_usd=cost_estimate_usd,
+        queries_target=len(run.personas) * settings.generation.queries_per_user,
+        personas_skipped=len(run.skipped),
+    )
+
+
 def run_manifest(run: Run, dataset: GeneratedDataset, client: ModelClient) -> RunManifest:
     """The manifest of a run made with ``client``, its usage summed over every attempt into the output directory."""
     return client.ledger.annotate(build_manifest(dataset, client, run.settings, run.started))
@@ -140,7 +167,8 @@ async def finish_run(
     publish ``<output>/published``; returns the dataset directory.
 
     Publishing runs the validity audit and refuses a dataset that fails it
-    (the saved dataset stays) unless ``allow_failed_audit``.
+    (the saved dataset stays) unless ``allow_failed_audit``. A dataset without
+    a single query is saved but not published: there is nothing to audit.
     """
     from memoryquest.publish import publish_dataset  # matplotlib: only when a run gets this far
 
@@ -153,7 +181,9 @@ async def finish_run(
         await acreate_markdown_artifact(
             markdown=summary_markdown(summary), key="memoryquest-pgr", description="PGR validation"
         )
-    if publish:
+    if publish and not dataset.queries:
+        get_run_logger().error("no query was kept: nothing to publish")
+    elif publish:
         publish_dataset(
             dataset,
             run.output_dir / PUBLISHED_DIR,

@@ -6,22 +6,32 @@ the selection, the persona source, the output directory (not a file,
 writable, not in use by another run: :mod:`memoryquest.run_lock`), and — for
 a real endpoint — that it accepts the key (one free ``GET /models``). Only
 then does a Prefect server start (:func:`memoryquest.prefect_runtime.local_prefect_api`).
+
+While it runs, progress is live on a terminal and a plain line every few
+seconds otherwise (:mod:`memoryquest.progress`). At the end it prints the
+run's summary; a run that kept no query exits 1 after it, in one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memoryquest.cli.inputs import add_output_option, add_users_option, prepare_output_dir
-from memoryquest.cli.main import add_common_options, settings_from_args
+from memoryquest.cli.main import FAILURE, add_common_options, settings_from_args
 
 if TYPE_CHECKING:
     from memoryquest.settings import Settings
+
+PROGRESS_SECONDS = (
+    10.0  # memoryquest.progress.display.DEFAULT_EVERY_SECONDS, without importing rich
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +60,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="publish even when the validity audit fails (the dataset card says so)",
     )
+    add_progress_options(parser)
+    parser.add_argument(
+        "--cost-estimate",
+        type=float,
+        metavar="USD",
+        help="show spending against this estimate (what `memoryquest estimate` printed)",
+    )
     parser.set_defaults(func=_generate)
+
+
+def add_progress_options(parser: argparse.ArgumentParser) -> None:
+    """``--progress`` and ``--progress-seconds``, for every command that shows progress."""
+    parser.add_argument(
+        "--progress",
+        choices=["auto", "live", "plain", "off"],
+        default="auto",
+        help="progress display: live bars on a terminal, plain lines otherwise (default auto)",
+    )
+    parser.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=PROGRESS_SECONDS,
+        metavar="S",
+        help=f"one plain progress line every S seconds (default {PROGRESS_SECONDS:g})",
+    )
+
+
+def check_progress_options(args: argparse.Namespace) -> None:
+    if args.progress_seconds <= 0:
+        raise ValueError("--progress-seconds must be positive")
 
 
 def check_persona_source(source: str) -> None:
@@ -93,6 +132,7 @@ def check_endpoint(settings: Settings) -> None:
 def _generate(args: argparse.Namespace) -> int:
     from memoryquest.intake import PersonaSelection
     from memoryquest.prefect_runtime import local_prefect_api
+    from memoryquest.progress import RunSummary
     from memoryquest.run_lock import RunLock
 
     settings = settings_from_args(
@@ -104,12 +144,16 @@ def _generate(args: argparse.Namespace) -> int:
     )
     # A bad selection is a ValueError now, not inside the flow.
     selection = PersonaSelection.parse(users=args.users, count=args.count)
+    check_progress_options(args)
+    if args.cost_estimate is not None and args.cost_estimate < 0:
+        raise ValueError("--cost-estimate must not be negative")
+    started = time.perf_counter()
     check_persona_source(settings.persona_source)
     output_dir = prepare_output_dir(Path(settings.output_dir))
     command = shlex.join(["memoryquest", *sys.argv[1:]])
     with RunLock.acquire(output_dir, command=command):  # the flow takes it again (re-entrant)
         check_endpoint(settings)
-        from memoryquest.orchestration import generate_benchmark
+        from memoryquest.orchestration import RUN_REPORT, generate_benchmark
         from memoryquest.run import DATASET_DIR, PUBLISHED_DIR
 
         with local_prefect_api():
@@ -120,9 +164,22 @@ def _generate(args: argparse.Namespace) -> int:
                     count=selection.count,
                     publish=not args.no_publish,
                     allow_failed_audit=args.allow_failed_audit,
+                    progress=args.progress,
+                    progress_seconds=args.progress_seconds,
+                    cost_estimate_usd=args.cost_estimate,
                 )
             )
+    report = json.loads((Path(output) / RUN_REPORT).read_text(encoding="utf-8"))
+    summary = RunSummary.model_validate(report["summary"])
+    summary.wall_seconds = time.perf_counter() - started  # the command's, Prefect's start included
+    print(summary.text())
     print(f"dataset: {Path(output) / DATASET_DIR}")
+    if not summary.queries_kept:
+        print(
+            "memoryquest: error: no query was kept (rejections above); nothing was published",
+            file=sys.stderr,
+        )
+        return FAILURE
     if not args.no_publish:
         published = Path(output) / PUBLISHED_DIR
         print(f"published: {published} (dataset card: {published / 'README.md'})")

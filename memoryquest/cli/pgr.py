@@ -3,6 +3,10 @@
 The printout has two tables: every method at its own budget (labelled with
 the facts it retrieved per query), and each PGR method beside the baselines
 given exactly its budget, with bootstrap intervals — the comparison to read.
+
+While it runs, progress is shown per query (:mod:`memoryquest.progress`): each
+query is validated on its own, all of them concurrently over one shared
+snapshot cache, so the results come in the order they always did.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memoryquest.cli.generate import add_progress_options, check_progress_options
 from memoryquest.cli.inputs import (
     add_dataset_argument,
     add_output_option,
@@ -28,6 +33,8 @@ from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMeth
 from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
+from memoryquest.progress import ProgressMode, RunFigures, showing
+from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.settings import Settings
 
 
@@ -196,6 +203,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--answers", action="store_true", default=None, help="also generate answers (PAG)"
     )
+    add_progress_options(run)
     run.set_defaults(func=_run)
 
 
@@ -208,9 +216,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.output is not None:
         check_output_target(args.output, directory=False)
+    check_progress_options(args)
     inputs = load_for_pgr(dataset_dir(args))
     queries = select_users(inputs, PersonaSelection.parse(users=args.users).user_ids)
-    results = asyncio.run(_validate(queries, inputs.facts, settings))
+    display = Display(ProgressMode(args.progress), args.progress_seconds)
+    results = asyncio.run(_validate(queries, inputs.facts, settings, display))
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
@@ -222,13 +232,48 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Display:
+    mode: ProgressMode = ProgressMode.AUTO
+    every_seconds: float = DEFAULT_EVERY_SECONDS
+
+
+PGR_STAGE = "pgr"  # the one bar of `pgr run`: queries validated
+
+
 async def _validate(
-    queries: list[Query], facts: list[Fact], settings: Settings
+    queries: list[Query], facts: list[Fact], settings: Settings, display: Display = Display()
 ) -> list[ValidationResult]:
     from memoryquest.llm.factory import build_client
+    from memoryquest.pgr.retrieval import IndexCache
 
     client = build_client(settings)
+    figures = RunFigures(
+        [PGR_STAGE],
+        len(queries),
+        unit="queries",
+        client=client,
+        requests_per_minute_limit=(
+            settings.limits.requests_per_minute if client.limiter is not None else None
+        ),
+    )
+    snapshots = IndexCache()
+
+    async def one(query: Query) -> list[ValidationResult]:
+        results = await validate_queries(
+            [query], facts, client, settings.pgr, index_cache=snapshots
+        )
+        figures.unit_done(PGR_STAGE)
+        return results
+
     try:
-        return await validate_queries(queries, facts, client, settings.pgr)
+        async with showing(
+            figures,
+            display.mode,
+            title=f"pgr run: {len(queries)} queries",
+            every_seconds=display.every_seconds,
+        ):
+            groups = await asyncio.gather(*(one(q) for q in queries))
+        return [result for group in groups for result in group]
     finally:
         await client.aclose()
