@@ -60,7 +60,7 @@ def ask(who: dict[str, Any], question: str) -> LLMRequest[Reply]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as running:
+    with FakeOpenAIServer(prompt_caching=True) as running:
         yield running
 
 

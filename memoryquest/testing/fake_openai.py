@@ -28,9 +28,11 @@ windows; ``Fault.quota()`` sends the same headers at random, while
 again before the Retry-After it was given has elapsed is counted in
 ``server.early_retries``. Every request is logged (``server.requests``).
 
-Prompt caching works as the real API's does: ``prompt_tokens_details.cached_tokens``
-is the longest prefix shared with an earlier prompt of the same model and
-``prompt_cache_key``, when it is at least 1,024 tokens, in steps of 128.
+With ``prompt_caching=True`` (off by default, so existing cost checks stay
+exact) prompt caching works as the real API's does:
+``prompt_tokens_details.cached_tokens`` is the longest prefix shared with an
+earlier prompt of the same model and ``prompt_cache_key``, when it is at
+least 1,024 tokens, in steps of 128.
 
 Batches: an uploaded JSONL file (purpose ``batch``) is checked when the
 batch is created (a bad line fails the batch with ``errors``, as the real
@@ -393,7 +395,7 @@ class FakeOpenAIServer:
         supports_json_object: bool = True,
         api_key: str | None = None,
         cached_tokens: int = 0,
-        prompt_caching: bool = True,
+        prompt_caching: bool = False,
         shuffle_embeddings: bool = False,
         report_usage: bool = True,
         batch_polls: int = 1,
