@@ -43,6 +43,7 @@ from memoryquest.manifest import build_manifest
 from memoryquest.pgr.metrics import summarise, summary_markdown
 from memoryquest.pipeline import enabled_stages
 from memoryquest.progress import RunFigures
+from memoryquest.progress.figures import request_limit
 from memoryquest.run_lock import RunLock
 from memoryquest.settings import Settings, load_settings
 
@@ -120,17 +121,15 @@ def run_figures(
 ) -> RunFigures:
     """The run's figures: its personas through the enabled stage groups, spending read from ``client``.
 
-    The request rate is shown against ``limits.requests_per_minute`` when the
-    client has a limiter (the simulator has none).
+    The request rate is shown against ``limits.requests_per_minute`` (not for
+    the simulator, which is not limited).
     """
     settings = run.settings
     return RunFigures(
         [stage.name for stage in enabled_stages(settings)],
         len(run.personas),
         client=client,
-        requests_per_minute_limit=(
-            settings.limits.requests_per_minute if client.limiter is not None else None
-        ),
+        requests_per_minute_limit=request_limit(client, settings.limits.requests_per_minute),
         cost_estimate_usd=cost_estimate_usd,
         queries_target=len(run.personas) * settings.generation.queries_per_user,
         personas_skipped=len(run.skipped),

@@ -35,6 +35,7 @@ from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.progress import ProgressMode, RunFigures, showing
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
+from memoryquest.progress.figures import request_limit
 from memoryquest.settings import Settings
 
 
@@ -253,9 +254,7 @@ async def _validate(
         len(queries),
         unit="queries",
         client=client,
-        requests_per_minute_limit=(
-            settings.limits.requests_per_minute if client.limiter is not None else None
-        ),
+        requests_per_minute_limit=request_limit(client, settings.limits.requests_per_minute),
     )
     snapshots = IndexCache()
 

@@ -135,6 +135,11 @@ def endpoint_counts(client: ModelClient) -> tuple[int, int]:
     return rate_limited, int(retries)
 
 
+def request_limit(client: ModelClient, requests_per_minute: int) -> int | None:
+    """The limit the request rate is shown against: none for the simulator, which is not limited."""
+    return None if client.simulated or client.limiter is None else requests_per_minute
+
+
 class RunFigures:
     """Counters of a run, fed by the pipeline (it is a :class:`~memoryquest.pipeline.PipelineObserver`)
     or by a caller counting its own units (:meth:`unit_done`), read as :meth:`snapshot`.
