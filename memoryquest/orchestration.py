@@ -48,7 +48,7 @@ from memoryquest.dataset import GeneratedDataset
 from memoryquest.fingerprint import stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
-from memoryquest.pipeline import STAGES, Stage, run_persona, stage_named
+from memoryquest.pipeline import STAGES, Stage, lockstep_for, run_persona, stage_named
 from memoryquest.progress import ProgressMode, RunFigures, RunSummary, plain_line, showing
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.run import (
@@ -145,6 +145,7 @@ async def _generate(
     persona's stage states."""
     logger = get_run_logger()
     stage_states: dict[str, dict[str, str]] = {}
+    lockstep = lockstep_for(run.personas, client)  # Batch API mode: one batch per step for all
 
     async def tracked(persona: Persona) -> GeneratedDataset:
         states = stage_states[persona.source_user_id] = {}
@@ -155,7 +156,9 @@ async def _generate(
                 figures.served_from_cache(stage.name)
             return output
 
-        part = await run_persona(persona, client, run.settings, execute=execute, observer=figures)
+        part = await run_persona(
+            persona, client, run.settings, execute=execute, observer=figures, lockstep=lockstep
+        )
         # Its own rank, not a shared counter read later: two personas finishing together
         # used to both print the count after the second one ("done (3/3)" twice).
         rank = figures.finished_rank(persona)

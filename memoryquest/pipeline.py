@@ -54,6 +54,7 @@ concurrency inside a group comes from asyncio and the client's limiter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ from pydantic import BaseModel
 from memoryquest.contracts import Persona
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
+from memoryquest.lockstep import Lockstep
 from memoryquest.manifest import build_manifest
 from memoryquest.settings import Settings
 from memoryquest.stages import conversations, memory, pgr_validation, queries
@@ -134,24 +136,35 @@ async def run_persona(
     settings: Settings,
     execute: Execute | None = None,
     observer: PipelineObserver | None = None,
+    lockstep: Lockstep | None = None,
 ) -> GeneratedDataset:
     """Every stage group the settings ask for, in order, for one persona; its rows without a manifest.
 
     ``execute`` runs one group; by default the group runs here, in this process.
-    ``observer`` is told as each group and the persona finish.
+    ``observer`` is told as each group and the persona finish. With ``lockstep``
+    (Batch API mode: :func:`lockstep_for`) a group starts once every persona has reached it.
     """
     state = PersonaState(persona=persona)
-    for stage in enabled_stages(settings):
-        if execute is None:
-            output = await stage.run(state, client, settings)
-        else:
-            output = await execute(stage, state)
-        state = stage.apply(state, output)
-        if observer is not None:
-            observer.stage_finished(persona, stage.name, state)
+    with lockstep.member() if lockstep is not None else contextlib.nullcontext():
+        for stage in enabled_stages(settings):
+            if lockstep is not None:
+                await lockstep.reach(stage.name)
+            if execute is None:
+                output = await stage.run(state, client, settings)
+            else:
+                output = await execute(stage, state)
+            state = stage.apply(state, output)
+            if observer is not None:
+                observer.stage_finished(persona, stage.name, state)
     if observer is not None:
         observer.persona_finished(persona, state)
     return state.dataset()
+
+
+def lockstep_for(personas: list[Persona], client: ModelClient) -> Lockstep | None:
+    """In Batch API mode the personas go through the stage groups in lockstep, so the same step of
+    every persona shares one batch (:mod:`memoryquest.lockstep`); online, each runs at its own pace."""
+    return Lockstep(len(personas)) if client.batch is not None and personas else None
 
 
 async def generate_dataset(
@@ -163,7 +176,10 @@ async def generate_dataset(
     """The whole pipeline in one process without Prefect (``estimate``, the tests), with its manifest."""
     started = time.perf_counter()
     dataset = GeneratedDataset()
-    runs = (run_persona(p, client, settings, observer=observer) for p in personas)
+    lockstep = lockstep_for(personas, client)
+    runs = (
+        run_persona(p, client, settings, observer=observer, lockstep=lockstep) for p in personas
+    )
     for part in await asyncio.gather(*runs):
         dataset.extend(part)
     dataset.manifest = build_manifest(dataset, client, settings, started)

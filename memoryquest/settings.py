@@ -283,6 +283,12 @@ class EndpointSettings(Section):
         description="Send prompt_cache_key (one per persona) so the provider's prompt cache groups a "
         "persona's requests; default: only to OpenAI itself, since other servers may reject it.",
     )
+    batch_stages: list[str] = Field(
+        default_factory=lambda: ["queries", "timelines", "dialogues", "pgr", "pgr_judge"],
+        description="Batch mode: the stages (as the usage table names them) whose requests go through "
+        "the Batch API; the others go online at the full price. Memory is left out by default: it "
+        "asks one short question after another per session, and would wait a batch round for each.",
+    )
     simulator_hints: bool = Field(
         False,
         description="For the bundled fake server (memoryquest.testing.fake_openai) only: send each prompt's "

@@ -94,6 +94,7 @@ async def make_client(
                 "batch_poll_seconds": 0.005,
                 "batch_max_poll_seconds": 0.02,
                 "batch_collect_seconds": 0.05,
+                "batch_stages": ["describe"],
                 **endpoint,
             },
             limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
@@ -638,3 +639,106 @@ async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> No
         assert [b.id for b in listed.data] == [running.id, failed.id]
     finally:
         await sdk.close()
+
+
+# --------------------------------------------------------------------------- stages and rounds
+
+
+async def test_stages_left_out_of_batch_stages_go_online(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    """A sequential stage (memory, by default) is asked online while the bulk stages batch."""
+    client = make_client()
+    online = [LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="memory") for w in WORDS[:2]]
+    assert_complete(await client.complete_all(online), WORDS[:2])
+    assert_complete([await client.complete(online[0])], WORDS[:1])  # cached, not sent again
+    assert len(calls(server, "POST", "/v1/chat/completions")) == 2 and server.batches == {}
+    assert_complete(await client.complete_all(requests_for(WORDS[2:5])), WORDS[2:5])
+    assert len(batch_inputs(server)) == 1 and len(batch_inputs(server)[0]) == 3
+
+
+def test_memory_goes_online_by_default() -> None:
+    stages = Settings().endpoint.batch_stages
+    assert "memory" not in stages
+    assert {"queries", "timelines", "dialogues", "pgr", "pgr_judge"} <= set(stages)
+
+
+async def test_a_persona_that_fails_leaves_the_lockstep() -> None:
+    """The others go on to the next stage group without it, and its own waits end."""
+    from memoryquest.lockstep import Lockstep
+
+    lockstep = Lockstep(3)
+    reached: list[str] = []
+
+    async def walk(name: str, fail: bool) -> None:
+        with lockstep.member():
+            await lockstep.reach("queries")
+            if fail:
+                raise RuntimeError(f"{name} failed")
+            await lockstep.reach("memory")
+            reached.append(name)
+
+    results = await asyncio.wait_for(
+        asyncio.gather(walk("a", False), walk("b", True), walk("c", False), return_exceptions=True),
+        timeout=5,
+    )
+    assert [type(r).__name__ for r in results] == ["NoneType", "RuntimeError", "NoneType"]
+    assert sorted(reached) == ["a", "c"]
+
+
+SMALL_RUN = {
+    "generation": {"queries_per_user": 2, "candidates_per_user": 8},
+    "pgr": {"methods": ["query_only", "pgr_tot"], "judges": ["provenance"]},
+}
+
+
+async def batches_for_personas(
+    users: list[str], server: FakeOpenAIServer, output: Path
+) -> tuple[int, int]:
+    """Batches the whole pipeline creates for ``users`` against the fake Batch API, and online chat calls."""
+    from memoryquest.intake import PersonaSelection, load_personas
+    from memoryquest.pipeline import generate_dataset
+
+    server.reset()
+    settings = Settings(
+        output_dir=output,
+        cache={"enabled": False},
+        **SMALL_RUN,
+        endpoint={
+            "base_url": server.url,
+            "simulator_hints": True,
+            "embedder": "local",
+            "chat_model": MODEL,
+            "batch": True,
+            "batch_poll_seconds": 0.005,
+            "batch_max_poll_seconds": 0.02,
+            # Within one persona, concurrent steps still meet through the idle window:
+            # 1 s holds on a busy two-core machine (the default is 2 s).
+            "batch_collect_seconds": 1.0,
+        },
+        limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
+    )
+    intake = load_personas(
+        Path(__file__).resolve().parent.parent / "personas" / "personalens",
+        PersonaSelection(user_ids=users),
+    )
+    client = build_client(settings)
+    try:
+        dataset = await generate_dataset(intake.personas, client, settings)
+    finally:
+        await client.aclose()
+    assert len(dataset.personas) == len(users) and dataset.queries
+    online = calls(server, "POST", "/v1/chat/completions")
+    return len(calls(server, "POST", "/v1/batches")), len(online)
+
+
+async def test_batch_rounds_do_not_grow_with_the_number_of_personas(
+    module_server: FakeOpenAIServer, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    """The same step of every persona shares one batch: 3 personas take the rounds of 1, ±1."""
+    one, online_one = await batches_for_personas(["user0"], module_server, tmp_path / "one")
+    three, online_three = await batches_for_personas(
+        ["user0", "user1", "user2"], module_server, tmp_path / "three"
+    )
+    assert abs(three - one) <= 1, (one, three)
+    assert 0 < online_one < online_three  # memory, sequential per session, went online

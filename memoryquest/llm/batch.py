@@ -1,8 +1,12 @@
-"""OpenAI Batch API mode: every uncached chat request travels in a batch, at the batch price, resumable.
+"""OpenAI Batch API mode: uncached chat requests travel in batches, at the batch price, resumable.
 
 With ``endpoint.batch`` on (OpenAI or Azure backends), ``ModelClient.complete``
-and ``ModelClient.complete_all`` do not call the endpoint themselves: each
-request missing from the cache joins a per-event-loop COLLECTOR. The
+and ``ModelClient.complete_all`` do not call the endpoint themselves for the
+stages of ``endpoint.batch_stages`` (``BatchOptions.stages``, asked through
+:meth:`BatchRunner.takes`): each such request missing from the cache joins a
+per-event-loop COLLECTOR. Requests of the other stages go online at the full
+price: a stage that asks one short question after another (memory, one per
+session) would otherwise wait a whole batch round for each of them. The
 collector sends what it holds as one batch once no new request has arrived
 for ``endpoint.batch_collect_seconds`` (the idle window), or at once when it
 holds ``BatchOptions.collect_max`` requests. Stages keep fanning out with
@@ -12,6 +16,14 @@ any stage knowing. Identical concurrent requests (same cache key) share one
 line; each waiting call gets its own answer or its own exception, as soon
 as its line is settled (a row retried in a later round does not hold up the
 others).
+
+Personas run in lockstep in batch mode (:mod:`memoryquest.lockstep`): each
+stage group starts once every persona has reached it, and the collector
+knows which persona each waiting call comes from. When the idle window ends
+while a persona of a lockstep is neither waiting for a batch answer nor
+for the others (it is still embedding, say, or working through an online
+stage), the send is held, up to ``BatchOptions.hold_seconds``, so its
+request still makes the batch: the rounds do not grow with the personas.
 
 One batch is a JSONL file of ``/v1/chat/completions`` bodies built exactly
 like online requests (same messages, parameters and strict
@@ -92,6 +104,7 @@ from memoryquest.llm.backends import ChatCall, ChatResult, OutputMode
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
 from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS
 from memoryquest.llm.request import LLMRequest, ResponseT
+from memoryquest.lockstep import Lockstep, current_member
 
 if TYPE_CHECKING:
     from memoryquest.llm.client import Attempt, ModelClient
@@ -118,10 +131,14 @@ class BatchOptions:
     # The collector sends once no request has arrived for collect_seconds, or at collect_max requests.
     collect_seconds: float = 2.0
     collect_max: int = 50_000
+    # Personas in lockstep (memoryquest.lockstep) still working towards a request hold a send this long at most.
+    hold_seconds: float = 120.0
     # The service's limits per batch; a larger set is split into several batches per round.
     max_lines: int = 50_000
     max_bytes: int = 190 * 2**20
     transfer_seconds: float = 600.0  # timeout of one upload or download
+    # The stages (LLMRequest.stage) whose requests travel in batches; None: every stage.
+    stages: frozenset[str] | None = None
 
 
 @dataclass(eq=False)
@@ -167,6 +184,9 @@ class _Collector:
     orphans: dict[str, _Group] = field(default_factory=dict)
     groups: set[_Group] = field(default_factory=set)
     timer: asyncio.TimerHandle | None = None
+    # The lockstep walks requests came from (memoryquest.lockstep), and since when a send is held for them.
+    locksteps: weakref.WeakSet[Lockstep] = field(default_factory=weakref.WeakSet)
+    held_since: float | None = None
 
 
 class BatchRunner:
@@ -200,6 +220,10 @@ class BatchRunner:
         self._unclaimed: dict[str, tuple[dict[str, Any], str]] = {}
 
     # --- what the client calls ------------------------------------------------------------
+
+    def takes(self, request: LLMRequest[Any]) -> bool:
+        """Whether ``request`` travels in a batch; the client sends the others online."""
+        return self.options.stages is None or request.stage in self.options.stages
 
     async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
         entry = self._entry(request)
@@ -270,6 +294,9 @@ class BatchRunner:
             client.ledger.cache_hits(request.stage)
             return cached
         collector = self._collector()
+        member = current_member()
+        if member is not None:
+            collector.locksteps.add(member.lockstep)
         row = collector.rows.get(key)
         if row is not None:  # asked twice: sent once, like online
             client.ledger.cache_hits(request.stage)
@@ -296,17 +323,24 @@ class BatchRunner:
         else:
             if collector.timer is not None:
                 collector.timer.cancel()
-            collector.timer = loop.call_later(self.options.collect_seconds, self._flush, collector)
+            collector.timer = loop.call_later(self.options.collect_seconds, self._quiet, collector)
         return row
 
     async def _wait(self, rows: list[_Row]) -> None:
         """Until every row is settled; a caller that gives up leaves the rows to the others."""
         for row in rows:
             row.waiters += 1
+        member = current_member()
         try:
             waiting = [row.future for row in rows if not row.future.done()]
             if waiting:
-                await asyncio.wait(waiting)  # cancelling the caller does not cancel the rows
+                if member is not None:
+                    member.waiting += 1
+                try:
+                    await asyncio.wait(waiting)  # cancelling the caller does not cancel the rows
+                finally:
+                    if member is not None:
+                        member.waiting -= 1
         finally:
             for row in rows:
                 row.waiters -= 1
@@ -331,11 +365,37 @@ class BatchRunner:
         ):
             group.task.cancel()  # the state file stays: the set resumes when asked again
 
+    def _quiet(self, collector: _Collector) -> None:
+        """No request for ``collect_seconds``: send, unless a persona in lockstep is still on its way.
+
+        A persona that works towards its next request (embeddings, an online
+        stage, a long computation) would otherwise miss this batch and make
+        one of its own; the send waits for it, up to ``hold_seconds``.
+        """
+        collector.timer = None
+        loop = asyncio.get_running_loop()
+        busy = any(not lockstep.all_idle() for lockstep in collector.locksteps)
+        if busy and collector.queue:
+            if collector.held_since is None:
+                collector.held_since = loop.time()
+            if loop.time() - collector.held_since < self.options.hold_seconds:
+                collector.timer = loop.call_later(
+                    self.options.collect_seconds, self._quiet, collector
+                )
+                return
+            log.info(
+                "sending %d requests without waiting longer for every persona (held %.0f s)",
+                len(collector.queue),
+                loop.time() - collector.held_since,
+            )
+        self._flush(collector)
+
     def _flush(self, collector: _Collector) -> None:
         """Send the queue: rows a recorded batch already holds wait for it, the rest go out as a new set."""
         if collector.timer is not None:
             collector.timer.cancel()
             collector.timer = None
+        collector.held_since = None
         rows = list(collector.queue.values())
         collector.queue.clear()
         if not rows:

@@ -256,7 +256,7 @@ class ModelClient:
         other request made meanwhile (see ``memoryquest.llm.batch``).
         """
         with self.ledger.timing(request.stage):
-            if self.batch is not None:
+            if self.batch is not None and self.batch.takes(request):
                 return await self.batch.complete(request)
             return await self._complete(request)
 
@@ -274,7 +274,7 @@ class ModelClient:
         ``memoryquest.llm.batch``); an error is then raised only once every
         other answer has been cached.
         """
-        if self.batch is not None and requests:
+        if self.batch is not None and requests and all(self.batch.takes(r) for r in requests):
             return await self.batch.complete_all(requests, return_exceptions=return_exceptions)
         tasks = [asyncio.ensure_future(self.complete(r)) for r in requests]
         if return_exceptions:

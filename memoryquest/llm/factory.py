@@ -127,6 +127,7 @@ def build_client(
             max_poll_seconds=max(endpoint.batch_max_poll_seconds, endpoint.batch_poll_seconds),
             rounds=endpoint.batch_rounds,
             collect_seconds=endpoint.batch_collect_seconds,
+            stages=frozenset(endpoint.batch_stages),
         )
     return ModelClient(
         chat,
