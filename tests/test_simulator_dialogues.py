@@ -148,19 +148,25 @@ def all_sessions() -> tuple[Session, ...]:
 # --------------------------------------------------------------------------- the stage's rules
 
 
-def test_turns_alternate_from_the_user_with_about_six_exchanges(
+def test_turns_alternate_from_the_user_with_about_one_exchange_per_update(
     all_sessions: tuple[Session, ...],
 ) -> None:
     settings = GenerationSettings()
     counts = []
+    news = []
     for session in all_sessions:
         roles = [t["role"] for t in session.turns]
         assert roles == ["user", "assistant"] * (len(roles) // 2)
         assert settings.turns_min <= len(roles) <= settings.turns_max
         assert all(t["content"].strip() for t in session.turns)
         counts.append(len(roles) // 2)
-    assert 5.5 <= sum(counts) / len(counts) <= 7.0
+        news.append(len(split_description(session.event["description"])[2]))
+    assert 4.0 <= sum(counts) / len(counts) <= 6.5
     assert min(counts) >= 3 and max(counts) <= 10
+    # Most user turns carry a piece of news, so the one carrying a reference is not the odd one out.
+    assert sum(news) / sum(counts) >= 0.6
+    by_news = {n: [c for c, k in zip(counts, news, strict=True) if k == n] for n in set(news)}
+    assert sum(by_news[1]) / len(by_news[1]) < sum(by_news[5]) / len(by_news[5])
 
 
 def test_the_reference_sentence_is_one_sentence_of_the_named_user_turn(

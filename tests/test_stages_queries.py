@@ -239,8 +239,8 @@ def test_every_prompt_renders_with_the_variables_its_stage_sends(run: GeneratedR
     assert timeline is not None
     event = next(e for e in timeline.events if e.reference_id)
     requests = [
-        queries._request(persona, settings, 0, ["an earlier request"]),
-        timelines._request(persona, query, settings, 0),
+        queries.generation_request(persona, settings, 0, ["an earlier request"]),
+        timelines.timeline_request(persona, query, settings, 0),
         dialogues._request(persona, query, event, settings, 0),
     ]
     for request in requests:

@@ -17,8 +17,9 @@ question ("Is there anything going on lately that I should plan around?") is
 decided independently of where the updates go, in filler and reference
 sessions alike. So nothing around a reference marks it; only its content does.
 
-Turn counts follow the paper's shape: about six exchanges on average (three to
-ten), always alternating and starting with the user. The answer names the
+Turn counts follow the paper's shape (three to ten exchanges, always
+alternating and starting with the user), shortened to about one exchange per
+life update when the event has few: most user turns carry some news. The answer names the
 reference turn and the exact sentence in it that states the reference.
 """
 
@@ -41,6 +42,9 @@ from memoryquest.text import normalise_text
 EXCHANGES = range(3, 11)
 EXCHANGE_WEIGHTS = (5, 11, 17, 20, 17, 13, 10, 7)  # mean ≈ 6.2 exchanges, as in the paper
 
+NEWS_TURN_SHARE = 0.8
+"""Share of user turns a conversation's life updates fill: people chatting to an assistant mostly talk
+about what is going on with them, so a turn with news in it is the rule, not the exception."""
 PERSONAL_QUESTION_SHARE = 0.22
 """Assistant turns (before the last) that ask about the user's circumstances, in every session alike."""
 TOPIC_QUESTION_SHARE = 0.3
@@ -85,9 +89,11 @@ def _setting(setting: dict[str, str], situations: list[dict[str, str]], weekday:
     )
 
 
-def _exchange_count(turns_min: int, turns_max: int, rng: random.Random) -> int:
-    exchanges = rng.choices(list(EXCHANGES), weights=EXCHANGE_WEIGHTS)[0]
-    exchanges = max(exchanges, math.ceil(turns_min / 2))
+def _exchange_count(turns_min: int, turns_max: int, updates: int, rng: random.Random) -> int:
+    """About one exchange per piece of news (at most the paper-shaped draw), within the turn limits."""
+    drawn = rng.choices(list(EXCHANGES), weights=EXCHANGE_WEIGHTS)[0]
+    wanted = math.ceil(updates / NEWS_TURN_SHARE) + rng.choice((0, 0, 1))
+    exchanges = max(min(drawn, wanted), EXCHANGES[0], math.ceil(turns_min / 2))
     return max(1, min(exchanges, turns_max // 2))
 
 
@@ -239,7 +245,9 @@ def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, 
         avoid=avoid,
         emphasis=str(variables.get("interaction_summary") or ""),
     )
-    exchanges = _exchange_count(int(variables["turns_min"]), int(variables["turns_max"]), rng)
+    exchanges = _exchange_count(
+        int(variables["turns_min"]), int(variables["turns_max"]), len(updates), rng
+    )
     # Each update goes to its own exchange while there are enough of them, picked at random.
     order = list(range(exchanges))
     rng.shuffle(order)

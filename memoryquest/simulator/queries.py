@@ -32,7 +32,7 @@ import datetime as dt
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memoryquest.contracts import Domain, TaskKind
@@ -52,6 +52,7 @@ from memoryquest.simulator.needs import (
     step_for,
     with_domain,
 )
+from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
     WEEKDAYS,
@@ -307,6 +308,25 @@ def _domain_for(
     return min(options, key=lambda d: (d not in hosted, ledger.domains[d], update.domains.index(d)))
 
 
+def _bridged(
+    update: LifeUpdate, query_text: str, query_domain: Domain, rng: random.Random
+) -> LifeUpdate:
+    """The update with what it gets in the way of in the request's domain, in words the request does not use.
+
+    The clause adds no content word of the request, so the no-echo rule holds
+    for the bridged text exactly as for the bare one.
+    """
+    if rng.random() >= BRIDGE_SHARE:
+        return update
+    before = len(shared_content_words(query_text, update.text))
+    clause = bridge(
+        query_domain,
+        rng,
+        lambda c: len(shared_content_words(query_text, update.text + c)) <= before,
+    )
+    return replace(update, text=update.text + clause)
+
+
 def plan_references(
     world: World,
     query_text: str,
@@ -360,6 +380,7 @@ def plan_references(
         if best is None:
             continue
         _, update, domain, offset = best
+        update = _bridged(update, query_text, query_domain, rng)
         used_offsets.add(offset)
         taken_domains.add(domain)
         groups.add(update.group)

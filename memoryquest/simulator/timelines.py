@@ -9,8 +9,8 @@ Events also carry **distractors**: minor life updates of the persona from
 :func:`memoryquest.simulator.needs.distractor_update` — none about a need any
 of the query's references is about, none sharing more than one content word
 with a reference — written after the same marker as a reference, on filler
-events (usually two or three) and next to the reference on reference events
-(usually one or two). The conversation states every update the same way, so a
+events (usually three to six) and next to the reference on reference events
+(usually two to four). The conversation states every update the same way, so a
 reference is one piece of personal news among many, not the only one.
 
 The timeline's ``user_references`` variable, when given, lists the texts of
@@ -36,10 +36,13 @@ from memoryquest.text import shared_content_words
 UPDATE_MARKER = "In passing, the user shares an update:"
 """Separates an event's activity from the life update said in it (a reference's or a distractor's)."""
 
-FILLER_EVENT_DISTRACTORS = (0, 1, 3, 3)
-"""Weights of 0, 1, 2 and 3 distractor updates on a filler event (when the persona can ground them)."""
-REFERENCE_EVENT_DISTRACTORS = (1, 3, 3)
-"""Weights of 0, 1 and 2 distractor updates next to the reference on a reference event."""
+FILLER_EVENT_DISTRACTORS = (0, 0, 1, 3, 4, 4, 3, 2)
+"""Weights of 0..7 distractor updates on a filler event (when the persona can ground them).
+
+Most user turns carry some piece of personal news, so a turn that carries a
+reference is one of many such turns, not the odd one out."""
+REFERENCE_EVENT_DISTRACTORS = (0, 1, 3, 4, 3, 2)
+"""Weights of 0..5 distractor updates next to the reference on a reference event."""
 DISTRACTOR_SHARED_WORDS_MAX = 1
 """A distractor may share at most this many content words with any reference of the query."""
 

@@ -35,11 +35,20 @@ class ConversationsResult(BaseModel):
 
 
 async def _one_query(
-    persona: Persona, query: Query, client: ModelClient, settings: Settings
+    persona: Persona,
+    query: Query,
+    client: ModelClient,
+    settings: Settings,
+    user_references: list[str],
 ) -> tuple[Timeline | None, list[Session], list[RejectedCandidate]]:
     """The query's timeline and sessions, or None and the reasons."""
     timeline_result = await synthesise_timeline(
-        persona, query, client, settings.generation, seed=settings.seed
+        persona,
+        query,
+        client,
+        settings.generation,
+        seed=settings.seed,
+        user_references=user_references,
     )
     rejected = list(timeline_result.rejected)
     if timeline_result.timeline is None:
@@ -53,10 +62,23 @@ async def _one_query(
     return timeline_result.timeline, dialogue_result.sessions, rejected
 
 
+def _other_references(state: PersonaState, query: Query) -> list[str]:
+    """The texts of the user's references outside ``query``, which its filler must not repeat or contradict."""
+    return [
+        ref.text
+        for other in state.queries
+        if other.query_id != query.query_id
+        for ref in other.references
+    ]
+
+
 async def run(state: PersonaState, client: ModelClient, settings: Settings) -> ConversationsResult:
     """Timelines and dialogues for every standing query, merged into one dated history."""
     answers = await asyncio.gather(
-        *(_one_query(state.persona, query, client, settings) for query in state.queries)
+        *(
+            _one_query(state.persona, query, client, settings, _other_references(state, query))
+            for query in state.queries
+        )
     )
     result = ConversationsResult()
     for query, (timeline, sessions, rejected) in zip(state.queries, answers, strict=True):

@@ -289,9 +289,10 @@ def changes_a_value(left: str, right: str) -> bool:
     )
 
 
-def _request(
+def generation_request(
     persona: Persona, settings: GenerationSettings, seed: int, proposed: list[str]
 ) -> LLMRequest[QueryCandidatesDraft]:
+    """The ``query_generation`` call for ``persona``; ``proposed`` are requests already tried."""
     variables = persona_variables(persona)
     variables.update(
         count=settings.candidates_per_user,
@@ -426,7 +427,7 @@ async def generate_queries(
         )
 
     for attempt in range(settings.max_regenerations + 1):
-        request = _request(persona, settings, seed + attempt, list(proposed))
+        request = generation_request(persona, settings, seed + attempt, list(proposed))
         try:
             answer = await client.complete(request)
         except LLMOutputError as exc:

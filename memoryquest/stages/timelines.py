@@ -25,6 +25,7 @@ candidate, and if none succeeds the stage returns no timeline.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -96,12 +97,18 @@ def reference_variables(query: Query) -> list[dict[str, object]]:
     ]
 
 
-def _request(
-    persona: Persona, query: Query, settings: GenerationSettings, seed: int
+def timeline_request(
+    persona: Persona,
+    query: Query,
+    settings: GenerationSettings,
+    seed: int,
+    user_references: Sequence[str] = (),
 ) -> LLMRequest[TimelineDraft]:
+    """The ``timeline_synthesis`` call for ``query``."""
     variables = {
         "query": query_variables(query),
         "references": reference_variables(query),
+        "user_references": list(user_references),
         "demographics": persona.demographics.model_dump(mode="json"),
         "affinities": [a.model_dump(mode="json") for a in persona.affinities],
         "tasks": [task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
@@ -235,11 +242,16 @@ async def synthesise_timeline(
     settings: GenerationSettings,
     *,
     seed: int = 0,
+    user_references: Sequence[str] = (),
 ) -> TimelineStageResult:
-    """The query's timeline, or None plus the rejected attempts when every attempt broke a rule."""
+    """The query's timeline, or None plus the rejected attempts when every attempt broke a rule.
+
+    ``user_references`` are the texts of the user's other references (every other
+    query's): filler updates must neither repeat nor contradict them.
+    """
     rejections: list[RejectedCandidate] = []
     for attempt in range(settings.max_regenerations + 1):
-        request = _request(persona, query, settings, seed + attempt)
+        request = timeline_request(persona, query, settings, seed + attempt, user_references)
         try:
             draft = await client.complete(request)
         except LLMOutputError as exc:

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from memoryquest.contracts import Domain
+from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge, split_bridge
+from memoryquest.simulator.needs.model import DOMAIN_PLANS
 from memoryquest.simulator.needs.world import Grounded, Slot, World
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
@@ -329,6 +331,7 @@ class Parsed:
     extra: Part | None
     limit: Part | None
     slots: dict[str, str]
+    bridge: str = ""
 
 
 _SLOT = re.compile(r"\{(\w+)\}")
@@ -415,7 +418,7 @@ def _compiled() -> tuple[_Compiled, ...]:
 @lru_cache(maxsize=16_384)
 def parse_update(text: str) -> Parsed | None:
     """The generator, parts and slot values behind a bank text (None for any other text)."""
-    cleaned = " ".join(text.split()).strip()
+    cleaned, bridge_clause = split_bridge(" ".join(text.split()).strip())
     for compiled in _compiled():
         match = compiled.pattern.fullmatch(cleaned)
         if match is None:
@@ -436,7 +439,9 @@ def parse_update(text: str) -> Parsed | None:
                 if match.start(group) == 0:
                     value = lower_first(value)
                 values[name] = value
-        return Parsed(compiled.generator, chosen["c"], chosen.get("e"), chosen.get("l"), values)
+        return Parsed(
+            compiled.generator, chosen["c"], chosen.get("e"), chosen.get("l"), values, bridge_clause
+        )
     return None
 
 
@@ -470,6 +475,20 @@ def groups_of(texts: Iterable[str]) -> set[str]:
     return out
 
 
+def _bridge_domain(need: str, world: World, spoken_in: Domain, rng: random.Random) -> Domain:
+    """Where the update gets in the way: any domain of the persona's own plans that the need bears on.
+
+    References bridge to their request's domain, and requests come from the
+    persona's tasks, so drawing from the same domains keeps the bridges of
+    distractors and references alike.
+    """
+    bearing = [d for d, steps in DOMAIN_PLANS.items() if any(need in s.needs for s in steps)]
+    own = sorted(set(bearing) & world.task_domains())
+    if own:
+        return rng.choice(own)
+    return rng.choice(bearing) if bearing else spoken_in
+
+
 def distractor_update(
     material: PersonaMaterial,
     domain: Domain,
@@ -501,5 +520,10 @@ def distractor_update(
     for generator in pool:
         update = fill(generator, world, date, date + dt.timedelta(days=7), rng)
         if update is not None and normalise_text(update.text) not in avoid:
+            if rng.random() < BRIDGE_SHARE:  # what it gets in the way of, as references say it
+                update = replace(
+                    update,
+                    text=update.text + bridge(_bridge_domain(update.need, world, domain, rng), rng),
+                )
             return with_domain(update, domain)
     return None

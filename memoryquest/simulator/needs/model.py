@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memoryquest.contracts import Domain
+from memoryquest.simulator.needs.bridges import core_of
 from memoryquest.text import content_words, stem
 
 
@@ -624,8 +625,11 @@ def step_for(need: str, steps: list[PlanStep]) -> PlanStep | None:
 
 
 def need_scores(text: str) -> dict[str, int]:
-    """Cue weight of every need category present in ``text`` (absent ones left out)."""
-    return dict(_need_scores(text))
+    """Cue weight of every need category present in ``text`` (absent ones left out).
+
+    A bridge clause (what the update gets in the way of) is not read: the need is the update's own.
+    """
+    return dict(_need_scores(core_of(text)))
 
 
 @lru_cache(maxsize=65_536)

@@ -15,6 +15,7 @@ import random
 import re
 
 from memoryquest.simulator.needs.bank import Parsed, join_parts, parse_update
+from memoryquest.simulator.needs.bridges import say_bridge
 from memoryquest.simulator.persona_grounding import fix_articles, lower_first, sentence
 from memoryquest.text import contains_verbatim
 
@@ -54,6 +55,8 @@ def _compose(parsed: Parsed, core_saying: str, rng: random.Random) -> str:
         body = join_parts([core, limit, extra])
     if opener:
         body = opener + _lower_subject(body)
+    if parsed.bridge:
+        body = body.rstrip(".!") + say_bridge(parsed.bridge, rng)
     return sentence(fix_articles(body))
 
 

@@ -1,0 +1,240 @@
+"""The consequence a life update has for some kind of plan: "..., which complicates late gigs".
+
+People rarely state a change in their life without saying what it gets in the
+way of, and that clause is what ties a reference to the request it matters
+for: a reference bridges to a scene of its request's domain (concert nights,
+window seats on long flights) in words the request does not use, so it is
+related to the request without echoing it. Distractor updates bridge the same
+way, at the same rate, to a scene of the conversation they are said in, so
+the clause is never a sign of a reference.
+
+A bridged text is ``core + joiner + frame``; :func:`split_bridge` reads it
+back (the stored text, a first-person saying of it, or a fact extracted from
+that saying), so the need of a statement is read from its core alone.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+from memoryquest.contracts import Domain
+
+D = Domain
+SCENES: dict[Domain, tuple[str, ...]] = {
+    D.ALARM: (
+        "early starts",
+        "getting up on weekday mornings",
+        "the morning routine",
+        "early wake-ups before work",
+        "snoozing and getting out of bed",
+    ),
+    D.BOOKS: (
+        "long reading sessions",
+        "evenings with a novel",
+        "book club nights",
+        "reading on the commute",
+        "getting through the reading list",
+    ),
+    D.BUSES: (
+        "long coach journeys",
+        "bus trips across town",
+        "catching the coach",
+        "commuting by bus",
+        "overnight coach rides",
+    ),
+    D.CALENDAR: (
+        "the weekly schedule",
+        "appointments and meetings",
+        "juggling the diary",
+        "fitting commitments into the week",
+        "planning the next few weeks",
+    ),
+    D.EVENTS: (
+        "festivals and shows",
+        "nights out at live events",
+        "exhibitions and talks",
+        "crowded venues",
+        "conferences and meetups",
+    ),
+    D.FINANCE: (
+        "the monthly accounts",
+        "savings and investments",
+        "paying the bills on time",
+        "keeping the finances in order",
+        "the household budget spreadsheet",
+    ),
+    D.FLIGHTS: (
+        "long-haul flights",
+        "airport transfers and check-in",
+        "hours in an aircraft seat",
+        "early departures from the airport",
+        "connecting flights",
+    ),
+    D.GAMES: (
+        "long gaming sessions",
+        "online matches with friends",
+        "late-night console sessions",
+        "co-op campaigns",
+        "competitive play",
+    ),
+    D.HOTELS: (
+        "hotel stays",
+        "nights away in hotel rooms",
+        "check-in and room choice",
+        "weekends in a guesthouse",
+        "staying somewhere unfamiliar",
+    ),
+    D.MEDIA: (
+        "streaming and podcasts",
+        "catching up on series",
+        "news and documentaries",
+        "evenings in front of the screen",
+        "following favourite channels",
+    ),
+    D.MESSAGING: (
+        "group chats",
+        "keeping in touch with people",
+        "replying to messages",
+        "voice notes and video calls",
+        "late replies to friends",
+    ),
+    D.MOVIES: (
+        "cinema nights",
+        "film screenings",
+        "long films at the cinema",
+        "movie nights with friends",
+        "premieres and matinees",
+    ),
+    D.MUSIC: (
+        "concerts and gigs",
+        "listening to albums",
+        "playlists and headphones",
+        "live sets in loud venues",
+        "practising an instrument",
+    ),
+    D.RENTAL_CARS: (
+        "long drives",
+        "road trips in a hire car",
+        "picking up a rental car",
+        "driving somewhere new",
+        "time behind the wheel",
+    ),
+    D.RESTAURANTS: (
+        "meals out",
+        "dinners with friends",
+        "trying new places to eat",
+        "long lunches",
+        "tasting menus",
+    ),
+    D.SERVICES: (
+        "appointments with professionals",
+        "repairs around the place",
+        "bookings with tradespeople",
+        "errands and paperwork",
+        "regular check-ups",
+    ),
+    D.SHOPPING: (
+        "shopping trips",
+        "buying things online",
+        "big purchases",
+        "browsing the high street",
+        "deliveries and returns",
+    ),
+    D.SPORTS: (
+        "training sessions",
+        "match days",
+        "playing with the team",
+        "workouts at the gym",
+        "watching games at the stadium",
+    ),
+    D.TRAIN: (
+        "train journeys",
+        "hours on the rail network",
+        "commuting by train",
+        "changing trains",
+        "early trains out of the city",
+    ),
+    D.TRAVEL: (
+        "trips away",
+        "holidays abroad",
+        "sightseeing days",
+        "packing for a getaway",
+        "weekends exploring a new city",
+    ),
+}
+"""Kinds of plan in each domain that a change in someone's life can get in the way of."""
+
+JOINERS = (", which", ", and that", " — that", ", which", ", and it")
+FRAMES = (
+    "complicates {scene}",
+    "changes things for {scene}",
+    "puts limits on {scene}",
+    "matters for {scene}",
+    "has a knock-on effect on {scene}",
+    "cuts into {scene}",
+    "means rethinking {scene}",
+    "affects {scene}",
+    "makes {scene} trickier",
+    "takes some of the ease out of {scene}",
+    "shapes {scene} for now",
+    "weighs on {scene}",
+)
+"""What the update does to the scene; said the same way by references and distractors."""
+
+PAIRED_SHARE = 0.6
+"""Bridges that name two scenes of the domain ("concerts and gigs and listening to albums")."""
+BRIDGE_SHARE = 0.9
+"""Updates that come with a bridge; the rest stand alone, references and distractors alike."""
+
+
+@lru_cache(maxsize=1)
+def _pattern() -> re.Pattern[str]:
+    joiners = "|".join(re.escape(j) for j in dict.fromkeys(JOINERS))
+    frames = "|".join(
+        re.escape(frame).replace(re.escape("{scene}"), r"(?:.+?)") for frame in FRAMES
+    )
+    return re.compile(rf"^(?P<core>.+)(?P<joiner>{joiners}) (?P<frame>{frames})[.!]?$", re.DOTALL)
+
+
+def split_bridge(text: str) -> tuple[str, str]:
+    """(core, bridge) of ``text``; the bridge is "" when the text has none."""
+    match = _pattern().match(text.strip())
+    if match is None:
+        return text, ""
+    core = match.group("core")
+    return core, text.strip()[len(core) :].rstrip(".!")
+
+
+def core_of(text: str) -> str:
+    return split_bridge(text)[0]
+
+
+def bridge(
+    domain: Domain, rng: random.Random, acceptable: Callable[[str], bool] = lambda _: True
+) -> str:
+    """A bridge clause (", which complicates concert nights") to a scene of ``domain``.
+
+    ``acceptable`` vets the whole clause (say, for words it shares with a
+    request); scenes are tried in a random order and "" comes back when none
+    passes.
+    """
+    scenes = list(SCENES[domain])
+    rng.shuffle(scenes)
+    pairs = [f"{a} and {b}" for a, b in zip(scenes, scenes[1:], strict=False)]
+    options = (pairs + scenes) if rng.random() < PAIRED_SHARE else scenes
+    for scene in options:
+        clause = f"{rng.choice(JOINERS)} {rng.choice(FRAMES).format(scene=scene)}"
+        if acceptable(clause):
+            return clause
+    return ""
+
+
+def say_bridge(bridge_clause: str, rng: random.Random) -> str:
+    """The same bridge, joined the way the speaker happens to join it this time."""
+    match = _pattern().match("x" + bridge_clause)
+    if match is None:
+        return bridge_clause
+    return f"{rng.choice(JOINERS)} {match.group('frame')}"

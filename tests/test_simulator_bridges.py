@@ -1,0 +1,161 @@
+"""Bridge clauses: what an update gets in the way of, said alike by references and distractors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+
+import pytest
+
+from memoryquest.contracts import Domain, Persona, Query, Reference
+from memoryquest.settings import GenerationSettings
+from memoryquest.simulator import simulate
+from memoryquest.simulator.needs import (
+    World,
+    bank,
+    distractor_update,
+    fill,
+    groups_of,
+    need_scores,
+    parse_update,
+    say_update,
+)
+from memoryquest.simulator.needs.bridges import SCENES, bridge, split_bridge
+from memoryquest.simulator.persona_grounding import PersonaMaterial
+from memoryquest.simulator.timelines import described_updates
+from memoryquest.stages.queries import generation_request
+from memoryquest.stages.timelines import timeline_request
+from memoryquest.text import shared_content_words
+
+try:
+    from tests.generation_fixture import load_users
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import load_users
+
+SAID_ON = dt.date(2024, 5, 1)
+HOLDS_ON = dt.date(2024, 6, 1)
+
+
+@pytest.fixture(scope="module")
+def personas() -> list[Persona]:
+    return load_users("user0", "user3", "user7")
+
+
+def timeline_variables(persona: Persona, candidate: dict, others: list[str]) -> dict:
+    """The stage's own timeline request for a simulated candidate."""
+    query = Query(
+        query_id="q_0000000000000000",
+        persona_id=persona.persona_id,
+        query_date=candidate["query_date"],
+        text=candidate["query"],
+        reasoning=candidate["reasoning"],
+        domain=candidate["domain"],
+        references=[
+            Reference(
+                reference_id=f"r_{i:016x}",
+                date=r["date"],
+                text=r["text"],
+                domain=r["domain"],
+                cosine=0.0,
+            )
+            for i, r in enumerate(candidate["references"])
+        ],
+        gamma=0.0,
+        embedder="none",
+        rank=0,
+    )
+    return timeline_request(persona, query, GenerationSettings(), 0, others).variables
+
+
+def _material(persona: Persona) -> PersonaMaterial:
+    return PersonaMaterial(
+        persona.demographics, persona.affinities, persona.interactions, persona.tasks
+    )
+
+
+def test_a_bridged_update_reads_as_its_core_and_is_said_with_its_bridge(
+    personas: list[Persona],
+) -> None:
+    world = World(_material(personas[0]))
+    rng = random.Random(0)
+    checked = 0
+    for generator in bank():
+        update = fill(generator, world, SAID_ON, HOLDS_ON, rng)
+        if update is None:
+            continue
+        clause = bridge(Domain.MUSIC, rng)
+        bridged = update.text + clause
+        assert split_bridge(bridged) == (update.text, clause)
+        assert need_scores(bridged) == need_scores(update.text)
+        parsed = parse_update(bridged)
+        assert parsed is not None and parsed.generator.group == update.group
+        said = say_update(bridged, rng)
+        core, said_bridge = split_bridge(said.rstrip("."))
+        assert said_bridge, said
+        assert any(scene in said_bridge for scene in SCENES[Domain.MUSIC]), said
+        checked += 1
+    assert checked > 100
+
+
+def test_a_text_without_a_bridge_is_left_whole() -> None:
+    text = "Sprained an ankle playing football and is off running for a month"
+    assert split_bridge(text) == (text, "")
+
+
+def test_an_unacceptable_bridge_is_not_used() -> None:
+    assert bridge(Domain.MOVIES, random.Random(1), lambda clause: False) == ""
+
+
+def test_reference_bridges_point_at_the_request_without_its_words(
+    personas: list[Persona],
+) -> None:
+    settings = GenerationSettings()
+    bridged = total = 0
+    for persona in personas:
+        variables = generation_request(persona, settings, 0, []).variables
+        for candidate in json.loads(simulate("query_generation", variables, seed=0))["candidates"]:
+            for ref in candidate["references"]:
+                total += 1
+                core, clause = split_bridge(ref["text"])
+                if not clause:
+                    continue
+                bridged += 1
+                scenes = SCENES[Domain(candidate["domain"])]
+                assert any(scene in clause for scene in scenes), (candidate["domain"], clause)
+                assert len(shared_content_words(candidate["query"], ref["text"])) == len(
+                    shared_content_words(candidate["query"], core)
+                ), (candidate["query"], ref["text"])
+    assert total > 100
+    assert bridged / total > 0.75
+
+
+def test_timeline_distractors_avoid_the_users_other_references(personas: list[Persona]) -> None:
+    persona = personas[0]
+    settings = GenerationSettings()
+    variables = generation_request(persona, settings, 0, []).variables
+    candidates = json.loads(simulate("query_generation", variables, seed=0))["candidates"]
+    others = [r["text"] for c in candidates[1:] for r in c["references"]]
+    first = candidates[0]
+    timeline = timeline_variables(persona, first, others)
+    events = json.loads(simulate("timeline_synthesis", timeline, seed=0))["events"]
+    said = [u for e in events for u in described_updates(e["description"])[1]]
+    refs = {r["text"] for r in first["references"]}
+    distractors = [u for u in said if u not in refs]
+    assert len(distractors) >= 10
+    assert not groups_of(distractors) & groups_of(others)
+
+
+def test_distractors_bridge_about_as_often_as_references(personas: list[Persona]) -> None:
+    material = _material(personas[1])
+    bridged = total = 0
+    for seed in range(200):
+        update = distractor_update(
+            material, list(Domain)[seed % len(Domain)], SAID_ON, random.Random(seed), set(), set()
+        )
+        if update is None:
+            continue
+        total += 1
+        bridged += bool(split_bridge(update.text)[1])
+    assert total > 150
+    assert 0.75 <= bridged / total <= 0.97
