@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from memoryquest.audit.diversity import distinct_n, diversity, repeated_sentence_share
+from memoryquest.audit.diversity import (
+    SAMPLE_WORDS,
+    distinct_n,
+    diversity,
+    repeated_sentence_share,
+    word_sample,
+)
+from memoryquest.text import words
 
 
 def test_distinct_n_counts_within_each_text() -> None:
@@ -32,3 +39,17 @@ def test_diversity_summarises_one_role() -> None:
         ("sure thing.", 6),
     ]
     assert result.distinct_1 == pytest.approx(6 / 21)  # 6 distinct of 6 x 3 + 3 words
+
+
+def test_distinct_2_is_also_measured_on_a_fixed_size_sample() -> None:
+    small = [f"turn {i} says something plain" for i in range(50)]
+    result = diversity("user", small * 3000, 5)
+    # the whole corpus repeats itself, the sample is cut at SAMPLE_WORDS words of whole turns
+    assert SAMPLE_WORDS <= result.sample_words < SAMPLE_WORDS + 10
+    assert result.distinct_2_sample == distinct_n(
+        [" ".join(t) for t in word_sample([words(x) for x in small * 3000], SAMPLE_WORDS)], 2
+    )
+    assert result.distinct_2_sample > result.distinct_2
+    tiny = diversity("user", small, 5)
+    assert tiny.sample_words == sum(len(words(x)) for x in small)
+    assert tiny.distinct_2_sample == tiny.distinct_2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -12,6 +13,9 @@ from memoryquest.text import split_sentences, words
 
 _SPACES = re.compile(r"\s+")
 TOP_REPEATED = 5
+SAMPLE_WORDS = 105_000
+"""Distinct-n falls as a corpus grows, so it is also given on a sample of this many words of whole
+turns: the size at which the simulator and LoCoMo were first compared."""
 
 
 class RepeatedSentence(BaseModel):
@@ -25,6 +29,12 @@ class Diversity(BaseModel):
     distinct_1: float
     distinct_2: float
     distinct_3: float
+    sample_words: int = Field(
+        description="Words in the seeded sample of whole turns that distinct_2_sample is measured on."
+    )
+    distinct_2_sample: float = Field(
+        description="Distinct-2 on that sample: comparable across datasets of different sizes."
+    )
     sentences: int
     repeated_sentence_share: float = Field(
         description="Share of sentence occurrences whose (lower-cased) sentence occurs at least repeated_sentence_min times."
@@ -61,17 +71,34 @@ def repeated_sentence_share(texts: Sequence[str], min_count: int) -> float:
     return sum(c for c in counts.values() if c >= min_count) / total if total else 0.0
 
 
+def word_sample(tokenised: Sequence[list[str]], words: int, seed: int = 0) -> list[list[str]]:
+    """Whole turns in a seeded random order until ``words`` words are taken (all of them when fewer)."""
+    order = list(range(len(tokenised)))
+    random.Random(seed).shuffle(order)
+    taken: list[list[str]] = []
+    total = 0
+    for index in order:
+        if total >= words:
+            break
+        taken.append(tokenised[index])
+        total += len(tokenised[index])
+    return taken
+
+
 def diversity(role: str, texts: Sequence[str], repeated_min: int) -> Diversity:
     counts = sentence_counts(texts)
     total = sum(counts.values())
     repeated = sum(c for c in counts.values() if c >= repeated_min)
     tokenised = [words(text) for text in texts]
+    sample = word_sample(tokenised, SAMPLE_WORDS)
     return Diversity(
         role=role,
         turns=len(texts),
         distinct_1=_distinct(tokenised, 1),
         distinct_2=_distinct(tokenised, 2),
         distinct_3=_distinct(tokenised, 3),
+        sample_words=sum(len(t) for t in sample),
+        distinct_2_sample=_distinct(sample, 2),
         sentences=total,
         repeated_sentence_share=repeated / total if total else 0.0,
         most_repeated=[

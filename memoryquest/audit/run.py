@@ -197,7 +197,11 @@ def _leakage_checks(result: Leakage) -> list[AuditCheck]:
 
 def _diversity_checks(result: Diversity, settings: AuditSettings) -> list[AuditCheck]:
     role = f"{result.role}_turns"
-    distinct = f"distinct-1/2/3 {result.distinct_1:.3f} / {result.distinct_2:.3f} / {result.distinct_3:.3f} over {result.turns} turns (value: distinct-2)"
+    distinct = (
+        f"distinct-1/2/3 {result.distinct_1:.3f} / {result.distinct_2:.3f} / {result.distinct_3:.3f} "
+        f"over {result.turns} turns (value: distinct-2); distinct-2 {result.distinct_2_sample:.3f} "
+        f"on a sample of {result.sample_words} words"
+    )
     repeated = f"of {result.sentences} sentences, share in a sentence seen {settings.repeated_sentence_min}+ times"
     if result.most_repeated:
         top = result.most_repeated[0]
