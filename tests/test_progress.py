@@ -152,6 +152,7 @@ def test_live_display_keeps_run_logs_off_the_terminal(watched) -> None:
     logger = logging.getLogger("prefect.task_runs.progress-test")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # only this terminal: no run context for Prefect's API handler
     shown = io.StringIO()
 
     async def run() -> None:
@@ -166,6 +167,7 @@ def test_live_display_keeps_run_logs_off_the_terminal(watched) -> None:
         written = os.read(leader, 65536).decode()
     finally:
         logger.removeHandler(handler)
+        logger.propagate = True
         terminal.close()
         os.close(leader)
     assert "Completed" not in written and "slow" not in written
