@@ -41,6 +41,14 @@ pgr-validation    stages/pgr_validation.py    pgr_augment, pgr_summary,     simu
                                                                                             test_pgr_simulator.py
 ================  ==========================  ============================  ==============  ==============================
 
+Each prompt template's typed inputs and output models are in a
+``*_contracts`` module beside the module that asks for it
+(``stages/queries_contracts.py``, ``stages/timelines_contracts.py``,
+``stages/dialogues_contracts.py``, ``memory/extraction_contracts.py``,
+``memory/consolidation_contracts.py``, ``pgr/prospection_contracts.py``,
+``pgr/judges_contracts.py``, ``pgr/winrate_contracts.py``); the simulator's answer for a template takes its
+inputs model (:mod:`memoryquest.prompt_inputs`, ``test_prompt_contracts.py``).
+
 The whole sequence is tested by ``test_pipeline.py`` (this declaration),
 ``test_orchestration.py`` (the flow, resumed after a kill),
 ``test_distributed.py`` (shards and Dask give the in-process result) and

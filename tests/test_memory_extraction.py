@@ -13,11 +13,13 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.memory.extraction import (
+    build_memory,
+    check_answer,
+)
+from memoryquest.memory.extraction_contracts import (
     Evidence,
     ExtractedFact,
     ExtractionAnswer,
-    build_memory,
-    check_answer,
 )
 from memoryquest.settings import GenerationSettings, load_settings
 

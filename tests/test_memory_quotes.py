@@ -11,11 +11,13 @@ from memoryquest.contracts import Domain, Fact, FactType, Query, Reference, Refe
 from memoryquest.ids import make_id
 from memoryquest.memory.coverage import uncovered_references, withdraw_uncovered
 from memoryquest.memory.extraction import (
+    check_answer,
+    quote_span,
+)
+from memoryquest.memory.extraction_contracts import (
     Evidence,
     ExtractedFact,
     ExtractionAnswer,
-    check_answer,
-    quote_span,
 )
 from memoryquest.memory.store import FactStore
 

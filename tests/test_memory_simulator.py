@@ -11,7 +11,9 @@ from test_memory_history import user0_history, user0_persona
 
 from memoryquest.contracts import FactType
 from memoryquest.memory.consolidation import MergedFactAnswer
+from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction import ExtractionAnswer, check_answer, session_view
+from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulate
 from memoryquest.simulator.memory import (
     UPDATE_JACCARD,
@@ -236,7 +238,9 @@ def test_a_repeated_statement_updates_the_existing_fact() -> None:
             "related_entities": ["flights", "aisle"],
         },
     ]
-    answer = extract_facts(_variables(existing, [history[4]]), random.Random(0))
+    answer = extract_facts(
+        ExtractionInputs.model_validate(_variables(existing, [history[4]])), random.Random(0)
+    )
     updates = [f for f in answer["facts"] if f["state"] == "update"]
     assert len(updates) == 1
     assert updates[0]["fid"] == "f_00000000000000aa" and updates[0]["frequency"] == 3
@@ -308,7 +312,7 @@ def test_consolidation_keeps_one_atomic_statement_sums_frequency_and_keeps_a_mem
     assert merged.related_entities == ["Carl Sagan", "books", "WhatsApp", "science-fiction"]
     assert json.loads(simulate("memory_consolidation", {"facts": facts}))["frequency"] == 4
     with pytest.raises(ValueError, match="at least one fact"):
-        merge_facts({"facts": []}, random.Random(0))
+        merge_facts(ConsolidationInputs(facts=[]), random.Random(0))
 
 
 def test_merging_an_older_joined_fact_keeps_one_clause() -> None:
@@ -330,6 +334,8 @@ def test_merging_an_older_joined_fact_keeps_one_clause() -> None:
         fact(2, "Is on their laptop in Toronto this morning"),
         fact(3, "Is on their phone in Calgary"),
     ]
-    info = merge_facts({"facts": facts}, random.Random(0))["info"]
+    info = merge_facts(ConsolidationInputs.model_validate({"facts": facts}), random.Random(0))[
+        "info"
+    ]
     assert info == "Is on their laptop in Toronto this Thursday evening"
     assert ";" not in info

@@ -6,14 +6,16 @@ import pytest
 
 from memoryquest.contracts import ProspectionStep
 from memoryquest.pgr.prospection import (
-    ChainPlan,
-    PlannedStep,
     ProspectionTreeError,
-    TreeNode,
     chain_steps,
     parse_tree,
     probe_text,
     steps_view,
+)
+from memoryquest.pgr.prospection_contracts import (
+    ChainPlan,
+    PlannedStep,
+    TreeNode,
 )
 
 

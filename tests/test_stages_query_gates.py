@@ -19,15 +19,17 @@ from memoryquest.stages.common import persona_variables
 from memoryquest.stages.queries import (
     CandidateProblem,
     CheckedCandidate,
-    QueryCandidateDraft,
-    QueryCandidatesDraft,
-    RelevanceAnswer,
-    RelevanceVerdict,
     changes_a_value,
     check_candidate,
     check_cosines,
     check_relevance,
     conflicting_reference,
+)
+from memoryquest.stages.queries_contracts import (
+    QueryCandidateDraft,
+    QueryCandidatesDraft,
+    RelevanceAnswer,
+    RelevanceVerdict,
 )
 from memoryquest.text import shared_content_words
 

@@ -20,30 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from memoryquest.contracts import Fact, FactType, RejectedCandidate, RejectionReason
+from memoryquest.contracts import Fact, RejectedCandidate, RejectionReason
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
+from memoryquest.memory.consolidation_contracts import ConsolidationInputs, MergedFactAnswer
 from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
 
 TEMPLATE_ID = "memory_consolidation"
 STAGE = "memory"
-
-
-class MergedFactAnswer(BaseModel):
-    """The model's single fact standing for a group (ids and provenance are ours to keep)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    info: str = Field(
-        min_length=1, description="One coherent sentence carrying every detail of the group."
-    )
-    type: FactType = Field(description="The most fitting type among the group's types.")
-    frequency: int = Field(ge=1, description="Sum of the group's frequencies.")
-    related_entities: list[str] = Field(description="A compact set of the important entities.")
 
 
 @dataclass
@@ -116,7 +103,7 @@ def fact_view(fact: Fact) -> dict[str, object]:
 def merge_request(group: Sequence[Fact], seed: int) -> LLMRequest[MergedFactAnswer]:
     return LLMRequest(
         template_id=TEMPLATE_ID,
-        variables={"facts": [fact_view(f) for f in group]},
+        variables=ConsolidationInputs(facts=[fact_view(f) for f in group]).variables(),
         response_model=MergedFactAnswer,
         stage=STAGE,
         seed=seed,

@@ -27,12 +27,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from memoryquest.contracts import (
     Fact,
-    FactState,
-    FactType,
     Persona,
     RejectedCandidate,
     RejectionReason,
@@ -42,6 +40,10 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.consolidation import consolidate
+from memoryquest.memory.extraction_contracts import (
+    ExtractionAnswer,
+    ExtractionInputs,
+)
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.text import best_sentence, locate
@@ -49,43 +51,6 @@ from memoryquest.text import best_sentence, locate
 TEMPLATE_ID = "memory_extraction"
 STAGE = "memory"
 NEW_PREFIX = "NEW_"
-
-
-class Evidence(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    session_id: str = Field(description="A session of this batch.")
-    turn_indices: list[int] = Field(
-        description="Indices of the turns in that session that support the fact."
-    )
-    quote: str = Field(
-        default="",
-        description="The user's sentence stating the fact, copied exactly from a cited turn.",
-    )
-
-
-class ExtractedFact(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    fid: str = Field(description="An existing fid to update, or NEW_<n> for a new fact.")
-    info: str = Field(
-        min_length=1, description="A short, atomic, third-person statement about the user."
-    )
-    type: FactType
-    frequency: int = Field(
-        ge=1, description="1 for a new fact; the existing frequency + 1 for an update."
-    )
-    related_entities: list[str]
-    state: FactState
-    evidence: list[Evidence]
-
-
-class ExtractionAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    facts: list[ExtractedFact] = Field(
-        description="Only new or changed facts; empty when nothing new was said."
-    )
 
 
 class MemoryStageResult(BaseModel):
@@ -135,10 +100,10 @@ def extraction_request(
 ) -> LLMRequest[ExtractionAnswer]:
     return LLMRequest(
         template_id=TEMPLATE_ID,
-        variables={
-            "existing_facts": [existing_fact_view(f) for f in active],
-            "sessions": [session_view(s) for s in batch],
-        },
+        variables=ExtractionInputs(
+            existing_facts=[existing_fact_view(f) for f in active],
+            sessions=[session_view(s) for s in batch],
+        ).variables(),
         response_model=ExtractionAnswer,
         stage=STAGE,
         seed=seed,

@@ -14,12 +14,16 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from memoryquest.contracts import JudgeKind, Query, ReferenceJudgement
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.pgr.judges_contracts import (
+    JudgeReferencesInputs,
+    ReferenceVerdict,
+    ReferenceVerdicts,
+)
 from memoryquest.pgr.retrieval import EMBED_STAGE, MemoryIndex
 from memoryquest.settings import PGRSettings
 
@@ -112,16 +116,6 @@ class EmbeddingJudge:
         return judgements
 
 
-class ReferenceVerdict(BaseModel):
-    number: int = Field(description="The reference's number in the input list, from 1.")
-    found: bool
-    reason: str = Field(description="One line on why.")
-
-
-class ReferenceVerdicts(BaseModel):
-    verdicts: list[ReferenceVerdict]
-
-
 class JudgeOutputError(LLMOutputError):
     """The judge's answer does not cover the references it was asked about."""
 
@@ -144,17 +138,17 @@ class LLMJudge:
             ]
         request = LLMRequest(
             template_id=JUDGE_TEMPLATE,
-            variables={
-                "query": query.text,
-                "query_date": query.query_date.isoformat(),
-                "references": [
+            variables=JudgeReferencesInputs(
+                query=query.text,
+                query_date=query.query_date.isoformat(),
+                references=[
                     {"number": n, "date": r.date.isoformat(), "text": r.text}
                     for n, r in enumerate(query.references, start=1)
                 ],
-                "retrieved": [
+                retrieved=[
                     {"date": item.date.isoformat(), "info": item.info} for item in retrieved
                 ],
-            },
+            ).variables(),
             response_model=ReferenceVerdicts,
             stage=JUDGE_STAGE,
             temperature=0.0,

@@ -14,48 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
 from memoryquest.contracts import ProspectionStep
 from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.pgr.prospection_contracts import (
+    ChainPlan,
+    TreeNode,
+    TreePlan,
+)
 
 # --------------------------------------------------------------------------- model answers
-
-
-class PlannedStep(BaseModel):
-    action: str = Field(min_length=1, description="A concrete situational action or question.")
-    constraints: str = Field(
-        description="What shapes the action: limits, timing, people, costs ..."
-    )
-
-
-class ChainPlan(BaseModel):
-    steps: list[PlannedStep] = Field(min_length=1)
-
-
-class TreeNode(BaseModel):
-    id: str
-    action: str = Field(min_length=1)
-    constraints: str
-    parent: str | None
-    children: list[str]
-
-
-class TreePlan(BaseModel):
-    nodes: list[TreeNode] = Field(min_length=1)
-
-
-class AugmentedQuery(BaseModel):
-    augmented_query: str = Field(min_length=1)
-
-
-class ProspectionSummary(BaseModel):
-    summary: str = Field(min_length=1)
-
-
-class GeneratedAnswer(BaseModel):
-    reasoning: str
-    answer: str = Field(min_length=1)
 
 
 PlanShape = Literal["chain", "tree"]

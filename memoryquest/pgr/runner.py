@@ -31,7 +31,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -61,20 +61,31 @@ from memoryquest.pgr.metrics import (
     summary_markdown,
 )
 from memoryquest.pgr.prospection import (
-    AugmentedQuery,
-    ChainPlan,
-    GeneratedAnswer,
     PlanShape,
-    ProspectionSummary,
     ProspectionTreeError,
-    TreePlan,
     chain_steps,
     facts_view,
     parse_tree,
     probe_text,
     steps_view,
 )
+from memoryquest.pgr.prospection_contracts import (
+    AnswerInputs,
+    AugmentedQuery,
+    AugmentInputs,
+    ChainPlan,
+    CotInitialInputs,
+    CotRefineInputs,
+    GeneratedAnswer,
+    PlanInputs,
+    ProspectionSummary,
+    SummaryInputs,
+    TotInitialInputs,
+    TotRefineInputs,
+    TreePlan,
+)
 from memoryquest.pgr.retrieval import Hit, IndexCache, MemoryIndex, Retriever
+from memoryquest.prompt_inputs import PromptInputs
 from memoryquest.settings import PGRSettings
 
 __all__ = [
@@ -221,16 +232,15 @@ class _Calls:
 
     async def ask(
         self,
-        template_id: str,
-        variables: dict[str, Any],
+        inputs: PromptInputs,
         model: type[ModelT],
         temperature: float,
         seed: int = 0,
     ) -> ModelT:
         self.count += 1
         request = LLMRequest(
-            template_id=template_id,
-            variables=variables,
+            template_id=inputs.template_id,
+            variables=inputs.variables(),
             response_model=model,
             stage=STAGE,
             temperature=temperature,
@@ -331,18 +341,18 @@ async def _run_pgr(
     calls: _Calls,
     settings: PGRSettings,
 ) -> RetrievalOutcome:
-    initial_template, refine_template, shape = PLAN_TEMPLATES[method]
+    _, _, shape = PLAN_TEMPLATES[method]
     plan_model: type[ChainPlan] | type[TreePlan] = ChainPlan if shape == "chain" else TreePlan
+    initial_inputs: type[PlanInputs] = CotInitialInputs if shape == "chain" else TotInitialInputs
+    refine_inputs: type[CotRefineInputs] | type[TotRefineInputs] = (
+        CotRefineInputs if shape == "chain" else TotRefineInputs
+    )
     repairs: list[str] = []
 
-    async def plan(
-        template_id: str, variables: dict[str, Any], iteration: int
-    ) -> list[ProspectionStep]:
+    async def plan(inputs: PlanInputs, iteration: int) -> list[ProspectionStep]:
         """Ask for a chain or tree; a tree that cannot be repaired is asked for once more."""
         for attempt in range(TREE_ATTEMPTS):
-            answer = await calls.ask(
-                template_id, variables, plan_model, temperature=0.7, seed=attempt
-            )
+            answer = await calls.ask(inputs, plan_model, temperature=0.7, seed=attempt)
             if isinstance(answer, ChainPlan):
                 return chain_steps(answer)
             try:
@@ -377,14 +387,20 @@ async def _run_pgr(
     query_vector = await retriever.embed([query.text])
     context = index.search(query_vector, settings.augment_k, settings.augment_tau)[0]
     query_hits = index.search(query_vector, settings.step_k, settings.step_tau)[0]
-    common: dict[str, Any] = {"query": query.text, "query_date": query.query_date.isoformat()}
     augmented = await calls.ask(
-        AUGMENT_TEMPLATE,
-        {**common, "context_facts": facts_view([index.item(h.fid) for h in context])},
+        AugmentInputs(
+            query=query.text,
+            query_date=query.query_date.isoformat(),
+            context_facts=facts_view([index.item(h.fid) for h in context]),
+        ),
         AugmentedQuery,
         temperature=0.2,
     )
-    common["augmented_query"] = augmented.augmented_query.strip()
+    common = PlanInputs(
+        query=query.text,
+        query_date=query.query_date.isoformat(),
+        augmented_query=augmented.augmented_query.strip(),
+    )
 
     async def retrieve(steps: list[ProspectionStep]) -> list[list[Hit]]:
         return await retriever.retrieve(
@@ -392,7 +408,7 @@ async def _run_pgr(
         )
 
     # Phase 1.
-    steps = await plan(initial_template, common, 0)
+    steps = await plan(initial_inputs(**common.model_dump()), 0)
     hits = await retrieve(steps)
     found = RetrievedSet()
     new = found.add(0, [*query_hits, *(hit for step_hits in hits for hit in step_hits)])
@@ -402,12 +418,12 @@ async def _run_pgr(
 
     # Phase 2.
     async def propose(previous: list[ProspectionStep], iteration: int) -> list[ProspectionStep]:
-        variables = {
-            **common,
-            "previous_steps": steps_view(previous, shape),
-            "facts": facts_view(_chronological(index, (f.fid for f in found.ranked()))),
-        }
-        return await plan(refine_template, variables, iteration)
+        inputs = refine_inputs(
+            **common.model_dump(),
+            previous_steps=steps_view(previous, shape),
+            facts=facts_view(_chronological(index, (f.fid for f in found.ranked()))),
+        )
+        return await plan(inputs, iteration)
 
     iterations += await refine_until_converged(
         steps,
@@ -421,12 +437,11 @@ async def _run_pgr(
     ranked = found.ranked()
     facts_in_time = _chronological(index, (f.fid for f in ranked))
     summary = await calls.ask(
-        SUMMARY_TEMPLATE,
-        {
-            **common,
-            "steps": steps_view(iterations[-1].steps, shape),
-            "facts": facts_view(facts_in_time),
-        },
+        SummaryInputs(
+            **common.model_dump(),
+            steps=steps_view(iterations[-1].steps, shape),
+            facts=facts_view(facts_in_time),
+        ),
         ProspectionSummary,
         temperature=0.3,
     )
@@ -444,7 +459,7 @@ async def _run_pgr(
         iterations=iterations,
         llm_calls=calls.count,
         embedding_calls=retriever.embedding_requests,
-        augmented_query=common["augmented_query"],
+        augmented_query=common.augmented_query,
         summary=summary.summary,
         answer=answer,
         repairs=repairs,
@@ -454,13 +469,12 @@ async def _run_pgr(
 async def _answer(calls: _Calls, query: Query, facts: list[MemoryItem], summary: str) -> str:
     """Prospection-augmented generation (PAG): an answer from the facts and, for PGR, the summary."""
     reply = await calls.ask(
-        ANSWER_TEMPLATE,
-        {
-            "query": query.text,
-            "query_date": query.query_date.isoformat(),
-            "facts": facts_view(facts),
-            "summary": summary,
-        },
+        AnswerInputs(
+            query=query.text,
+            query_date=query.query_date.isoformat(),
+            facts=facts_view(facts),
+            summary=summary,
+        ),
         GeneratedAnswer,
         temperature=0.3,
     )

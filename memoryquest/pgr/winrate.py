@@ -17,17 +17,12 @@ from memoryquest.contracts import Query
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.pgr.winrate_contracts import Choice, PairwiseInputs, PairwiseVerdict
 
 PAIRWISE_TEMPLATE = "judge_pairwise"
 PAIRWISE_STAGE = "pgr_judge"
 
-Choice = Literal["first", "second", "tie"]
 Side = Literal["a", "b", "tie"]
-
-
-class PairwiseVerdict(BaseModel):
-    reasoning: str = Field(description="A short comparison of the two responses.")
-    choice: Choice
 
 
 class PairwiseOutcome(BaseModel):
@@ -69,7 +64,9 @@ async def pairwise_winrate(
     requests = [
         LLMRequest(
             template_id=PAIRWISE_TEMPLATE,
-            variables={**base, "first_response": first, "second_response": second},
+            variables=PairwiseInputs(
+                **base, first_response=first, second_response=second
+            ).variables(),
             response_model=PairwiseVerdict,
             stage=PAIRWISE_STAGE,
             temperature=0.0,

@@ -1,11 +1,14 @@
 """The offline simulator: a deterministic, persona-grounded stand-in for an LLM.
 
 Each prompt template has one answer function registered with
-:func:`simulates`. It receives the request's structured variables (the
-persona's real PersonaLens content, the references, the conversation so far)
-and a seeded random generator, and returns the answer as the template's
-response model would carry it. The simulated chat backend serialises that to
-JSON text so the client parses it exactly as it parses a real model's output.
+:func:`simulates`. It receives the template's inputs model (the persona's
+real PersonaLens content, the references, the conversation so far; see
+:mod:`memoryquest.prompt_inputs`), validated here from the request's
+variables, and a seeded random generator, and returns the answer as the
+template's output model would carry it. The simulated chat backend serialises
+that to JSON text so the client parses it exactly as it parses a real
+model's output. An answer function whose first parameter is a plain dict
+(a test's own template) receives the variables as they are.
 """
 
 from __future__ import annotations
@@ -15,15 +18,32 @@ import importlib
 import json
 import pkgutil
 import random
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
-Answer = Callable[[dict[str, Any], random.Random], BaseModel | dict[str, Any] | list[Any]]
+from memoryquest.prompt_inputs import PromptInputs
+
+Answer = Callable[[Any, random.Random], BaseModel | dict[str, Any] | list[Any]]
 
 _ANSWERS: dict[str, Answer] = {}
+_INPUTS: dict[str, type[PromptInputs] | None] = {}
 _loaded = False
+
+
+def _inputs_model(func: Answer) -> type[PromptInputs] | None:
+    """The inputs model an answer function takes (its first parameter's type), if any."""
+    try:
+        hints = typing.get_type_hints(func)
+    except NameError:  # an annotation its module cannot resolve: not one of our models
+        return None
+    hints.pop("return", None)
+    first = next(iter(hints.values()), None)
+    if isinstance(first, type) and issubclass(first, PromptInputs):
+        return first
+    return None
 
 
 def simulates(template_id: str) -> Callable[[Answer], Answer]:
@@ -32,7 +52,14 @@ def simulates(template_id: str) -> Callable[[Answer], Answer]:
     def register(func: Answer) -> Answer:
         if template_id in _ANSWERS and _ANSWERS[template_id] is not func:
             raise RuntimeError(f"template {template_id!r} already has a simulated answer")
+        model = _inputs_model(func)
+        if model is not None and model.template_id != template_id:
+            raise RuntimeError(
+                f"{func.__qualname__} answers {template_id!r} but takes "
+                f"{model.__qualname__}, the inputs of {model.template_id!r}"
+            )
         _ANSWERS[template_id] = func
+        _INPUTS[template_id] = model
         return func
 
     return register
@@ -60,7 +87,9 @@ def simulate(template_id: str, variables: dict[str, Any], seed: int = 0) -> str:
         answer = _ANSWERS[template_id]
     except KeyError:
         raise KeyError(f"the simulator has no answer for template {template_id!r}") from None
-    result = answer(variables, seeded_rng(template_id, variables, seed))
+    model = _INPUTS[template_id]
+    inputs = model.model_validate(variables) if model is not None else variables
+    result = answer(inputs, seeded_rng(template_id, variables, seed))
     if isinstance(result, BaseModel):
         return result.model_dump_json()
     return json.dumps(result, ensure_ascii=False, default=str)
@@ -69,3 +98,11 @@ def simulate(template_id: str, variables: dict[str, Any], seed: int = 0) -> str:
 def simulated_templates() -> list[str]:
     _load_answer_modules()
     return sorted(_ANSWERS)
+
+
+def simulator_inputs(template_id: str) -> type[PromptInputs] | None:
+    """The inputs model the simulator's answer for ``template_id`` takes (None: a plain dict)."""
+    _load_answer_modules()
+    if template_id not in _INPUTS:
+        raise KeyError(f"the simulator has no answer for template {template_id!r}")
+    return _INPUTS[template_id]

@@ -37,6 +37,7 @@ from memoryquest.simulator import phrasing, simulates
 from memoryquest.simulator.needs import say_update as needs_say_update
 from memoryquest.simulator.phrasing import Options, Setting, Topic, Voice
 from memoryquest.simulator.timelines import described_updates
+from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.text import normalise_text
 
 EXCHANGES = range(3, 11)
@@ -218,11 +219,11 @@ def assistant_turn(
 
 
 @simulates("dialogue_expansion")
-def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    event = variables["event"]
+def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any]:
+    event = inputs.event
     domain = Domain(event["domain"])
     weekday = event.get("weekday") or dt.date.fromisoformat(event["date"]).strftime("%A")
-    reference = variables.get("reference")
+    reference = inputs.reference
     activity, setting, updates = split_description(event["description"])
     reference_at: int | None = None
     if reference:
@@ -231,11 +232,11 @@ def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, 
         if reference_at is None:  # a description written by someone else: say the reference anyway
             updates.append(reference["text"].strip().rstrip("."))
             reference_at = len(updates) - 1
-    affinities = [Affinity.model_validate(a) for a in variables.get("affinities") or []]
-    demographics = Demographics.model_validate(variables.get("demographics") or {})
+    affinities = [Affinity.model_validate(a) for a in inputs.affinities or []]
+    demographics = Demographics.model_validate(inputs.demographics or {})
     avoid = [v for u in updates for v in _avoided_values(affinities, u)]
     topic = phrasing.parse_topic(activity, domain)
-    where = _setting(setting, list(variables.get("situations") or []), weekday)
+    where = _setting(setting, list(inputs.situations or []), weekday)
     options = Options(topic, affinities, avoid, device=where.device)
     voice = Voice(
         affinities,
@@ -243,11 +244,9 @@ def expand_dialogue(variables: dict[str, Any], rng: random.Random) -> dict[str, 
         domain,
         where,
         avoid=avoid,
-        emphasis=str(variables.get("interaction_summary") or ""),
+        emphasis=str(inputs.interaction_summary or ""),
     )
-    exchanges = _exchange_count(
-        int(variables["turns_min"]), int(variables["turns_max"]), len(updates), rng
-    )
+    exchanges = _exchange_count(int(inputs.turns_min), int(inputs.turns_max), len(updates), rng)
     # Each update goes to its own exchange while there are enough of them, picked at random.
     order = list(range(exchanges))
     rng.shuffle(order)

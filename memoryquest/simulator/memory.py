@@ -48,6 +48,8 @@ from collections.abc import Set
 from functools import lru_cache
 from typing import Any
 
+from memoryquest.memory.consolidation_contracts import ConsolidationInputs
+from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulates
 from memoryquest.text import STOPWORDS, content_words, split_sentences
 
@@ -804,7 +806,7 @@ def facts_of_turn(
 
 
 @simulates("memory_extraction")
-def extract_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any]:
     existing = [
         _Draft(
             f["fid"],
@@ -814,11 +816,11 @@ def extract_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, An
             list(f.get("related_entities", [])),
             "update",
         )
-        for f in variables.get("existing_facts", [])
+        for f in inputs.existing_facts
     ]
     updates: dict[str, _Draft] = {}
     new: list[_Draft] = []
-    for session in variables.get("sessions", []):
+    for session in inputs.sessions:
         session_id = session["session_id"]
         domain = str(session.get("domain", ""))
         first_user = next(
@@ -871,8 +873,8 @@ def _atomic(info: str) -> str:
 
 
 @simulates("memory_consolidation")
-def merge_facts(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    facts = list(variables.get("facts", []))
+def merge_facts(inputs: ConsolidationInputs, rng: random.Random) -> dict[str, Any]:
+    facts = list(inputs.facts)
     if not facts:
         raise ValueError("memory_consolidation needs at least one fact to merge")
     infos = [_atomic(f["info"]) for f in facts]

@@ -48,6 +48,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from memoryquest.pgr.judges_contracts import JudgeReferencesInputs
+from memoryquest.pgr.prospection_contracts import (
+    AnswerInputs,
+    AugmentInputs,
+    CotInitialInputs,
+    CotRefineInputs,
+    SummaryInputs,
+    TotInitialInputs,
+    TotRefineInputs,
+)
+from memoryquest.pgr.winrate_contracts import PairwiseInputs
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import (
     NEEDS,
@@ -225,14 +236,14 @@ def _join(items: Sequence[str]) -> str:
 
 
 @simulates("pgr_augment")
-def augment(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(variables["query"]).split())
+def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
     phrases = _join([s.phrase for s in plan_.steps[:4]])
-    text = f"{query} The user wants this sorted on {variables.get('query_date', '')}: {phrases}."
+    text = f"{query} The user wants this sorted on {inputs.query_date}: {phrases}."
     relevant = [
         f
-        for f in _recent_first(_facts(variables.get("context_facts", [])))
+        for f in _recent_first(_facts([dict(f) for f in inputs.context_facts]))
         if f.need in plan_.needs
     ]
     if relevant:
@@ -245,8 +256,8 @@ def augment(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 
 
 @simulates("pgr_cot_initial")
-def cot_initial(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(variables["query"]).split())
+def cot_initial(inputs: CotInitialInputs, rng: random.Random) -> dict[str, Any]:
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query, rng)
     count = min(max(len(plan_.probes), CHAIN_MIN), CHAIN_MAX, rng.randint(CHAIN_MIN + 1, CHAIN_MAX))
     chosen = _step_order(plan_, plan_.probes[:count])
@@ -274,8 +285,8 @@ def _branch(step: PlanStep, needs: Sequence[str]) -> dict[str, str]:
 
 
 @simulates("pgr_tot_initial")
-def tot_initial(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(variables["query"]).split())
+def tot_initial(inputs: TotInitialInputs, rng: random.Random) -> dict[str, Any]:
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query, rng)
     # Branches: the two or three steps holding the most pressing needs, in the order they unfold.
     keys = list(dict.fromkeys(p.step.key for p in plan_.probes))
@@ -391,11 +402,11 @@ def _additions(
 
 
 @simulates("pgr_cot_refine")
-def cot_refine(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(variables["query"]).split())
+def cot_refine(inputs: CotRefineInputs, rng: random.Random) -> dict[str, Any]:
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
-    facts = _facts(variables.get("facts", []))
-    previous = [dict(s) for s in variables.get("previous_steps", [])]
+    facts = _facts([dict(f) for f in inputs.facts])
+    previous = [dict(s) for s in inputs.previous_steps]
     rewritten = [
         {
             "action": str(s.get("action", "")),
@@ -422,12 +433,12 @@ def _checked(root: dict[str, Any] | None) -> set[str]:
 
 
 @simulates("pgr_tot_refine")
-def tot_refine(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
     """Fold facts in, prune probes that found nothing of their need to make room, add follow-ups and unasked needs."""
-    query = " ".join(str(variables["query"]).split())
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
-    facts = _facts(variables.get("facts", []))
-    previous = [dict(s) for s in variables.get("previous_steps", [])]
+    facts = _facts([dict(f) for f in inputs.facts])
+    previous = [dict(s) for s in inputs.previous_steps]
     nodes: list[dict[str, Any]] = [
         {
             "id": str(s["id"]),
@@ -496,11 +507,11 @@ def _prioritised(facts: Sequence[FactView], plan_: Plan, context: str) -> list[F
 
 
 @simulates("pgr_summary")
-def summary(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(variables["query"]).split())
+def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
-    steps = list(variables.get("steps", []))
-    facts = _facts(variables.get("facts", []))
+    steps = [dict(s) for s in inputs.steps]
+    facts = _facts([dict(f) for f in inputs.facts])
     explored = []
     for step in steps:
         need = _need_of_step(step, plan_)
@@ -525,11 +536,11 @@ def summary(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 
 
 @simulates("pgr_answer")
-def answer(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(variables["query"]).split())
+def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
+    query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
-    facts = _facts(variables.get("facts", []))
-    summary_text = str(variables.get("summary", ""))
+    facts = _facts([dict(f) for f in inputs.facts])
+    summary_text = str(inputs.summary)
     cited = _prioritised(facts, plan_, summary_text)[:ANSWER_FACTS]
     lines = [f"**{_short(query, 14)}** — shaped by what you've told me:"]
     for fact in cited:
@@ -562,10 +573,10 @@ def _overlap(reference: str, fact: str) -> tuple[float, int]:
 
 
 @simulates("judge_references")
-def judge_references(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    retrieved = [str(item.get("info", "")) for item in variables.get("retrieved", [])]
+def judge_references(inputs: JudgeReferencesInputs, rng: random.Random) -> dict[str, Any]:
+    retrieved = [str(item.get("info", "")) for item in inputs.retrieved]
     verdicts = []
-    for reference in variables.get("references", []):
+    for reference in inputs.references:
         text = str(reference["text"])
         best_share, best_shared, best_fact = 0.0, 0, ""
         for info in retrieved:
@@ -594,11 +605,11 @@ def _cited(text: str, statements: Iterable[str]) -> int:
 
 
 @simulates("judge_pairwise")
-def judge_pairwise(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    statements = [str(f.get("info", "")) for f in variables.get("user_facts", [])]
-    statements += [str(r) for r in variables.get("references", [])]
-    first = _cited(str(variables["first_response"]), statements)
-    second = _cited(str(variables["second_response"]), statements)
+def judge_pairwise(inputs: PairwiseInputs, rng: random.Random) -> dict[str, Any]:
+    statements = [str(f.get("info", "")) for f in inputs.user_facts]
+    statements += [str(r) for r in inputs.references]
+    first = _cited(str(inputs.first_response), statements)
+    second = _cited(str(inputs.second_response), statements)
     choice = "first" if first > second else "second" if second > first else "tie"
     reasoning = f"The first response draws on {first} of the user's facts, the second on {second}."
     return {"reasoning": reasoning, "choice": choice}

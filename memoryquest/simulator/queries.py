@@ -61,6 +61,7 @@ from memoryquest.simulator.persona_grounding import (
     clean_value,
     task_scenarios,
 )
+from memoryquest.stages.queries_contracts import QueryGenerationInputs
 from memoryquest.text import normalise_text, shared_content_words
 
 _PLANNING_VERBS = (
@@ -431,15 +432,15 @@ def _reference_count(low: int, high: int, rng: random.Random) -> int:
 
 
 @simulates("query_generation")
-def propose_queries(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    material = PersonaMaterial.from_variables(variables)
+def propose_queries(inputs: QueryGenerationInputs, rng: random.Random) -> dict[str, Any]:
+    material = PersonaMaterial.from_variables(inputs.model_dump())
     world = World(material)
-    count = int(variables["count"])
-    refs_min, refs_max = int(variables["references_min"]), int(variables["references_max"])
-    start = dt.date.fromisoformat(variables["query_date_start"])
-    end = dt.date.fromisoformat(variables["query_date_end"])
-    window = int(variables["reference_window_days"])
-    already = {normalise_text(t) for t in variables.get("already_proposed") or []}
+    count = int(inputs.count)
+    refs_min, refs_max = int(inputs.references_min), int(inputs.references_max)
+    start = dt.date.fromisoformat(inputs.query_date_start)
+    end = dt.date.fromisoformat(inputs.query_date_end)
+    window = int(inputs.reference_window_days)
+    already = {normalise_text(t) for t in inputs.already_proposed or []}
 
     scenarios = planning_scenarios(task_scenarios(material.tasks), rng)
     if not scenarios:

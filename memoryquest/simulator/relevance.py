@@ -33,6 +33,7 @@ from memoryquest.simulator.needs import (
 )
 from memoryquest.simulator.needs.bank import NUMBER_WORDS
 from memoryquest.simulator.persona_grounding import MONTHS
+from memoryquest.stages.queries_contracts import ReferenceRelevanceInputs
 
 _NUMBERS = {w: i for i, w in enumerate(NUMBER_WORDS)}
 _MONTH = "|".join(MONTHS)
@@ -102,12 +103,12 @@ def verdict(
 
 
 @simulates("reference_relevance")
-def judge_relevance(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = str(variables["query"])
-    domain = str(variables.get("query_domain") or "")
-    query_date = parse_date(str(variables.get("query_date") or ""))
+def judge_relevance(inputs: ReferenceRelevanceInputs, rng: random.Random) -> dict[str, Any]:
+    query = str(inputs.query)
+    domain = str(inputs.query_domain or "")
+    query_date = parse_date(str(inputs.query_date or ""))
     verdicts = []
-    for reference in variables.get("references", []):
+    for reference in inputs.references:
         relevant, rationale = verdict(
             query,
             domain,

@@ -31,6 +31,7 @@ from memoryquest.contracts import Domain, PersonaTask
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import classify_need, distractor_update
 from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenario, task_scenarios
+from memoryquest.stages.timelines_contracts import TimelineInputs
 from memoryquest.text import shared_content_words
 
 UPDATE_MARKER = "In passing, the user shares an update:"
@@ -117,13 +118,13 @@ def described_updates(description: str) -> tuple[str, list[str]]:
 
 
 @simulates("timeline_synthesis")
-def lay_out_timeline(variables: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    query = variables["query"]
+def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, Any]:
+    query = inputs.query
     query_date = dt.date.fromisoformat(query["query_date"])
-    references = sorted(variables["references"], key=lambda r: (r["date"], r["index"]))
-    events_min, events_max = int(variables["events_min"]), int(variables["events_max"])
-    lead = int(variables["lead_days_max"])
-    tasks = [PersonaTask.model_validate(t) for t in variables.get("tasks") or []]
+    references = sorted(inputs.references, key=lambda r: (r["date"], r["index"]))
+    events_min, events_max = int(inputs.events_min), int(inputs.events_max)
+    lead = int(inputs.lead_days_max)
+    tasks = [PersonaTask.model_validate(t) for t in inputs.tasks or []]
     scenarios = task_scenarios(tasks)
     by_domain: dict[Domain, list[TaskScenario]] = {}
     for scenario in scenarios:
@@ -133,10 +134,10 @@ def lay_out_timeline(variables: dict[str, Any], rng: random.Random) -> dict[str,
     n_events = rng.randint(min(max(events_min, n_refs + 1), events_max), events_max)
     n_fill = max(n_events - n_refs, 0)
 
-    material = PersonaMaterial.from_variables(variables)
+    material = PersonaMaterial.from_variables(inputs.model_dump())
     reference_texts = [str(r["text"]) for r in references]
     avoid_needs = {need for need in (classify_need(t) for t in reference_texts) if need}
-    avoid_texts = set(reference_texts) | {str(t) for t in variables.get("user_references") or []}
+    avoid_texts = set(reference_texts) | {str(t) for t in inputs.user_references or []}
 
     def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
         wanted = rng.choices(range(len(weights)), weights=weights)[0]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from memoryquest.contracts import (
     EventKind,
@@ -41,26 +41,11 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import rejected
+from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
 from memoryquest.text import locate, normalise_text, sentence_spans
 
 STAGE = "dialogues"
 TEMPLATE = "dialogue_expansion"
-
-
-class TurnDraft(BaseModel):
-    role: str = Field(description="'user' or 'assistant'.")
-    content: str
-
-
-class DialogueDraft(BaseModel):
-    turns: list[TurnDraft]
-    reference_turn_indices: list[int] = Field(
-        description="Indices of the user turns that convey the reference; empty for filler."
-    )
-    reference_sentence: str = Field(
-        default="",
-        description="The sentence of a reference turn that states the reference, copied exactly; empty for filler.",
-    )
 
 
 class DialogueStageResult(BaseModel):
@@ -76,7 +61,7 @@ class _Checked:
 
 def _variables(
     persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings
-) -> dict[str, object]:
+) -> DialogueInputs:
     reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
     summary = next((i.summary for i in persona.interactions if i.domain == event.domain), None)
     situations = [
@@ -84,15 +69,15 @@ def _variables(
         for task in persona.tasks
         if task.kind == TaskKind.SINGLE_DOMAIN and event.domain in task.domains and task.situations
     ]
-    return {
-        "event": {
+    return DialogueInputs(
+        event={
             "date": event.date.isoformat(),
             "weekday": event.date.strftime("%A"),
             "domain": event.domain.value,
             "kind": event.kind.value,
             "description": event.description,
         },
-        "reference": (
+        reference=(
             {
                 "text": reference.text,
                 "date": reference.date.isoformat(),
@@ -101,15 +86,15 @@ def _variables(
             if reference is not None
             else None
         ),
-        "demographics": persona.demographics.model_dump(mode="json"),
-        "interaction_summary": summary,
-        "affinities": [
+        demographics=persona.demographics.model_dump(mode="json"),
+        interaction_summary=summary,
+        affinities=[
             a.model_dump(mode="json") for a in persona.affinities if a.domain == event.domain
         ],
-        "situations": situations,
-        "turns_min": settings.turns_min,
-        "turns_max": settings.turns_max,
-    }
+        situations=situations,
+        turns_min=settings.turns_min,
+        turns_max=settings.turns_max,
+    )
 
 
 def _request(
@@ -117,7 +102,7 @@ def _request(
 ) -> LLMRequest[DialogueDraft]:
     return LLMRequest(
         template_id=TEMPLATE,
-        variables=_variables(persona, query, event, settings),
+        variables=_variables(persona, query, event, settings).variables(),
         response_model=DialogueDraft,
         stage=STAGE,
         temperature=0.9,

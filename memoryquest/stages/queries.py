@@ -27,7 +27,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from memoryquest.contracts import (
     Domain,
@@ -47,54 +47,19 @@ from memoryquest.stages.common import (
     persona_variables,
     rejected,
 )
+from memoryquest.stages.queries_contracts import (
+    QueryCandidateDraft,
+    QueryCandidatesDraft,
+    QueryGenerationInputs,
+    ReferenceRelevanceInputs,
+    RelevanceAnswer,
+)
 from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 
 STAGE = "queries"
 TEMPLATE = "query_generation"
 RELEVANCE_TEMPLATE = "reference_relevance"
-
-
-# --------------------------------------------------------------------------- what the model answers
-
-
-class ReferenceDraft(BaseModel):
-    text: str = Field(description="Short, atomic statement about the user.")
-    date: str = Field(description="ISO date (YYYY-MM-DD) when this became true or was said.")
-    domain: str = Field(description="One of the 20 PersonaLens domains, not the query's.")
-    rationale: str = Field(
-        default="", description="One sentence: which part of the request this changes."
-    )
-    valid_until: str | None = Field(
-        default=None,
-        description="ISO date of the last day a time-bounded statement holds; null otherwise.",
-    )
-
-
-class QueryCandidateDraft(BaseModel):
-    query: str = Field(description="The in-situ request the user makes, in the first person.")
-    query_date: str = Field(description="ISO date (YYYY-MM-DD) the user makes the request.")
-    reasoning: str = Field(description="Why the references matter for a good answer.")
-    domain: str = Field(description="The request's task domain.")
-    references: list[ReferenceDraft]
-
-
-class QueryCandidatesDraft(BaseModel):
-    candidates: list[QueryCandidateDraft]
-
-
-class RelevanceVerdict(BaseModel):
-    index: int = Field(description="Index of the statement judged.")
-    relevant: bool = Field(
-        description="Would knowing it change how the assistant handles the request?"
-    )
-    rationale: str = Field(
-        description="One sentence naming the part of the request it affects, or why none."
-    )
-
-
-class RelevanceAnswer(BaseModel):
-    verdicts: list[RelevanceVerdict]
 
 
 # --------------------------------------------------------------------------- what the stage returns
@@ -293,8 +258,8 @@ def generation_request(
     persona: Persona, settings: GenerationSettings, seed: int, proposed: list[str]
 ) -> LLMRequest[QueryCandidatesDraft]:
     """The ``query_generation`` call for ``persona``; ``proposed`` are requests already tried."""
-    variables = persona_variables(persona)
-    variables.update(
+    inputs = QueryGenerationInputs(
+        **persona_variables(persona),
         count=settings.candidates_per_user,
         references_min=settings.references_min,
         references_max=settings.references_max,
@@ -306,7 +271,7 @@ def generation_request(
     )
     return LLMRequest(
         template_id=TEMPLATE,
-        variables=variables,
+        variables=inputs.variables(),
         response_model=QueryCandidatesDraft,
         stage=STAGE,
         temperature=0.9,
@@ -318,11 +283,11 @@ def generation_request(
 def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]:
     return LLMRequest(
         template_id=RELEVANCE_TEMPLATE,
-        variables={
-            "query": parsed.draft.query.strip(),
-            "query_date": parsed.query_date.isoformat(),
-            "query_domain": parsed.domain.value,
-            "references": [
+        variables=ReferenceRelevanceInputs(
+            query=parsed.draft.query.strip(),
+            query_date=parsed.query_date.isoformat(),
+            query_domain=parsed.domain.value,
+            references=[
                 {
                     "index": index,
                     "text": ref.text,
@@ -331,7 +296,7 @@ def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]
                 }
                 for index, ref in enumerate(parsed.references)
             ],
-        },
+        ).variables(),
         response_model=RelevanceAnswer,
         stage=STAGE,
         temperature=0.0,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from memoryquest.contracts import (
     EventKind,
@@ -51,22 +51,10 @@ from memoryquest.stages.common import (
     rejected,
     task_variables,
 )
+from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
 
 STAGE = "timelines"
 TEMPLATE = "timeline_synthesis"
-
-
-class EventDraft(BaseModel):
-    date: str = Field(description="ISO date (YYYY-MM-DD).")
-    domain: str = Field(description="The event's PersonaLens domain.")
-    description: str = Field(description="What happens in this conversation, in the third person.")
-    reference_index: int | None = Field(
-        description="Index of the reference this event carries; null for filler."
-    )
-
-
-class TimelineDraft(BaseModel):
-    events: list[EventDraft]
 
 
 class TimelineStageResult(BaseModel):
@@ -105,20 +93,20 @@ def timeline_request(
     user_references: Sequence[str] = (),
 ) -> LLMRequest[TimelineDraft]:
     """The ``timeline_synthesis`` call for ``query``."""
-    variables = {
-        "query": query_variables(query),
-        "references": reference_variables(query),
-        "user_references": list(user_references),
-        "demographics": persona.demographics.model_dump(mode="json"),
-        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
-        "tasks": [task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
-        "events_min": settings.events_min,
-        "events_max": settings.events_max,
-        "lead_days_max": settings.lead_days_max,
-    }
+    inputs = TimelineInputs(
+        query=query_variables(query),
+        references=reference_variables(query),
+        user_references=list(user_references),
+        demographics=persona.demographics.model_dump(mode="json"),
+        affinities=[a.model_dump(mode="json") for a in persona.affinities],
+        tasks=[task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
+        events_min=settings.events_min,
+        events_max=settings.events_max,
+        lead_days_max=settings.lead_days_max,
+    )
     return LLMRequest(
         template_id=TEMPLATE,
-        variables=variables,
+        variables=inputs.variables(),
         response_model=TimelineDraft,
         stage=STAGE,
         temperature=0.8,

@@ -1,0 +1,96 @@
+"""Prompt contract of memory extraction: ``memory_extraction``.
+
+The inputs model is what :mod:`memoryquest.memory.extraction` sends (and the
+offline simulator answers from); the output model is the answer's shape.
+See :mod:`memoryquest.prompt_inputs` for the convention.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
+
+from memoryquest.contracts import FactState, FactType
+from memoryquest.prompt_inputs import ROW, PromptInputs
+
+# --------------------------------------------------------------------------- what the model answers
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = Field(description="A session of this batch.")
+    turn_indices: list[int] = Field(
+        description="Indices of the turns in that session that support the fact."
+    )
+    quote: str = Field(
+        default="",
+        description="The user's sentence stating the fact, copied exactly from a cited turn.",
+    )
+
+
+class ExtractedFact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fid: str = Field(description="An existing fid to update, or NEW_<n> for a new fact.")
+    info: str = Field(
+        min_length=1, description="A short, atomic, third-person statement about the user."
+    )
+    type: FactType
+    frequency: int = Field(
+        ge=1, description="1 for a new fact; the existing frequency + 1 for an update."
+    )
+    related_entities: list[str]
+    state: FactState
+    evidence: list[Evidence]
+
+
+class ExtractionAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    facts: list[ExtractedFact] = Field(
+        description="Only new or changed facts; empty when nothing new was said."
+    )
+
+
+# --------------------------------------------------------------------------- what the model is given
+
+
+@with_config(ROW)
+class ExistingFact(TypedDict):
+    """A fact already in the store, which an answer may update by its fid."""
+
+    fid: str
+    info: str
+    type: str
+    frequency: int
+    related_entities: list[str]
+
+
+@with_config(ROW)
+class SessionTurn(TypedDict):
+    index: int
+    role: str
+    content: str
+
+
+@with_config(ROW)
+class SessionView(TypedDict):
+    """One session of the batch, turns numbered for evidence."""
+
+    session_id: str
+    date: str
+    domain: str
+    turns: list[SessionTurn]
+
+
+class ExtractionInputs(PromptInputs):
+    """The store's active facts and one batch of sessions to extract new or changed facts from."""
+
+    template_id: ClassVar[str] = "memory_extraction"
+    output_model: ClassVar[type[BaseModel]] = ExtractionAnswer
+
+    existing_facts: list[ExistingFact]
+    sessions: list[SessionView]

@@ -1,0 +1,59 @@
+"""Prompt contract of the LLM reference judge: ``judge_references``.
+
+The inputs model is what :class:`memoryquest.pgr.judges.LLMJudge` sends (and
+the offline simulator answers from); the output model is the answer's shape.
+See :mod:`memoryquest.prompt_inputs` for the convention.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, Field, with_config
+from typing_extensions import TypedDict
+
+from memoryquest.prompt_inputs import ROW, PromptInputs
+
+# --------------------------------------------------------------------------- what the model answers
+
+
+class ReferenceVerdict(BaseModel):
+    number: int = Field(description="The reference's number in the input list, from 1.")
+    found: bool
+    reason: str = Field(description="One line on why.")
+
+
+class ReferenceVerdicts(BaseModel):
+    verdicts: list[ReferenceVerdict]
+
+
+# --------------------------------------------------------------------------- what the model is given
+
+
+@with_config(ROW)
+class NumberedReference(TypedDict):
+    """A reference of the query, numbered from 1 as the verdicts cite it."""
+
+    number: int
+    date: str
+    text: str
+
+
+@with_config(ROW)
+class RetrievedFact(TypedDict):
+    """A retrieved memory fact, as the judge sees it."""
+
+    date: str
+    info: str
+
+
+class JudgeReferencesInputs(PromptInputs):
+    """A query's references and what a method retrieved, to judge which references were found."""
+
+    template_id: ClassVar[str] = "judge_references"
+    output_model: ClassVar[type[BaseModel]] = ReferenceVerdicts
+
+    query: str
+    query_date: str
+    references: list[NumberedReference]
+    retrieved: list[RetrievedFact]

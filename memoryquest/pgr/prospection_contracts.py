@@ -1,0 +1,158 @@
+"""Prompt contracts of PGR: augmentation, the chain and tree plans, the summary, the answer.
+
+The inputs models are what :mod:`memoryquest.pgr.runner` sends (and the
+offline simulator answers from); the output models are the answers' shapes.
+See :mod:`memoryquest.prompt_inputs` for the convention.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, Field, with_config
+from typing_extensions import TypedDict
+
+from memoryquest.prompt_inputs import ROW, PromptInputs
+
+# --------------------------------------------------------------------------- what the model answers
+
+
+class PlannedStep(BaseModel):
+    action: str = Field(min_length=1, description="A concrete situational action or question.")
+    constraints: str = Field(
+        description="What shapes the action: limits, timing, people, costs ..."
+    )
+
+
+class ChainPlan(BaseModel):
+    steps: list[PlannedStep] = Field(min_length=1)
+
+
+class TreeNode(BaseModel):
+    id: str
+    action: str = Field(min_length=1)
+    constraints: str
+    parent: str | None
+    children: list[str]
+
+
+class TreePlan(BaseModel):
+    nodes: list[TreeNode] = Field(min_length=1)
+
+
+class AugmentedQuery(BaseModel):
+    augmented_query: str = Field(min_length=1)
+
+
+class ProspectionSummary(BaseModel):
+    summary: str = Field(min_length=1)
+
+
+class GeneratedAnswer(BaseModel):
+    reasoning: str
+    answer: str = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- what the model is given
+
+
+@with_config(ROW)
+class FactView(TypedDict):
+    """A memory fact as a prompt shows it: text, type, date and entities, never its provenance."""
+
+    fid: str
+    date: str
+    type: str
+    info: str
+    related_entities: list[str]
+
+
+@with_config(ROW)
+class ChainStepView(TypedDict):
+    """A step of the previous chain plan."""
+
+    action: str
+    constraints: str
+
+
+@with_config(ROW)
+class TreeStepView(TypedDict):
+    """A node of the previous tree plan."""
+
+    id: str
+    action: str
+    constraints: str
+    parent: str | None
+    children: list[str]
+
+
+class QueryInputs(PromptInputs):
+    """The request and the day it is made; every PGR prompt starts from these."""
+
+    query: str
+    query_date: str
+
+
+class AugmentInputs(QueryInputs):
+    """The request with the facts closest to it, to be rewritten with what they imply."""
+
+    template_id: ClassVar[str] = "pgr_augment"
+    output_model: ClassVar[type[BaseModel]] = AugmentedQuery
+
+    context_facts: list[FactView]
+
+
+class PlanInputs(QueryInputs):
+    """The request and its augmented form, for the first plan (phase 1)."""
+
+    augmented_query: str
+
+
+class CotInitialInputs(PlanInputs):
+    template_id: ClassVar[str] = "pgr_cot_initial"
+    output_model: ClassVar[type[BaseModel]] = ChainPlan
+
+
+class TotInitialInputs(PlanInputs):
+    template_id: ClassVar[str] = "pgr_tot_initial"
+    output_model: ClassVar[type[BaseModel]] = TreePlan
+
+
+class CotRefineInputs(PlanInputs):
+    """The previous chain and every fact retrieved so far, for a re-plan (phase 2)."""
+
+    template_id: ClassVar[str] = "pgr_cot_refine"
+    output_model: ClassVar[type[BaseModel]] = ChainPlan
+
+    previous_steps: list[ChainStepView]
+    facts: list[FactView]
+
+
+class TotRefineInputs(PlanInputs):
+    """The previous tree and every fact retrieved so far, for a re-plan (phase 2)."""
+
+    template_id: ClassVar[str] = "pgr_tot_refine"
+    output_model: ClassVar[type[BaseModel]] = TreePlan
+
+    previous_steps: list[TreeStepView]
+    facts: list[FactView]
+
+
+class SummaryInputs(PlanInputs):
+    """The last plan and the retrieved facts in time order, to be summarised for the answer."""
+
+    template_id: ClassVar[str] = "pgr_summary"
+    output_model: ClassVar[type[BaseModel]] = ProspectionSummary
+
+    steps: list[ChainStepView] | list[TreeStepView]
+    facts: list[FactView]
+
+
+class AnswerInputs(QueryInputs):
+    """The retrieved facts and, for PGR, the summary: prospection-augmented generation."""
+
+    template_id: ClassVar[str] = "pgr_answer"
+    output_model: ClassVar[type[BaseModel]] = GeneratedAnswer
+
+    facts: list[FactView]
+    summary: str

@@ -1,0 +1,47 @@
+"""Prompt contract of the pairwise judge: ``judge_pairwise``.
+
+The inputs model is what :func:`memoryquest.pgr.winrate.pairwise_winrate`
+sends (and the offline simulator answers from); the output model is the
+answer's shape. See :mod:`memoryquest.prompt_inputs` for the convention.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, Field, with_config
+from typing_extensions import TypedDict
+
+from memoryquest.prompt_inputs import ROW, PromptInputs
+
+Choice = Literal["first", "second", "tie"]
+
+# --------------------------------------------------------------------------- what the model answers
+
+
+class PairwiseVerdict(BaseModel):
+    reasoning: str = Field(description="A short comparison of the two responses.")
+    choice: Choice
+
+
+# --------------------------------------------------------------------------- what the model is given
+
+
+@with_config(ROW)
+class UserFact(TypedDict):
+    date: str
+    info: str
+
+
+class PairwiseInputs(PromptInputs):
+    """Two responses to one request, and what the judge may know of the user."""
+
+    template_id: ClassVar[str] = "judge_pairwise"
+    output_model: ClassVar[type[BaseModel]] = PairwiseVerdict
+
+    query: str
+    query_date: str
+    user_facts: list[UserFact]
+    references: list[str]
+    first_response: str
+    second_response: str

@@ -1,0 +1,83 @@
+"""Typed prompt contracts: what a template is given, and what it answers.
+
+Every template in ``prompts/`` has one :class:`PromptInputs` subclass that
+names it (``template_id``), lists its ``$variables`` as fields and names its
+answer's model (``output_model``). The class lives in a ``*_contracts``
+module beside the module that asks for the template (for example
+``stages/timelines_contracts.py`` beside ``stages/timelines.py``), together
+with the output model, so that the stage, the offline simulator and the tests
+share one definition instead of four copies of a dict.
+
+Contracts modules import only pydantic and :mod:`memoryquest.contracts`: the
+simulator imports them without pulling in a stage, the LLM client or their
+cache fingerprints.
+
+A stage builds its request's variables with :meth:`PromptInputs.variables`,
+which is exactly the dict it used to write by hand (same keys, same order,
+same JSON values), so rendered prompts, cache keys and the simulator's
+seeded answers do not change. Row types inside a contract are ``TypedDict``
+so that the simulator still reads plain dicts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+ROW = ConfigDict(extra="ignore")
+"""Config of the ``TypedDict`` rows inside a contract: a key a row's type lacks is dropped
+(a stage that needs it in the prompt must add it to the row type)."""
+
+
+class PromptInputs(BaseModel):
+    """Base of every template's inputs model.
+
+    ``not_in_prompt`` maps a field the template does not show to why it is
+    sent anyway (for example the persona id that groups the provider's prompt
+    cache, or material only the offline simulator reads).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    template_id: ClassVar[str]
+    output_model: ClassVar[type[BaseModel]]
+    not_in_prompt: ClassVar[dict[str, str]] = {}
+
+    def variables(self) -> dict[str, Any]:
+        """The request's ``variables``: JSON-ready, in field order."""
+        return self.model_dump(mode="json")
+
+
+def _contract_modules() -> list[str]:
+    """Dotted names of the ``*_contracts`` modules, found without importing other modules."""
+    root = Path(__file__).parent
+    return sorted(
+        "memoryquest." + ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in root.rglob("*_contracts.py")
+    )
+
+
+@cache
+def inputs_models() -> dict[str, type[PromptInputs]]:
+    """Every template's inputs model, by template id (imports every ``*_contracts`` module)."""
+    for name in _contract_modules():
+        importlib.import_module(name)
+    found: dict[str, type[PromptInputs]] = {}
+    pending: list[type[PromptInputs]] = list(PromptInputs.__subclasses__())
+    while pending:
+        model = pending.pop()
+        pending.extend(model.__subclasses__())
+        template_id = model.__dict__.get("template_id")
+        if template_id is None:
+            continue  # a shared base, e.g. the PGR plan inputs
+        if template_id in found and found[template_id] is not model:
+            raise RuntimeError(
+                f"template {template_id!r} has two inputs models: "
+                f"{found[template_id].__qualname__} and {model.__qualname__}"
+            )
+        found[template_id] = model
+    return found

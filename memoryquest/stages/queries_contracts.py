@@ -1,0 +1,111 @@
+"""Prompt contracts of the queries stage: ``query_generation`` and ``reference_relevance``.
+
+The inputs models are what :mod:`memoryquest.stages.queries` sends (and the
+offline simulator answers from); the output models are the answers' shapes.
+See :mod:`memoryquest.prompt_inputs` for the convention.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field, with_config
+from typing_extensions import TypedDict
+
+from memoryquest.prompt_inputs import ROW, PromptInputs
+
+# --------------------------------------------------------------------------- what the model answers
+
+
+class ReferenceDraft(BaseModel):
+    text: str = Field(description="Short, atomic statement about the user.")
+    date: str = Field(description="ISO date (YYYY-MM-DD) when this became true or was said.")
+    domain: str = Field(description="One of the 20 PersonaLens domains, not the query's.")
+    rationale: str = Field(
+        default="", description="One sentence: which part of the request this changes."
+    )
+    valid_until: str | None = Field(
+        default=None,
+        description="ISO date of the last day a time-bounded statement holds; null otherwise.",
+    )
+
+
+class QueryCandidateDraft(BaseModel):
+    query: str = Field(description="The in-situ request the user makes, in the first person.")
+    query_date: str = Field(description="ISO date (YYYY-MM-DD) the user makes the request.")
+    reasoning: str = Field(description="Why the references matter for a good answer.")
+    domain: str = Field(description="The request's task domain.")
+    references: list[ReferenceDraft]
+
+
+class QueryCandidatesDraft(BaseModel):
+    candidates: list[QueryCandidateDraft]
+
+
+class RelevanceVerdict(BaseModel):
+    index: int = Field(description="Index of the statement judged.")
+    relevant: bool = Field(
+        description="Would knowing it change how the assistant handles the request?"
+    )
+    rationale: str = Field(
+        description="One sentence naming the part of the request it affects, or why none."
+    )
+
+
+class RelevanceAnswer(BaseModel):
+    verdicts: list[RelevanceVerdict]
+
+
+# --------------------------------------------------------------------------- what the model is given
+
+
+class QueryGenerationInputs(PromptInputs):
+    """One persona's real content and the rules its candidate queries must follow.
+
+    The persona blobs are the JSON dumps of :class:`~memoryquest.contracts.Persona`
+    parts, as :func:`memoryquest.stages.common.persona_variables` writes them.
+    """
+
+    template_id: ClassVar[str] = "query_generation"
+    output_model: ClassVar[type[BaseModel]] = QueryCandidatesDraft
+    not_in_prompt: ClassVar[dict[str, str]] = {
+        "persona_id": "groups one persona's requests in the provider's prompt cache",
+        "interests": "the simulator grounds requests in them; the prompt shows the affinities",
+    }
+
+    persona_id: str
+    demographics: dict[str, Any]
+    interests: list[str]
+    affinities: list[dict[str, Any]]
+    interactions: list[dict[str, Any]]
+    tasks: list[dict[str, Any]]
+    count: int
+    references_min: int
+    references_max: int
+    query_date_start: str
+    query_date_end: str
+    reference_window_days: int
+    domains: list[str]
+    already_proposed: list[str]
+
+
+@with_config(ROW)
+class RelevanceReference(TypedDict):
+    """A reference as the relevance judge sees it."""
+
+    index: int
+    text: str
+    date: str
+    domain: str
+
+
+class ReferenceRelevanceInputs(PromptInputs):
+    """One candidate query and its references, for the judge of each reference's relevance."""
+
+    template_id: ClassVar[str] = "reference_relevance"
+    output_model: ClassVar[type[BaseModel]] = RelevanceAnswer
+
+    query: str
+    query_date: str
+    query_domain: str
+    references: list[RelevanceReference]

@@ -1,0 +1,75 @@
+"""Prompt contract of the timeline stage: ``timeline_synthesis``.
+
+The inputs model is what :mod:`memoryquest.stages.timelines` sends (and the
+offline simulator answers from); the output model is the answer's shape.
+See :mod:`memoryquest.prompt_inputs` for the convention.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field, with_config
+from typing_extensions import TypedDict
+
+from memoryquest.prompt_inputs import ROW, PromptInputs
+
+# --------------------------------------------------------------------------- what the model answers
+
+
+class EventDraft(BaseModel):
+    date: str = Field(description="ISO date (YYYY-MM-DD).")
+    domain: str = Field(description="The event's PersonaLens domain.")
+    description: str = Field(description="What happens in this conversation, in the third person.")
+    reference_index: int | None = Field(
+        description="Index of the reference this event carries; null for filler."
+    )
+
+
+class TimelineDraft(BaseModel):
+    events: list[EventDraft]
+
+
+# --------------------------------------------------------------------------- what the model is given
+
+
+@with_config(ROW)
+class TimelineQuery(TypedDict):
+    """The accepted query a timeline leads up to."""
+
+    query_id: str
+    text: str
+    query_date: str
+    domain: str
+    reasoning: str
+
+
+@with_config(ROW)
+class TimelineReference(TypedDict):
+    """One of the query's references, by its index in the query."""
+
+    index: int
+    text: str
+    date: str
+    domain: str
+
+
+class TimelineInputs(PromptInputs):
+    """One query, its references and the persona's material, for laying out the conversations.
+
+    ``user_references`` are the texts of the user's other queries' references,
+    which this timeline's filler must not repeat.
+    """
+
+    template_id: ClassVar[str] = "timeline_synthesis"
+    output_model: ClassVar[type[BaseModel]] = TimelineDraft
+
+    query: TimelineQuery
+    references: list[TimelineReference]
+    user_references: list[str] = []
+    demographics: dict[str, Any]
+    affinities: list[dict[str, Any]]
+    tasks: list[dict[str, Any]]
+    events_min: int
+    events_max: int
+    lead_days_max: int

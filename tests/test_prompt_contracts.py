@@ -1,0 +1,75 @@
+"""Every template's ``$variables`` against its typed inputs model, and its simulator against both.
+
+A ``$new_variable`` added to a template without a field in its inputs model,
+a field no template shows (unless the model says why in ``not_in_prompt``),
+or a simulator answer that takes a dict or another template's model fails here.
+"""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from pydantic import BaseModel
+
+from memoryquest.llm.prompts import PromptTemplate, all_templates
+from memoryquest.prompt_inputs import inputs_models
+from memoryquest.simulator import simulator_inputs
+
+TEMPLATES = all_templates()
+
+
+def placeholders(template: PromptTemplate) -> set[str]:
+    """The ``$name`` / ``${name}`` placeholders of both sections (``$$`` is a literal dollar)."""
+    names: set[str] = set()
+    for text in (template.system, template.user):
+        for match in string.Template.pattern.finditer(text):
+            name = match.group("named") or match.group("braced")
+            if name:
+                names.add(name)
+    return names
+
+
+def test_every_template_has_exactly_one_inputs_model_and_no_model_lacks_a_template() -> None:
+    models = inputs_models()
+    assert sorted(models) == sorted(t.template_id for t in TEMPLATES)
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.template_id)
+def test_every_variable_is_a_field_and_every_field_is_shown_or_explained(
+    template: PromptTemplate,
+) -> None:
+    model = inputs_models()[template.template_id]
+    used = placeholders(template)
+    fields = set(model.model_fields)
+    assert used - fields == set(), f"{model.__qualname__} lacks fields for {sorted(used - fields)}"
+    unexplained = fields - used - set(model.not_in_prompt)
+    assert unexplained == set(), (
+        f"{template.template_id} never shows {sorted(unexplained)}: "
+        f"use them or say why in {model.__qualname__}.not_in_prompt"
+    )
+    stale = set(model.not_in_prompt) - fields
+    assert stale == set(), f"{model.__qualname__}.not_in_prompt names no field: {sorted(stale)}"
+    assert all(reason.strip() for reason in model.not_in_prompt.values())
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.template_id)
+def test_the_simulator_takes_the_templates_inputs_model(template: PromptTemplate) -> None:
+    model = inputs_models()[template.template_id]
+    assert simulator_inputs(template.template_id) is model
+    assert issubclass(model.output_model, BaseModel)
+
+
+def test_a_new_variable_without_a_field_is_caught() -> None:
+    template = next(t for t in TEMPLATES if t.template_id == "timeline_synthesis")
+    grown = PromptTemplate(
+        template_id=template.template_id,
+        version=template.version,
+        purpose=template.purpose,
+        system=template.system,
+        user=template.user + "\nAlso: $new_variable and ${braced_one}, but not $$literal.\n",
+        sha256="",
+    )
+    model = inputs_models()[template.template_id]
+    missing = placeholders(grown) - set(model.model_fields)
+    assert missing == {"new_variable", "braced_one"}
