@@ -21,7 +21,7 @@ from memoryquest.simulator.needs import (
     parse_update,
     say_update,
 )
-from memoryquest.simulator.needs.bridges import SCENES, bridge, split_bridge
+from memoryquest.simulator.needs.bridges import SCENES, bridge, bridged_domain, split_bridge
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.timelines import described_updates
 from memoryquest.stages.queries import generation_request
@@ -159,3 +159,24 @@ def test_distractors_bridge_about_as_often_as_references(personas: list[Persona]
         bridged += bool(split_bridge(update.text)[1])
     assert total > 150
     assert 0.75 <= bridged / total <= 0.97
+
+
+def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
+    personas: list[Persona],
+) -> None:
+    persona = personas[1]
+    variables = generation_request(persona, GenerationSettings(), 0, []).variables
+    candidates = json.loads(simulate("query_generation", variables, seed=0))["candidates"]
+    first, rest = candidates[0], candidates[1:]
+    others = [r["text"] for c in rest for r in c["references"]]
+    planned = {bridged_domain(t) for t in others} - {None, Domain(first["domain"])}
+    refs = {r["text"] for r in first["references"]}
+    pointed = []
+    for seed in range(3):
+        timeline = timeline_variables(persona, first, others)
+        events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
+        said = [u for e in events for u in described_updates(e["description"])[1]]
+        pointed += [bridged_domain(u) for u in said if u not in refs and split_bridge(u)[1]]
+    assert len(pointed) >= 30
+    assert sum(d in planned for d in pointed) / len(pointed) >= 0.6
+    assert sum(d == Domain(first["domain"]) for d in pointed) / len(pointed) <= 0.1

@@ -30,6 +30,7 @@ from typing import Any
 from memoryquest.contracts import Domain, PersonaTask
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import classify_need, distractor_update
+from memoryquest.simulator.needs.bridges import bridged_domain
 from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenario, task_scenarios
 from memoryquest.stages.timelines_contracts import TimelineInputs
 from memoryquest.text import shared_content_words
@@ -88,11 +89,18 @@ def _distractor(
     avoid_needs: set[str],
     avoid_texts: set[str],
     references: list[str],
+    bridge_domains: list[Domain],
 ) -> str | None:
     """A minor update for a filler event: not about any reference's need, sharing almost no words with one."""
     for _ in range(3):
         update = distractor_update(
-            material, domain, date, rng, avoid_needs=set(avoid_needs), avoid_texts=set(avoid_texts)
+            material,
+            domain,
+            date,
+            rng,
+            avoid_needs=set(avoid_needs),
+            avoid_texts=set(avoid_texts),
+            bridge_domains=bridge_domains,
         )
         if update is None:
             return None
@@ -137,14 +145,26 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     material = PersonaMaterial.from_variables(inputs.model_dump())
     reference_texts = [str(r["text"]) for r in references]
     avoid_needs = {need for need in (classify_need(t) for t in reference_texts) if need}
-    avoid_texts = set(reference_texts) | {str(t) for t in inputs.user_references or []}
+    user_references = [str(t) for t in inputs.user_references or []]
+    avoid_texts = set(reference_texts) | set(user_references)
+    # Distractors bridge to the scenes the user's other references bridge to, never this request's.
+    bridge_domains = [
+        d for d in map(bridged_domain, user_references) if d and d.value != query["domain"]
+    ]
 
     def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
         wanted = rng.choices(range(len(weights)), weights=weights)[0]
         found: list[str] = []
         for _ in range(wanted):
             update = _distractor(
-                material, domain, date, rng, avoid_needs, avoid_texts, reference_texts
+                material,
+                domain,
+                date,
+                rng,
+                avoid_needs,
+                avoid_texts,
+                reference_texts,
+                bridge_domains,
             )
             if update is None:
                 break

@@ -27,7 +27,7 @@ import datetime as dt
 import hashlib
 import random
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -475,14 +475,21 @@ def groups_of(texts: Iterable[str]) -> set[str]:
     return out
 
 
-def _bridge_domain(need: str, world: World, spoken_in: Domain, rng: random.Random) -> Domain:
-    """Where the update gets in the way: any domain of the persona's own plans that the need bears on.
+def _bridge_domain(
+    need: str, world: World, spoken_in: Domain, planned: Sequence[Domain], rng: random.Random
+) -> Domain:
+    """Where the update gets in the way.
 
-    References bridge to their request's domain, and requests come from the
-    persona's tasks, so drawing from the same domains keeps the bridges of
-    distractors and references alike.
+    ``planned`` are the domains the user's other references bridge to (their
+    requests' domains, as often as they come up): drawing from them first
+    gives distractor bridges the same scenes as reference bridges, so the
+    scene says nothing about which is which. Else any domain of the
+    persona's own tasks that the need bears on.
     """
     bearing = [d for d, steps in DOMAIN_PLANS.items() if any(need in s.needs for s in steps)]
+    fitting = [d for d in planned if d in bearing]
+    if fitting:
+        return rng.choice(fitting)
     own = sorted(set(bearing) & world.task_domains())
     if own:
         return rng.choice(own)
@@ -496,6 +503,7 @@ def distractor_update(
     rng: random.Random,
     avoid_needs: set[str],
     avoid_texts: set[str],
+    bridge_domains: Sequence[Domain] = (),
 ) -> LifeUpdate | None:
     """A life update to mention in a filler conversation in ``domain`` on ``date`` — a reference of no query.
 
@@ -504,7 +512,8 @@ def distractor_update(
     stand in for a reference of the timeline's query), every group behind
     ``avoid_texts`` (the user's references: no near-duplicate, no
     contradiction) and those texts themselves. Time-bounded ones are still
-    valid a week after ``date``. None when nothing fits.
+    valid a week after ``date``. ``bridge_domains`` weighs where its bridge
+    clause points (see :func:`_bridge_domain`). None when nothing fits.
     """
     world = World(material)
     avoid = {normalise_text(t) for t in avoid_texts}
@@ -523,7 +532,8 @@ def distractor_update(
             if rng.random() < BRIDGE_SHARE:  # what it gets in the way of, as references say it
                 update = replace(
                     update,
-                    text=update.text + bridge(_bridge_domain(update.need, world, domain, rng), rng),
+                    text=update.text
+                    + bridge(_bridge_domain(update.need, world, domain, bridge_domains, rng), rng),
                 )
             return with_domain(update, domain)
     return None

@@ -30,6 +30,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "the morning routine",
         "early wake-ups before work",
         "snoozing and getting out of bed",
+        "the first hour of the day",
+        "weekend lie-ins",
+        "reminders that wake the household",
     ),
     D.BOOKS: (
         "long reading sessions",
@@ -37,6 +40,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "book club nights",
         "reading on the commute",
         "getting through the reading list",
+        "library visits",
+        "audiobooks on walks",
+        "browsing second-hand bookshops",
     ),
     D.BUSES: (
         "long coach journeys",
@@ -44,6 +50,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "catching the coach",
         "commuting by bus",
         "overnight coach rides",
+        "waiting at draughty bus stops",
+        "the night bus home",
+        "day trips by coach",
     ),
     D.CALENDAR: (
         "the weekly schedule",
@@ -51,6 +60,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "juggling the diary",
         "fitting commitments into the week",
         "planning the next few weeks",
+        "recurring commitments",
+        "the shared family calendar",
+        "blocking out focus time",
     ),
     D.EVENTS: (
         "festivals and shows",
@@ -58,6 +70,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "exhibitions and talks",
         "crowded venues",
         "conferences and meetups",
+        "street fairs and markets",
+        "ticketed talks",
+        "standing for hours at open-air shows",
     ),
     D.FINANCE: (
         "the monthly accounts",
@@ -65,6 +80,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "paying the bills on time",
         "keeping the finances in order",
         "the household budget spreadsheet",
+        "the pension contributions",
+        "tracking spending each month",
+        "the emergency fund",
     ),
     D.FLIGHTS: (
         "long-haul flights",
@@ -72,6 +90,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "hours in an aircraft seat",
         "early departures from the airport",
         "connecting flights",
+        "red-eye flights",
+        "boarding with carry-on only",
+        "layovers in big hubs",
     ),
     D.GAMES: (
         "long gaming sessions",
@@ -79,6 +100,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "late-night console sessions",
         "co-op campaigns",
         "competitive play",
+        "raids that run past midnight",
+        "board game evenings",
+        "streaming gameplay",
     ),
     D.HOTELS: (
         "hotel stays",
@@ -86,6 +110,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "check-in and room choice",
         "weekends in a guesthouse",
         "staying somewhere unfamiliar",
+        "city-break hotel nights",
+        "breakfast buffets and late check-outs",
+        "resort stays",
     ),
     D.MEDIA: (
         "streaming and podcasts",
@@ -93,6 +120,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "news and documentaries",
         "evenings in front of the screen",
         "following favourite channels",
+        "binge-watching weekends",
+        "long podcast episodes",
+        "the news in the evenings",
     ),
     D.MESSAGING: (
         "group chats",
@@ -100,6 +130,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "replying to messages",
         "voice notes and video calls",
         "late replies to friends",
+        "the family group thread",
+        "late-night texting",
+        "keeping up with old friends",
     ),
     D.MOVIES: (
         "cinema nights",
@@ -107,6 +140,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "long films at the cinema",
         "movie nights with friends",
         "premieres and matinees",
+        "double bills",
+        "late showings",
+        "film festival days",
     ),
     D.MUSIC: (
         "concerts and gigs",
@@ -114,6 +150,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "playlists and headphones",
         "live sets in loud venues",
         "practising an instrument",
+        "record shopping",
+        "festival weekends",
+        "rehearsals with the band",
     ),
     D.RENTAL_CARS: (
         "long drives",
@@ -121,6 +160,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "picking up a rental car",
         "driving somewhere new",
         "time behind the wheel",
+        "weekend car hire",
+        "mountain roads in a hire car",
+        "returning the car on time",
     ),
     D.RESTAURANTS: (
         "meals out",
@@ -128,6 +170,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "trying new places to eat",
         "long lunches",
         "tasting menus",
+        "brunch with friends",
+        "late dinners out",
+        "food markets and street food",
     ),
     D.SERVICES: (
         "appointments with professionals",
@@ -135,6 +180,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "bookings with tradespeople",
         "errands and paperwork",
         "regular check-ups",
+        "home visits from technicians",
+        "the yearly servicing",
+        "getting quotes from contractors",
     ),
     D.SHOPPING: (
         "shopping trips",
@@ -142,6 +190,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "big purchases",
         "browsing the high street",
         "deliveries and returns",
+        "the weekly supermarket run",
+        "sale days",
+        "trying things on in town",
     ),
     D.SPORTS: (
         "training sessions",
@@ -149,6 +200,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "playing with the team",
         "workouts at the gym",
         "watching games at the stadium",
+        "weekend league games",
+        "early morning runs",
+        "swimming laps",
     ),
     D.TRAIN: (
         "train journeys",
@@ -156,6 +210,9 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "commuting by train",
         "changing trains",
         "early trains out of the city",
+        "sleeper trains",
+        "standing on packed carriages",
+        "rail day trips",
     ),
     D.TRAVEL: (
         "trips away",
@@ -163,11 +220,25 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "sightseeing days",
         "packing for a getaway",
         "weekends exploring a new city",
+        "hiking holidays",
+        "long weekends away",
+        "trips to see family abroad",
     ),
 }
 """Kinds of plan in each domain that a change in someone's life can get in the way of."""
 
-JOINERS = (", which", ", and that", " — that", ", which", ", and it")
+JOINERS = (
+    ", which",
+    ", and that",
+    " — that",
+    ", and it",
+    ", which honestly",
+    ", and that really",
+    " — which",
+    ", something that",
+    ", which kind of",
+    ", and that rather",
+)
 FRAMES = (
     "complicates {scene}",
     "changes things for {scene}",
@@ -181,6 +252,24 @@ FRAMES = (
     "takes some of the ease out of {scene}",
     "shapes {scene} for now",
     "weighs on {scene}",
+    "gets in the way of {scene}",
+    "adds a wrinkle to {scene}",
+    "throws a spanner into {scene}",
+    "leaves less room for {scene}",
+    "changes the maths on {scene}",
+    "makes {scene} a bit harder",
+    "has to be factored into {scene}",
+    "narrows the options for {scene}",
+    "plays into {scene}",
+    "makes {scene} less straightforward",
+    "hangs over {scene}",
+    "eats into {scene}",
+    "takes a toll on {scene}",
+    "puts a damper on {scene}",
+    "calls for a rethink of {scene}",
+    "makes a difference to {scene}",
+    "bears on {scene}",
+    "sets the terms for {scene}",
 )
 """What the update does to the scene; said the same way by references and distractors."""
 
@@ -230,6 +319,17 @@ def bridge(
         if acceptable(clause):
             return clause
     return ""
+
+
+def bridged_domain(text: str) -> Domain | None:
+    """The domain whose scene the bridge of ``text`` names (None without a bridge or a known scene)."""
+    clause = split_bridge(text)[1]
+    if not clause:
+        return None
+    return next(
+        (domain for domain, scenes in SCENES.items() if any(scene in clause for scene in scenes)),
+        None,
+    )
 
 
 def say_bridge(bridge_clause: str, rng: random.Random) -> str:
