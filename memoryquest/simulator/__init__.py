@@ -5,7 +5,7 @@ Each prompt template has one answer function registered with
 real PersonaLens content, the references, the conversation so far; see
 :mod:`memoryquest.prompt_inputs`), validated here from the request's
 variables, and a seeded random generator, and returns the answer as the
-template's output model would carry it. The simulated chat backend serialises
+template's output model would carry it (checked against that model here). The simulated chat backend serialises
 that to JSON text so the client parses it exactly as it parses a real
 model's output. An answer function whose first parameter is a plain dict
 (a test's own template) receives the variables as they are.
@@ -92,6 +92,9 @@ def simulate(template_id: str, variables: dict[str, Any], seed: int = 0) -> str:
     result = answer(inputs, seeded_rng(template_id, variables, seed))
     if isinstance(result, BaseModel):
         return result.model_dump_json()
+    if model is not None:
+        # The answer must be the template's output model; it is sent as the function wrote it.
+        model.output_model.model_validate(result)
     return json.dumps(result, ensure_ascii=False, default=str)
 
 
