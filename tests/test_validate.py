@@ -9,11 +9,19 @@ import numpy as np
 import pytest
 
 from memoryquest.cli.main import main
-from memoryquest.contracts import Fact, FactRevision, FactState, FactStatus, FactType, Turn
+from memoryquest.contracts import (
+    Fact,
+    FactRevision,
+    FactState,
+    FactStatus,
+    FactType,
+    ReferenceSpan,
+    Turn,
+)
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
-from memoryquest.settings import Settings
+from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.history import merge_history
 from memoryquest.validate import (
     EmbeddingFunction,
@@ -186,7 +194,8 @@ def timeline_of(d: GeneratedDataset, query_id: str):
 
 
 def drop_reference_event(d: GeneratedDataset) -> None:
-    t = timeline_of(d, first_query(d).query_id)
+    # A timeline with events to spare, so that only the reference rules can fire.
+    t = next(t for t in d.timelines if len(t.events) > GenerationSettings().events_min)
     event = next(e for e in t.events if e.reference_id)
     t.events = [e for e in t.events if e is not event]
     d.sessions = [s for s in d.sessions if s.event_id != event.event_id]
@@ -208,9 +217,11 @@ def verbatim_reference(d: GeneratedDataset) -> None:
     query = next(q for q in d.queries if q.query_id == session.query_id)
     reference = next(r for r in query.references if r.reference_id == session.reference_id)
     index = session.reference_turn_indices[0]
-    session.turns[index] = Turn(
-        role=session.turns[index].role, content=f"Quick update: {reference.text}."
-    )
+    said = f"{reference.text}."
+    session.turns[index] = Turn(role=session.turns[index].role, content=f"Quick update: {said}")
+    # The span still marks the sentence that states it, so only the verbatim rule can fire.
+    start = session.turns[index].content.index(said)
+    session.reference_spans = [ReferenceSpan(turn_index=index, start=start, end=start + len(said))]
 
 
 def too_few_turns(d: GeneratedDataset) -> None:
