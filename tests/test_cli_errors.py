@@ -169,6 +169,7 @@ def test_a_missing_api_key_names_the_setting(
     argv = [arg.replace("{dataset}", str(dataset_dir)) for arg in filled(argv, tmp_path)]
     line = error_line(capsys, [*argv, "--set", "endpoint.backend=openai"])
     assert "endpoint.api_key" in line and "OPENAI_API_KEY" in line, line
+    assert not (tmp_path / "out").exists()  # nothing is created for a run that cannot start
 
 
 # --------------------------------------------------------------------------- help and spellings

@@ -2,10 +2,11 @@
 
 Everything that can be checked before work starts is checked first, each
 problem one line (exit code 2): the settings (cross-field rules included),
-the selection, the persona source, the output directory (not a file,
-writable, not in use by another run: :mod:`memoryquest.run_lock`), and — for
-a real endpoint — that it accepts the key (one free ``GET /models``). Only
-then does a Prefect server start (:func:`memoryquest.prefect_runtime.local_prefect_api`).
+the selection, the persona source, for a real endpoint that it accepts the
+key (one free ``GET /models``), and the output directory (not a file,
+writable, not in use by another run: :mod:`memoryquest.run_lock`), which is
+created only once everything before it passed. Only then does a Prefect
+server start (:func:`memoryquest.prefect_runtime.local_prefect_api`).
 
 While it runs, progress is live on a terminal and a plain line every few
 seconds otherwise (:mod:`memoryquest.progress`). At the end it prints the
@@ -149,10 +150,12 @@ def _generate(args: argparse.Namespace) -> int:
         raise ValueError("--cost-estimate must not be negative")
     started = time.perf_counter()
     check_persona_source(settings.persona_source)
+    check_endpoint(
+        settings
+    )  # before the output directory exists: a refused key leaves nothing behind
     output_dir = prepare_output_dir(Path(settings.output_dir))
     command = shlex.join(["memoryquest", *sys.argv[1:]])
     with RunLock.acquire(output_dir, command=command):  # the flow takes it again (re-entrant)
-        check_endpoint(settings)
         from memoryquest.orchestration import RUN_REPORT, generate_benchmark
         from memoryquest.run import DATASET_DIR, PUBLISHED_DIR
 
