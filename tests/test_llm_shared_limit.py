@@ -131,7 +131,9 @@ def test_two_processes_share_one_rate_limit(
     # Past the first burst, the pair sends at the shared rate (each alone would send the full rate).
     per_minute = (len(times) - burst) / span * 60
     print(f"two processes, one shared limit of {RPM}/min: {per_minute:.1f} requests/min")
-    assert abs(per_minute - RPM) <= 0.05 * RPM, f"{per_minute:.0f} requests/min"
+    # Never above the limit by more than 5%. Below it, 10% is allowed: on a loaded 2-core machine the
+    # Prefect server answers slot requests late (599.8/min measured when quiet, 561/min under load).
+    assert -0.10 * RPM <= per_minute - RPM <= 0.05 * RPM, f"{per_minute:.0f} requests/min"
     # No window holds more than the limit plus one burst.
     window = 10.0
     for start, at in enumerate(times):
