@@ -93,7 +93,7 @@ def make_settings(server: FakeOpenAIServer, output: Path, **sections: Any) -> Se
         "base_url": server.url,
         "simulator_hints": True,  # the fake server answers from the simulator
         "chat_model": MODEL,
-        "timeout_seconds": 0.5,
+        "timeout_seconds": 3.0,  # a loaded machine answers late; the timeout fault waits 10 s
         "max_retries": 5,
     }
     limits = {
