@@ -77,6 +77,12 @@ class GenerationSettings(Section):
     turns_min: int = Field(5, ge=2)
     turns_max: int = Field(30, ge=2)
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
+    memory_facts_shown: int = Field(
+        60,
+        ge=1,
+        description="An extraction call sees at most this many existing facts: those nearest to "
+        "the new sessions' user turns (all of them while there are fewer).",
+    )
     consolidation_new_facts: int = Field(
         50, ge=1, description="Consolidate after this many new facts."
     )

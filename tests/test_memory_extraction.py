@@ -15,6 +15,7 @@ from memoryquest.llm.factory import build_client
 from memoryquest.memory.extraction import (
     build_memory,
     check_answer,
+    facts_to_show,
 )
 from memoryquest.memory.extraction_contracts import (
     Evidence,
@@ -115,6 +116,39 @@ async def test_one_extraction_call_every_n_sessions_and_at_the_end(
     assert aisle.session_ids == [history[1].session_id, history[4].session_id]
     # Seen in two extractions: an update; seen twice within one extraction: one new fact.
     assert aisle.frequency == 2  # learnt in session 1, revised in session 4, whatever the batching
+
+
+@pytest.mark.parametrize("shown", [1, 2, 5])
+async def test_an_extraction_sees_the_facts_nearest_to_its_sessions(
+    client: ModelClient, shown: int
+) -> None:
+    """However few facts a call is shown, the one a later session restates is among them."""
+    persona = user0_persona()
+    history = user0_history(persona)
+    settings = GenerationSettings(memory_every_sessions=1, memory_facts_shown=shown)
+    result = await build_memory(persona, history, client, settings)
+    aisle = _only(result.facts, "aisle")
+    assert aisle.frequency == 2 and aisle.session_ids == [
+        history[1].session_id,
+        history[4].session_id,
+    ]
+    assert result.embedding_calls > 0  # there were more facts than a call may see
+
+
+async def test_the_facts_shown_keep_fid_order_and_all_are_shown_while_few(
+    client: ModelClient,
+) -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    learnt = await build_memory(persona, history[:4], client, GenerationSettings())
+    active = learnt.facts
+    assert len(active) > 3
+    everything, calls = await facts_to_show(active, history[4:5], client, len(active), {})
+    assert everything == active and calls == 0
+    nearest, calls = await facts_to_show(active, history[4:5], client, 3, {})
+    assert len(nearest) == 3 and calls == 2
+    assert [f.fid for f in nearest] == sorted(f.fid for f in nearest)
+    assert any("aisle" in f.info for f in nearest)
 
 
 async def test_empty_history_costs_nothing(client: ModelClient) -> None:

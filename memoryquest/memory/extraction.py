@@ -1,7 +1,8 @@
 """Memory stage: replay a user's history, extract atomic facts with upsert, consolidate.
 
 Every ``memory_every_sessions`` sessions (and once more at the end) one LLM
-call sees the active facts and the new sessions and answers with the facts to
+call sees the new sessions and the active facts nearest to them (at most
+``memory_facts_shown``) and answers with the facts to
 add (``NEW_<n>``) or update (an existing fid), each citing the turns that
 support it and quoting the user's sentence. Those quotes tie the ground-truth
 chain together at sentence level: a fact is credited to a reference exactly
@@ -34,12 +35,13 @@ from memoryquest.contracts import (
     Persona,
     RejectedCandidate,
     RejectionReason,
+    Role,
     Session,
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
-from memoryquest.memory.consolidation import consolidate
+from memoryquest.memory.consolidation import consolidate, fact_vectors
 from memoryquest.memory.extraction_contracts import (
     ExtractionAnswer,
     ExtractionInputs,
@@ -211,6 +213,32 @@ def _dedupe(values: Sequence[str]) -> list[str]:
 # --------------------------------------------------------------------------- the stage
 
 
+async def facts_to_show(
+    active: Sequence[Fact],
+    batch: Sequence[Session],
+    client: ModelClient,
+    limit: int,
+    known: dict[str, np.ndarray],
+) -> tuple[list[Fact], int]:
+    """The existing facts an extraction call sees, in fid order; and the embedding calls made.
+
+    Showing every fact made each call grow with the history (17k tokens late in
+    a persona's replay). A new statement can only repeat or revise a fact about
+    the same thing, so the ``limit`` facts nearest to any of the batch's user
+    turns are the ones the call needs.
+    """
+    if len(active) <= limit:
+        return list(active), 0
+    turns = [t.content for s in batch for t in s.turns if t.role is Role.USER]
+    if not turns:
+        return [], 0
+    vectors, calls = await fact_vectors(active, client, known)
+    said = np.asarray(await client.embed(turns, stage=STAGE), dtype=np.float32)
+    nearness = (vectors @ said.T).max(axis=1)
+    chosen = set(np.argsort(-nearness, kind="stable")[:limit].tolist())
+    return [f for i, f in enumerate(active) if i in chosen], calls + 1
+
+
 async def _extract_batch(
     store: FactStore,
     batch: Sequence[Session],
@@ -218,9 +246,9 @@ async def _extract_batch(
     settings: GenerationSettings,
     seed: int,
     rejected: list[RejectedCandidate],
+    active: Sequence[Fact],
 ) -> tuple[list[FactChange], int]:
-    """The batch's writes and the number of calls they took."""
-    active = store.active()
+    """The batch's writes and the number of calls they took; ``active`` is what the call sees."""
     active_fids = {f.fid for f in active}
     anchor = batch[0].session_id
     session_ids = [s.session_id for s in batch]
@@ -344,7 +372,13 @@ async def build_memory(
     for start in range(0, len(ordered), step):
         batch = ordered[start : start + step]
         result.batches += 1
-        changes, calls = await _extract_batch(store, batch, client, settings, seed, result.rejected)
+        shown, embedded = await facts_to_show(
+            store.active(), batch, client, settings.memory_facts_shown, embeddings
+        )
+        result.embedding_calls += embedded
+        changes, calls = await _extract_batch(
+            store, batch, client, settings, seed, result.rejected, shown
+        )
         result.extraction_calls += calls
         ordinal = 0
         dates = {s.session_id: s.date for s in batch}
