@@ -5,7 +5,9 @@ offline simulator (no network, no key): every prompt is rendered from the real
 templates and counted with the target model's tokenizer, so the number of calls
 per stage and the input tokens are what the real run would send. Output tokens
 come from the simulator's answers, which is the main approximation, and is
-flagged as such. Per-persona figures are then scaled to the planned number of
+flagged as such. Cached input tokens follow the provider's prefix-caching rule
+(``memoryquest.llm.prompt_cache_model``) and are priced at the cached-input
+rate, as a real run is billed. Per-persona figures are then scaled to the planned number of
 personas and priced with the price table (batch mode at its discount).
 """
 
@@ -28,6 +30,7 @@ class StageEstimate(BaseModel):
     stage: str
     requests: float
     input_tokens: float
+    cached_input_tokens: float  # part of input_tokens, billed at the cached-input price
     output_tokens: float
     embedding_requests: float
     embedding_tokens: float
@@ -43,6 +46,7 @@ class RunEstimate(BaseModel):
     stages: list[StageEstimate]
     total_requests: float
     total_input_tokens: float
+    total_cached_input_tokens: float
     total_output_tokens: float
     total_cost_usd: float
     per_persona_cost_usd: float
@@ -85,6 +89,9 @@ async def estimate_run(
     approximations = [
         "output tokens are the offline simulator's answer lengths; a real model's answers differ in length",
         f"scaled linearly from {len(sample)} sample persona(s) to {planned_personas}",
+        "cached input tokens follow the provider's prefix caching (a shared prompt prefix of "
+        "at least 1,024 tokens under the persona's prompt_cache_key) and depend on the order "
+        "of prompt parts",
     ]
     if token_counter(chat_model).approximate or any(row.approximate_tokens for row in usage):
         approximations.append(f"token counts for {chat_model} use an approximate tokenizer offline")
@@ -102,6 +109,7 @@ async def estimate_run(
         stages=stages,
         total_requests=sum(s.requests for s in stages),
         total_input_tokens=sum(s.input_tokens for s in stages),
+        total_cached_input_tokens=sum(s.cached_input_tokens for s in stages),
         total_output_tokens=sum(s.output_tokens for s in stages),
         total_cost_usd=total_cost,
         per_persona_cost_usd=total_cost / planned_personas,
@@ -123,15 +131,19 @@ def _scale_stage(
     # real run sends; the ledger's cache hits are embedded texts served from the cache.
     requests = row.requests * scale
     input_tokens = row.input_tokens * scale
+    cached_tokens = row.cached_tokens * scale
     output_tokens = row.output_tokens * scale
     embedding_tokens = row.embedding_tokens * scale
-    cost = prices.cost(chat_model, round(input_tokens), round(output_tokens), batch=batch)
+    cost = prices.cost(
+        chat_model, round(input_tokens), round(output_tokens), round(cached_tokens), batch=batch
+    )
     if remote_embeddings:
         cost += prices.cost(embedding_model, round(embedding_tokens), batch=False)
     return StageEstimate(
         stage=row.stage,
         requests=requests,
         input_tokens=input_tokens,
+        cached_input_tokens=cached_tokens,
         output_tokens=output_tokens,
         embedding_requests=row.embedding_requests * scale,
         embedding_tokens=embedding_tokens,
@@ -143,16 +155,18 @@ def estimate_table(estimate: RunEstimate) -> str:
     lines = [
         f"Estimate for {estimate.planned_personas} personas with {estimate.chat_model}"
         f"{' (Batch API, discounted)' if estimate.batch else ''}; embeddings: {estimate.embedding_model}",
-        f"{'stage':<14}{'requests':>12}{'input tok':>16}{'output tok':>16}{'embed req':>12}{'cost USD':>12}",
+        f"{'stage':<14}{'requests':>12}{'input tok':>16}{'cached input':>16}{'output tok':>16}"
+        f"{'embed req':>12}{'cost USD':>12}",
     ]
     for s in estimate.stages:
         lines.append(
-            f"{s.stage:<14}{s.requests:>12,.0f}{s.input_tokens:>16,.0f}{s.output_tokens:>16,.0f}"
-            f"{s.embedding_requests:>12,.0f}{s.cost_usd:>12,.2f}"
+            f"{s.stage:<14}{s.requests:>12,.0f}{s.input_tokens:>16,.0f}{s.cached_input_tokens:>16,.0f}"
+            f"{s.output_tokens:>16,.0f}{s.embedding_requests:>12,.0f}{s.cost_usd:>12,.2f}"
         )
     lines.append(
         f"{'total':<14}{estimate.total_requests:>12,.0f}{estimate.total_input_tokens:>16,.0f}"
-        f"{estimate.total_output_tokens:>16,.0f}{'':>12}{estimate.total_cost_usd:>12,.2f}"
+        f"{estimate.total_cached_input_tokens:>16,.0f}{estimate.total_output_tokens:>16,.0f}"
+        f"{'':>12}{estimate.total_cost_usd:>12,.2f}"
     )
     lines.append(
         f"per persona: ${estimate.per_persona_cost_usd:,.4f}; sampled {', '.join(estimate.sample_personas)} "

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memoryquest.cli.main import main
 from memoryquest.estimate import estimate_run, estimate_table
 from memoryquest.intake import PersonaSelection, load_personas
+from memoryquest.llm.prices import PriceTable
 from memoryquest.resources import data_dir
 from memoryquest.settings import load_settings
 
@@ -53,6 +56,34 @@ async def test_batch_pricing_halves_the_llm_cost(sample, tmp_path) -> None:
     a = await estimate_run(online, sample, planned_personas=5)
     b = await estimate_run(batch, sample, planned_personas=5)
     assert b.total_cost_usd == pytest.approx(a.total_cost_usd / 2, rel=1e-3)
+
+
+async def test_cached_input_is_shown_per_stage_and_priced_at_the_cached_rate(
+    sample, tmp_path
+) -> None:
+    judged = {**SMALL, "pgr": {"methods": ["query_only", "pgr_tot"]}}  # every judge, the LLM's too
+    settings = load_settings(
+        overrides={**judged, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}}
+    )
+    estimate = await estimate_run(settings, sample, planned_personas=10)
+    prices = PriceTable.load()
+    cached_stages = [s for s in estimate.stages if s.cached_input_tokens > 0]
+    assert cached_stages  # a persona's repeated prompt prefix reaches the provider's cache
+    for s in estimate.stages:
+        assert 0 <= s.cached_input_tokens <= s.input_tokens
+    for s in cached_stages:  # embeddings run locally here: the cost is the chat cost
+        uncached = prices.cost("gpt-4o", round(s.input_tokens), round(s.output_tokens))
+        assert s.cost_usd < uncached
+    assert estimate.total_cached_input_tokens == pytest.approx(
+        sum(s.cached_input_tokens for s in estimate.stages)
+    )
+    assert any("1,024" in note and "order" in note for note in estimate.approximations)
+    table = estimate_table(estimate).splitlines()
+    assert "cached input" in table[1]
+    assert f"{estimate.total_cached_input_tokens:,.0f}" in table[2 + len(estimate.stages)]
+    dumped = json.loads(estimate.model_dump_json())  # what ``estimate --json`` prints
+    assert dumped["total_cached_input_tokens"] == estimate.total_cached_input_tokens
+    assert all("cached_input_tokens" in row for row in dumped["stages"])
 
 
 def test_cli_estimate_rejects_bad_counts(capsys) -> None:

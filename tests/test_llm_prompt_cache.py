@@ -1,4 +1,8 @@
-"""Prompt caching end to end: prompt_cache_key per persona, cached tokens reported, billed and recorded."""
+"""Prompt caching end to end: prompt_cache_key per persona, cached tokens reported, billed and recorded.
+
+One rule (``memoryquest.llm.prompt_cache_model``) decides the cached tokens of the
+loopback server and of the offline simulator.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,12 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.llm.openai_backend import OpenAIChatBackend
 from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.prompt_cache_model import PromptPrefixCache
+from memoryquest.llm.prompts import load_template
 from memoryquest.llm.request import LLMRequest
-from memoryquest.settings import Settings
+from memoryquest.llm.simulated import SIMULATED_MODEL
+from memoryquest.llm.tokens import token_counter
+from memoryquest.settings import Backend, Settings
 from memoryquest.simulator import simulates
 from memoryquest.testing import FakeOpenAIServer
 
@@ -154,3 +162,81 @@ async def test_prompt_cache_key_goes_only_where_it_is_accepted(
         await client.aclose()
     assert "prompt_cache_key" not in chat_bodies(server)[0]
     assert OpenAIChatBackend(model=MODEL, api_key="sk-test").send_cache_key  # OpenAI itself
+
+
+def block(words: int, seed: str = "block") -> str:
+    """Text of about ``words`` cl100k tokens (one common word each)."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(["garden", "violin", "harbour", "ledger"]) for _ in range(words))
+
+
+def prompt(*parts: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": parts[0]},
+        {"role": "user", "content": "".join(parts[1:])},
+    ]
+
+
+def test_the_prefix_rule_counts_shared_prefixes_from_1024_tokens_in_steps_of_128() -> None:
+    counter = token_counter(SIMULATED_MODEL)
+    cache = PromptPrefixCache()
+    stable = block(1500)
+    assert cache.cached_tokens("p1", prompt(stable, "first?"), counter) == 0
+    cached = cache.cached_tokens("p1", prompt(stable, "second?"), counter)
+    shared = counter.count(f"system\n{stable}\nuser\n")
+    assert cached % 128 == 0 and shared - 128 < cached <= shared
+    assert cache.cached_tokens("p2", prompt(stable, "second?"), counter) == 0  # another scope
+    short = block(900, "short")
+    cache.cached_tokens("p3", prompt(short, "a"), counter)
+    assert cache.cached_tokens("p3", prompt(short, "b"), counter) == 0  # under 1,024 tokens
+    # The part that differs comes first: nothing is shared, however long the rest.
+    cache.cached_tokens("p4", prompt("Question one.", stable), counter)
+    assert cache.cached_tokens("p4", prompt("Question two.", stable), counter) == 0
+
+
+def test_the_prefix_rule_forgets_old_prompts_and_idle_scopes() -> None:
+    counter = token_counter(SIMULATED_MODEL)
+    cache = PromptPrefixCache(history=2, max_scopes=2)
+    stable = block(1200)
+    cache.cached_tokens("a", prompt(stable, "q"), counter)
+    cache.cached_tokens("a", prompt("other", "1"), counter)
+    cache.cached_tokens("a", prompt("other", "2"), counter)  # the stable prompt drops out
+    assert cache.cached_tokens("a", prompt(stable, "q"), counter) == 0
+    cache.cached_tokens("b", prompt(stable, "q"), counter)
+    cache.cached_tokens("a", prompt("other", "3"), counter)  # "a" used more recently than "b"
+    cache.cached_tokens("c", prompt("other", "4"), counter)  # a third scope evicts "b"
+    assert cache.cached_tokens("a", prompt(stable, "again"), counter) > 0
+    assert cache.cached_tokens("b", prompt(stable, "q"), counter) == 0
+
+
+async def test_the_simulator_reports_cached_tokens_by_the_same_rule(
+    tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    """Offline, the second question about a persona is recorded as cached as the provider bills it."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
+    settings = Settings(
+        output_dir=tmp_path / "out",
+        cache={"enabled": False},
+        endpoint={"backend": Backend.SIMULATED},
+    )
+    client = build_client(settings, prompts_dir=prompts)
+    requests = [ask(persona("p-001"), "Sundays?"), ask(persona("p-001"), "Instrument?")]
+    requests.append(ask(persona("p-002"), "Sundays?"))
+    try:
+        for request in requests:
+            await client.complete(request)
+    finally:
+        await client.aclose()
+    expected = PromptPrefixCache()
+    template = load_template(TEMPLATE_ID, prompts)
+    counter = token_counter(SIMULATED_MODEL)
+    cached = [
+        expected.cached_tokens(r.prompt_cache_scope(), template.render(r.variables), counter)
+        for r in requests
+    ]
+    assert cached[0] == 0 and cached[1] >= 1024 and cached[2] == 0
+    [row] = client.usage()
+    assert row.stage == "ask" and row.cached_tokens == sum(cached)
+    assert row.cached_tokens <= row.input_tokens and row.cost_usd == 0  # the simulator is free

@@ -78,6 +78,7 @@ import numpy as np
 
 from memoryquest.llm.batch import HINTS_FIELD
 from memoryquest.llm.hints import decode_hints
+from memoryquest.llm.prompt_cache_model import PromptPrefixCache
 from memoryquest.llm.tokens import token_counter
 from memoryquest.simulator import simulate
 
@@ -96,10 +97,6 @@ class FaultKind(StrEnum):
     CONTENT_FILTER = "content_filter"  # finish_reason content_filter, no content
     UNAUTHORIZED = "unauthorized"  # 401 (or ``status`` 403) whose body echoes the presented key
 
-
-# Prompt caching: prefixes from this many tokens on are cached, counted in steps of this many.
-CACHE_MIN_TOKENS = 1024
-CACHE_STEP_TOKENS = 128
 
 # Faults that only make sense for a chat answer.
 CONTENT_FAULTS = {
@@ -357,18 +354,6 @@ class _ErrorAnswer(Exception):
         }
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over C-speed slice comparisons)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 def hashed_embedding(text: str, dimension: int) -> list[float]:
     """Deterministic bag-of-words hashing; see the module docstring."""
     vector = np.zeros(dimension, dtype=np.float64)
@@ -449,8 +434,8 @@ class FakeOpenAIServer:
         # Retry-After bookkeeping: body hash -> when its retry may come; retries that came sooner.
         self._not_before: dict[str, float] = {}
         self.early_retries = 0
-        # Prompt caching: earlier prompts per (model, prompt_cache_key), newest last.
-        self._prompts: dict[tuple[str, str], deque[str]] = {}
+        # Prompt caching: earlier prompts per (model, prompt_cache_key).
+        self._prompt_cache = PromptPrefixCache()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -576,7 +561,7 @@ class FakeOpenAIServer:
             self._rates = {}
             self._drawn = {}
             self._not_before.clear()
-            self._prompts.clear()
+            self._prompt_cache.clear()
             self.early_retries = 0
         self.set_rate_limit(self._default_rpm)
         for name, value in self._defaults.items():
@@ -795,22 +780,15 @@ class FakeOpenAIServer:
         )
 
     def _cached_prefix(self, body: dict[str, Any], messages: list[Any]) -> int:
-        """Prompt caching as the real API does it: the longest prefix shared with an earlier prompt
-        (same model and ``prompt_cache_key``), counted when it is at least 1,024 tokens, in steps of 128."""
+        """Prompt caching as the real API does it (``memoryquest.llm.prompt_cache_model``)."""
         if not self.prompt_caching:
             return 0
-        text = "".join(
-            f"{m.get('role')}\n{m.get('content')}\n" for m in messages if isinstance(m, dict)
+        model = str(body.get("model"))
+        return self._prompt_cache.cached_tokens(
+            (model, str(body.get("prompt_cache_key") or "")),
+            [m for m in messages if isinstance(m, dict)],
+            token_counter(model),
         )
-        scope = (str(body.get("model")), str(body.get("prompt_cache_key") or ""))
-        with self._lock:
-            earlier = list(self._prompts.get(scope, ()))
-            self._prompts.setdefault(scope, deque(maxlen=32)).append(text)
-        shared = max((_common_prefix(text, other) for other in earlier), default=0)
-        if not shared:
-            return 0
-        tokens = token_counter(str(body.get("model"))).count(text[:shared])
-        return 0 if tokens < CACHE_MIN_TOKENS else tokens // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS
 
     def _embeddings(
         self, entry: LoggedRequest, headers: dict[str, str]
