@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from collections import Counter
 
 import pytest
 
@@ -15,6 +16,7 @@ from memoryquest.simulator.needs import (
     World,
     bank,
     distractor_update,
+    domain_needs,
     fill,
     groups_of,
     need_scores,
@@ -22,6 +24,7 @@ from memoryquest.simulator.needs import (
     say_update,
 )
 from memoryquest.simulator.needs.bridges import SCENES, bridge, bridged_domain, split_bridge
+from memoryquest.simulator.needs.model import breadth
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.timelines import described_updates
 from memoryquest.stages.queries import generation_request
@@ -180,3 +183,36 @@ def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
     assert len(pointed) >= 30
     assert sum(d in planned for d in pointed) / len(pointed) >= 0.6
     assert sum(d == Domain(first["domain"]) for d in pointed) / len(pointed) <= 0.1
+
+
+def test_distractors_are_chosen_as_references_of_a_phantom_request(
+    personas: list[Persona],
+) -> None:
+    """A distractor takes a need of one of the user's request domains, ranked as a reference's, and bridges there."""
+    material = _material(personas[0])
+    world = World(material)
+    phantom = Domain.RESTAURANTS
+    bearing = domain_needs(phantom)
+    needs: list[str] = []
+    pointed: list[Domain | None] = []
+    for seed in range(60):
+        update = distractor_update(
+            material, Domain.SHOPPING, SAID_ON, random.Random(seed), set(), set(), [phantom]
+        )
+        assert update is not None and update.domain == Domain.SHOPPING
+        needs.append(update.need)
+        if split_bridge(update.text)[1]:
+            pointed.append(bridged_domain(update.text))
+        # the best-grounded generator of the need comes first, as for a reference
+        best = max(
+            g.grounding(world)
+            for g in bank()
+            if g.need == update.need and g.usable(world) and Domain.SHOPPING in g.domains
+        )
+        assert parse_update(update.text).generator.grounding(world) == best  # type: ignore[union-attr]
+    assert sum(n in bearing for n in needs) / len(needs) >= 0.9
+    assert sum(d == phantom for d in pointed) / len(pointed) >= 0.9
+    # the specific needs lead, as they do for references
+    assert Counter(needs).most_common(1)[0][0] in {
+        n for n in bearing if breadth(n) <= sorted(breadth(m) for m in bearing)[len(bearing) // 2]
+    }

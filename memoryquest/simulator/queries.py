@@ -38,7 +38,6 @@ from typing import Any
 from memoryquest.contracts import Domain, TaskKind
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import (
-    DOMAIN_PLANS,
     NEEDS,
     TIME_SLOTS,
     Generator,
@@ -46,7 +45,9 @@ from memoryquest.simulator.needs import (
     PlanStep,
     World,
     candidates,
+    domain_needs,
     fill,
+    need_rank,
     needs_of_request,
     request_needs,
     step_for,
@@ -79,10 +80,6 @@ _PLANNING_VERBS = (
 )
 BOUNDED_WINDOW_DAYS = 45
 """A time-bounded reference is dated at most this many days before its request."""
-BREADTH_WEIGHT = 3.0
-"""How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
-GROUNDING_WEIGHT = 0.5
-"""How strongly needs the persona can ground in its own affinities are preferred."""
 SHARED_WORDS_MAX = 2
 """Never more content words in common with the request (the stage's own limit)."""
 
@@ -259,13 +256,8 @@ class PlannedReference:
     step: PlanStep
 
 
-def _breadth(need: str) -> int:
-    """How many domains a need bears on: the fewer, the more a reference of it is about this request."""
-    return sum(any(need in step.needs for step in steps) for steps in DOMAIN_PLANS.values())
-
-
 def _ranked_needs(
-    world: World, needs: list[str], primary: set[str], ledger: Ledger, rng: random.Random
+    world: World, needs: list[str], primary: frozenset[str], ledger: Ledger, rng: random.Random
 ) -> list[str]:
     """Needs with generators left: specific ones, the user's least-used ones and grounded ones first.
 
@@ -280,13 +272,7 @@ def _ranked_needs(
         grounding = max(
             (g.grounding(world) for g in candidates(world, need, ledger.groups)), default=0
         )
-        return (
-            ledger.needs[need]
-            + _breadth(need) / BREADTH_WEIGHT
-            + (2 - grounding) * GROUNDING_WEIGHT
-            - (need in primary)
-            + rng.random()
-        )
+        return ledger.needs[need] + need_rank(need, grounding, need in primary, rng)
 
     usable = [n for n in needs if candidates(world, n, ledger.groups)]
     return sorted(usable, key=key)
@@ -348,7 +334,7 @@ def plan_references(
     bounded_days = _day_offsets(count, min(window, BOUNDED_WINDOW_DAYS), rng)
     any_days = _day_offsets(count, window, rng)
     used_offsets: set[int] = set()
-    primary = {n for step in DOMAIN_PLANS[query_domain] for n in step.needs}
+    primary = domain_needs(query_domain)
     for need in _ranked_needs(world, request_needs(steps), primary, ledger, rng):
         if len(planned) == count:
             break

@@ -33,7 +33,7 @@ from functools import lru_cache
 
 from memoryquest.contracts import Domain
 from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge, split_bridge
-from memoryquest.simulator.needs.model import DOMAIN_PLANS
+from memoryquest.simulator.needs.model import DOMAIN_PLANS, breadth, domain_needs
 from memoryquest.simulator.needs.world import Grounded, Slot, World
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
@@ -45,6 +45,11 @@ from memoryquest.text import normalise_text
 
 PROFILE_FIRST = 0.7
 """Share of personas for whom a generator's wordings that read their own affinities come first."""
+
+BREADTH_WEIGHT = 3.0
+"""How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
+GROUNDING_WEIGHT = 0.5
+"""How strongly needs the persona can ground in its own affinities are preferred."""
 
 TIME_SLOTS = frozenset({"until", "span", "month"})
 """Slots filled from the dates: a last day ("May 20", "the 20th"), a duration ("six weeks"), a month's end."""
@@ -475,10 +480,61 @@ def groups_of(texts: Iterable[str]) -> set[str]:
     return out
 
 
+def need_rank(need: str, grounding: int, primary: bool, rng: random.Random) -> float:
+    """Sort key of a need for a request (lower first), shared by references and distractors.
+
+    A need that bears on few domains (diet, documents, sleep) says more about
+    one request than one that bears on almost any plan (schedule, budget), so
+    it comes first, as do needs the persona grounds in its own affinities and
+    needs of the request's own domain (``primary``).
+    """
+    return (
+        breadth(need) / BREADTH_WEIGHT + (2 - grounding) * GROUNDING_WEIGHT - primary + rng.random()
+    )
+
+
+def _phantom_order(
+    world: World, options: Sequence[Generator], phantom: Domain, rng: random.Random
+) -> list[Generator]:
+    """``options`` in the order a reference of a request in ``phantom`` would take them.
+
+    Needs bearing on ``phantom`` first, ranked as :func:`need_rank` ranks a
+    reference's needs; within a need the best-grounded generator first, as
+    for a reference. So distractors talk about the same needs, in the same
+    proportions and with the same grounding as references do.
+    """
+    bearing = domain_needs(phantom)
+    by_need: dict[str, list[Generator]] = {}
+    for generator in options:
+        by_need.setdefault(generator.need, []).append(generator)
+    keys: dict[str, tuple[bool, float]] = {}
+    for need, members in by_need.items():
+        rng.shuffle(members)
+        members.sort(key=lambda g: -g.grounding(world))
+        grounding = members[0].grounding(world)
+        keys[need] = (need not in bearing, need_rank(need, grounding, need in bearing, rng))
+    return [g for need in sorted(by_need, key=keys.__getitem__) for g in by_need[need]]
+
+
+def _phantom_domain(
+    world: World, spoken_in: Domain, planned: Sequence[Domain], rng: random.Random
+) -> Domain:
+    """The request a distractor pretends to matter for: a domain the user's references bridge to.
+
+    ``planned`` holds one entry per reference of the user's other requests,
+    so domains come up as often as references point at them; else one of the
+    persona's own task domains, else the conversation's.
+    """
+    if planned:
+        return rng.choice(list(planned))
+    own = sorted(world.task_domains())
+    return rng.choice(own) if own else spoken_in
+
+
 def _bridge_domain(
     need: str, world: World, spoken_in: Domain, planned: Sequence[Domain], rng: random.Random
 ) -> Domain:
-    """Where the update gets in the way.
+    """Where the update gets in the way, when the phantom request's domain has no step it bears on.
 
     ``planned`` are the domains the user's other references bridge to (their
     requests' domains, as often as they come up): drawing from them first
@@ -507,13 +563,18 @@ def distractor_update(
 ) -> LifeUpdate | None:
     """A life update to mention in a filler conversation in ``domain`` on ``date`` — a reference of no query.
 
-    Same bank and style as references, so a reader cannot tell them apart by
-    wording. It avoids the need categories in ``avoid_needs`` (so it cannot
-    stand in for a reference of the timeline's query), every group behind
-    ``avoid_texts`` (the user's references: no near-duplicate, no
-    contradiction) and those texts themselves. Time-bounded ones are still
-    valid a week after ``date``. ``bridge_domains`` weighs where its bridge
-    clause points (see :func:`_bridge_domain`). None when nothing fits.
+    Chosen as a reference of a phantom request would be (see
+    :func:`_phantom_order`): a request in one of ``bridge_domains`` (the
+    domains the user's references bridge to, see :func:`_phantom_domain`),
+    its needs ranked the same way, the bridge clause pointing at that
+    request's scenes. So the needs, the grounding and the scenes of
+    distractors follow those of references, and a reader cannot tell them
+    apart by wording. It comes up naturally in ``domain``, avoids the need
+    categories in ``avoid_needs`` (so it cannot stand in for a reference of
+    the timeline's query), every group behind ``avoid_texts`` (the user's
+    references: no near-duplicate, no contradiction) and those texts
+    themselves. Time-bounded ones are still valid a week after ``date``.
+    None when nothing fits.
     """
     world = World(material)
     avoid = {normalise_text(t) for t in avoid_texts}
@@ -523,17 +584,16 @@ def distractor_update(
         for g in _variants(world)
         if domain in g.domains and g.need not in avoid_needs and g.group not in used
     ]
-    grounded = [g for g in options if g.grounded(world)]
-    pool = list(grounded if grounded and rng.random() < 0.75 else options)
-    rng.shuffle(pool)
-    for generator in pool:
+    phantom = _phantom_domain(world, domain, bridge_domains, rng)
+    for generator in _phantom_order(world, options, phantom, rng):
         update = fill(generator, world, date, date + dt.timedelta(days=7), rng)
         if update is not None and normalise_text(update.text) not in avoid:
             if rng.random() < BRIDGE_SHARE:  # what it gets in the way of, as references say it
-                update = replace(
-                    update,
-                    text=update.text
-                    + bridge(_bridge_domain(update.need, world, domain, bridge_domains, rng), rng),
+                target = (
+                    phantom
+                    if update.need in domain_needs(phantom)
+                    else _bridge_domain(update.need, world, domain, bridge_domains, rng)
                 )
+                update = replace(update, text=update.text + bridge(target, rng))
             return with_domain(update, domain)
     return None

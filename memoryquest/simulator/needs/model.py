@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from memoryquest.contracts import Domain
 from memoryquest.simulator.needs.bridges import core_of
@@ -614,6 +614,17 @@ def request_needs(steps: list[PlanStep]) -> list[str]:
     for step in steps:
         out.extend(n for n in step.needs if n not in out)
     return out
+
+
+@cache
+def breadth(need: str) -> int:
+    """How many domains a need bears on: the fewer, the more a statement of it says about one request."""
+    return sum(any(need in step.needs for step in steps) for steps in DOMAIN_PLANS.values())
+
+
+def domain_needs(domain: Domain) -> frozenset[str]:
+    """Every need category that bears on some plan step of ``domain``."""
+    return frozenset(n for step in DOMAIN_PLANS[domain] for n in step.needs)
 
 
 def step_for(need: str, steps: list[PlanStep]) -> PlanStep | None:
