@@ -49,7 +49,14 @@ from memoryquest.fingerprint import stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
 from memoryquest.pipeline import STAGES, Stage, lockstep_for, run_persona, stage_named
-from memoryquest.progress import ProgressMode, RunFigures, RunSummary, plain_line, showing
+from memoryquest.progress import (
+    ProgressMode,
+    RunFigures,
+    RunSummary,
+    periodically,
+    plain_line,
+    showing,
+)
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.run import (
     Run,
@@ -185,19 +192,8 @@ async def _progress_artifact(figures: RunFigures, every_seconds: float) -> Async
             artifact, 100.0 * snapshot.fraction, description=plain_line(snapshot)
         )
 
-    async def every() -> None:
-        while True:
-            await asyncio.sleep(every_seconds)
-            await update()
-
-    ticker = asyncio.create_task(every())
-    try:
+    async with periodically(every_seconds, update):
         yield
-    finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
-        await update()
 
 
 def _write_run_report(

@@ -22,7 +22,14 @@ from rich.console import Console
 
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.pipeline import enabled_stages, generate_dataset
-from memoryquest.progress import ProgressMode, RunFigures, plain_line, render, showing
+from memoryquest.progress import (
+    ProgressMode,
+    RunFigures,
+    periodically,
+    plain_line,
+    render,
+    showing,
+)
 from memoryquest.settings import load_settings
 from tests.generation_fixture import load_users, simulated_client
 from tests.progress_fixture import generate
@@ -175,3 +182,20 @@ def test_live_display_keeps_run_logs_off_the_terminal(watched) -> None:
     assert "the endpoint is slow" in shown.getvalue()
     assert "Completed" not in shown.getvalue()
     assert "overall" in shown.getvalue()
+
+
+def test_periodically_acts_on_its_beat_and_once_more_at_the_end() -> None:
+    ticks: list[str] = []
+
+    async def tick() -> None:
+        ticks.append("tick")
+
+    async def run(seconds: float) -> None:
+        async with periodically(0.02, tick):
+            await asyncio.sleep(seconds)
+
+    asyncio.run(run(0.0))
+    assert ticks == ["tick"]  # a block shorter than a beat still shows its final figures
+    ticks.clear()
+    asyncio.run(run(0.15))
+    assert len(ticks) >= 3

@@ -1,7 +1,7 @@
 """Progress of a run: one set of figures (:mod:`.figures`), shown on the terminal (:mod:`.display`)
 and summed up at the end (:mod:`.summary`). Nothing here knows about Prefect."""
 
-from memoryquest.progress.display import ProgressMode, plain_line, render, showing
+from memoryquest.progress.display import ProgressMode, periodically, plain_line, render, showing
 from memoryquest.progress.figures import ProgressSnapshot, RunFigures, StageProgress
 from memoryquest.progress.summary import RunSummary
 
@@ -11,6 +11,7 @@ __all__ = [
     "RunFigures",
     "RunSummary",
     "StageProgress",
+    "periodically",
     "plain_line",
     "render",
     "showing",

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from enum import StrEnum
 from typing import TextIO
 
@@ -221,17 +221,16 @@ async def showing(
 
 
 @contextlib.asynccontextmanager
-async def _plain_lines(
-    figures: RunFigures, out: TextIO, every_seconds: float, title: str
+async def periodically(
+    every_seconds: float, action: Callable[[], Awaitable[None]]
 ) -> AsyncIterator[None]:
-    def write() -> None:
-        out.write(f"{title}: {plain_line(figures.snapshot())}\n")
-        out.flush()
+    """Run ``action`` every ``every_seconds`` while the block runs, and once more at its end,
+    so the last figures shown are the final ones."""
 
     async def every() -> None:
         while True:
             await asyncio.sleep(every_seconds)
-            write()
+            await action()
 
     ticker = asyncio.create_task(every())
     try:
@@ -240,4 +239,16 @@ async def _plain_lines(
         ticker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
-        write()
+        await action()
+
+
+@contextlib.asynccontextmanager
+async def _plain_lines(
+    figures: RunFigures, out: TextIO, every_seconds: float, title: str
+) -> AsyncIterator[None]:
+    async def write() -> None:
+        out.write(f"{title}: {plain_line(figures.snapshot())}\n")
+        out.flush()
+
+    async with periodically(every_seconds, write):
+        yield
