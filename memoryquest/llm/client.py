@@ -304,7 +304,7 @@ class ModelClient:
             seed=int(getattr(self.chat_backend, "seed", 0)) + request.seed,
             where=f"{request.template_id} v{template.version} (stage {request.stage})",
             conversation=list(messages),
-            max_tokens=request.max_output_tokens,
+            max_tokens=request.output_budget(template.max_output_tokens),
         )
 
     def cache_key(self, attempt: Attempt) -> str:
@@ -320,7 +320,7 @@ class ModelClient:
             messages=attempt.messages,
             parameters={
                 "temperature": request.temperature,
-                "max_output_tokens": request.max_output_tokens,
+                "max_output_tokens": request.output_budget(attempt.template.max_output_tokens),
                 "seed": attempt.seed,
                 "extra": request.extra,
             },
@@ -459,7 +459,7 @@ class ModelClient:
                     f"{attempt.truncated} times (finish_reason length); raise max_output_tokens"
                 )
             attempt.max_tokens = min(
-                attempt.max_tokens * 2, max(request.max_output_tokens, TRUNCATION_BUDGET_CAP)
+                attempt.max_tokens * 2, max(attempt.max_tokens, TRUNCATION_BUDGET_CAP)
             )
             return None
         text = result.text or ""

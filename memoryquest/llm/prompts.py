@@ -6,6 +6,7 @@ A template file starts with a small header block::
     id: query_generation
     version: 1
     purpose: one line on why the template exists
+    max_output_tokens: 3000
     ---
     ## system
     ...text with $variables...
@@ -14,7 +15,9 @@ A template file starts with a small header block::
 
 Variables use ``string.Template`` syntax (``$name`` / ``${name}``); values that
 are not strings are rendered as compact JSON, a list one row per line. The version and a hash of the
-file travel into the cache key and the run manifest.
+file travel into the cache key and the run manifest. ``max_output_tokens``
+(optional) is the answer's budget, sized to what the answer schema can need:
+it sits with the template because the template decides how long the answer is.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class PromptTemplate:
     system: str
     user: str
     sha256: str
+    max_output_tokens: int | None = None  # None: the request's own budget or the default
 
     def render(self, variables: dict[str, Any]) -> list[dict[str, str]]:
         """Chat messages with every ``$variable`` filled; a missing one is an error."""
@@ -100,12 +104,14 @@ def parse_template(text: str, source: str) -> PromptTemplate:
     if not sep or "## system\n" not in system_part:
         raise PromptError(f"{source}: needs a '## system' and a '## user' section")
     system = system_part.split("## system\n", 1)[1]
-    try:
-        version = int(header["version"])
-    except ValueError:
-        raise PromptError(
-            f"{source}: version must be an integer, got {header['version']!r}"
-        ) from None
+    version = _integer_header(header, "version", source)
+    max_output_tokens = None
+    if "max_output_tokens" in header:
+        max_output_tokens = _integer_header(header, "max_output_tokens", source)
+        if max_output_tokens < 1:
+            raise PromptError(
+                f"{source}: max_output_tokens must be positive, got {max_output_tokens}"
+            )
     return PromptTemplate(
         template_id=header["id"],
         version=version,
@@ -113,7 +119,15 @@ def parse_template(text: str, source: str) -> PromptTemplate:
         system=system,
         user=user_part,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        max_output_tokens=max_output_tokens,
     )
+
+
+def _integer_header(header: dict[str, str], key: str, source: str) -> int:
+    try:
+        return int(header[key])
+    except ValueError:
+        raise PromptError(f"{source}: {key} must be an integer, got {header[key]!r}") from None
 
 
 @cache

@@ -9,6 +9,9 @@ from pydantic import BaseModel
 
 ResponseT = TypeVar("ResponseT", bound=BaseModel)
 
+# The output budget of a request whose template declares none.
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
 
 @dataclass(frozen=True)
 class LLMRequest(Generic[ResponseT]):
@@ -18,7 +21,9 @@ class LLMRequest(Generic[ResponseT]):
     for a real model and handed as-is to the offline simulator, which answers
     from them (the persona's real content) instead of from the prompt text.
     ``max_output_tokens`` is reserved against tokens/min before sending, so
-    keep it near the answer's real size. ``extra`` holds further API
+    keep it near the answer's real size: by default (None) it is the
+    template's ``max_output_tokens`` header, sized from its answer schema.
+    ``extra`` holds further API
     parameters (e.g. ``{"top_p": 0.9}``), sent as-is and part of the cache key.
     ``cache_scope`` groups requests that share a long stable prompt prefix
     (one persona's): it travels as ``prompt_cache_key`` where the endpoint
@@ -32,10 +37,14 @@ class LLMRequest(Generic[ResponseT]):
     response_model: type[ResponseT]
     stage: str
     temperature: float = 0.7
-    max_output_tokens: int = 4096
+    max_output_tokens: int | None = None
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     cache_scope: str | None = None
+
+    def output_budget(self, template_budget: int | None) -> int:
+        """The budget sent: the request's own, else the template's, else the default."""
+        return self.max_output_tokens or template_budget or DEFAULT_MAX_OUTPUT_TOKENS
 
     def prompt_cache_scope(self) -> str | None:
         """``cache_scope``, else the persona the variables are about, else None."""

@@ -106,7 +106,6 @@ def _request(
         response_model=DialogueDraft,
         stage=STAGE,
         temperature=0.9,
-        max_output_tokens=6_000,
         seed=seed,
     )
 

@@ -275,7 +275,6 @@ def generation_request(
         response_model=QueryCandidatesDraft,
         stage=STAGE,
         temperature=0.9,
-        max_output_tokens=12_000,
         seed=seed,
     )
 
@@ -300,7 +299,6 @@ def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]
         response_model=RelevanceAnswer,
         stage=STAGE,
         temperature=0.0,
-        max_output_tokens=1_500,
         seed=seed,
     )
 

@@ -110,7 +110,6 @@ def timeline_request(
         response_model=TimelineDraft,
         stage=STAGE,
         temperature=0.8,
-        max_output_tokens=4_000,
         seed=seed,
     )
 
