@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from test_llm_prompt_cache import client_with, loopback
 
 from memoryquest.llm.client import TRUNCATION_BUDGET_CAP, ModelClient
-from memoryquest.llm.factory import build_client
 from memoryquest.llm.prompts import PromptError, all_templates, parse_template
 from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
-from memoryquest.settings import Settings
 from memoryquest.simulator import simulates
 from memoryquest.testing import FakeOpenAIServer, Fault
 
@@ -58,17 +57,9 @@ async def client(
     module_server: FakeOpenAIServer, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
 ) -> AsyncIterator[ModelClient]:
     module_server.reset()
-    prompts = tmp_path / "prompts"
-    prompts.mkdir()
-    for template_id, budget in ((BUDGETED, "300"), (LONG, "10000"), (UNBUDGETED, None)):
-        (prompts / f"{template_id}.md").write_text(template(template_id, budget), encoding="utf-8")
-    settings = Settings(
-        output_dir=tmp_path / "out",
-        cache={"enabled": False},
-        endpoint={"base_url": module_server.url, "simulator_hints": True, "chat_model": "gpt-4o"},
-        limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
-    )
-    made = build_client(settings, prompts_dir=prompts)
+    budgets = {BUDGETED: "300", LONG: "10000", UNBUDGETED: None}
+    templates = {name: template(name, budget) for name, budget in budgets.items()}
+    made = client_with(tmp_path, templates, **loopback(module_server))
     yield made
     await made.aclose()
 

@@ -72,26 +72,32 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield running
 
 
+def client_with(tmp_path: Path, templates: dict[str, str], **endpoint: Any) -> ModelClient:
+    """A client with test-only templates (id -> text), no response cache and generous limits."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir(exist_ok=True)
+    for template_id, text in templates.items():
+        (prompts / f"{template_id}.md").write_text(text, encoding="utf-8")
+    settings = Settings(
+        output_dir=tmp_path / "out",
+        cache={"enabled": False},
+        endpoint=endpoint,
+        limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
+    )
+    return build_client(settings, prompts_dir=prompts)
+
+
+def loopback(server: FakeOpenAIServer, **endpoint: Any) -> dict[str, Any]:
+    """Endpoint settings for the fake server, answering from the simulator."""
+    return {"base_url": server.url, "simulator_hints": True, "chat_model": MODEL, **endpoint}
+
+
 @pytest.fixture
 async def client(
     server: FakeOpenAIServer, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
 ) -> AsyncIterator[ModelClient]:
     server.reset()
-    prompts = tmp_path / "prompts"
-    prompts.mkdir()
-    (prompts / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
-    settings = Settings(
-        output_dir=tmp_path / "out",
-        cache={"enabled": False},
-        endpoint={
-            "base_url": server.url,
-            "simulator_hints": True,
-            "chat_model": MODEL,
-            "prompt_cache_key": True,
-        },
-        limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
-    )
-    made = build_client(settings, prompts_dir=prompts)
+    made = client_with(tmp_path, {TEMPLATE_ID: TEMPLATE}, **loopback(server, prompt_cache_key=True))
     yield made
     await made.aclose()
 
@@ -147,15 +153,7 @@ async def test_prompt_cache_key_goes_only_where_it_is_accepted(
 ) -> None:
     """A compatible server (a user's vLLM) may reject unknown fields: not sent unless turned on."""
     server.reset()
-    prompts = tmp_path / "prompts"
-    prompts.mkdir()
-    (prompts / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
-    settings = Settings(
-        output_dir=tmp_path / "out",
-        cache={"enabled": False},
-        endpoint={"base_url": server.url, "simulator_hints": True, "chat_model": MODEL},
-    )
-    client = build_client(settings, prompts_dir=prompts)
+    client = client_with(tmp_path, {TEMPLATE_ID: TEMPLATE}, **loopback(server))
     try:
         await client.complete(ask(persona("p-001", words=20), "Name?"))
     finally:
@@ -213,15 +211,7 @@ async def test_the_simulator_reports_cached_tokens_by_the_same_rule(
     tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
 ) -> None:
     """Offline, the second question about a persona is recorded as cached as the provider bills it."""
-    prompts = tmp_path / "prompts"
-    prompts.mkdir()
-    (prompts / f"{TEMPLATE_ID}.md").write_text(TEMPLATE, encoding="utf-8")
-    settings = Settings(
-        output_dir=tmp_path / "out",
-        cache={"enabled": False},
-        endpoint={"backend": Backend.SIMULATED},
-    )
-    client = build_client(settings, prompts_dir=prompts)
+    client = client_with(tmp_path, {TEMPLATE_ID: TEMPLATE}, backend=Backend.SIMULATED)
     requests = [ask(persona("p-001"), "Sundays?"), ask(persona("p-001"), "Instrument?")]
     requests.append(ask(persona("p-002"), "Sundays?"))
     try:
@@ -230,7 +220,7 @@ async def test_the_simulator_reports_cached_tokens_by_the_same_rule(
     finally:
         await client.aclose()
     expected = PromptPrefixCache()
-    template = load_template(TEMPLATE_ID, prompts)
+    template = load_template(TEMPLATE_ID, tmp_path / "prompts")
     counter = token_counter(SIMULATED_MODEL)
     cached = [
         expected.cached_tokens(r.prompt_cache_scope(), template.render(r.variables), counter)

@@ -456,7 +456,8 @@ class ModelClient:
             if attempt.truncated > self.output_retries:
                 raise LLMTruncatedError(
                     f"{where}: the answer was cut off at the output limit ({attempt.max_tokens} tokens) "
-                    f"{attempt.truncated} times (finish_reason length); raise max_output_tokens"
+                    f"{attempt.truncated} times (finish_reason length); raise max_output_tokens "
+                    f"(the {request.template_id} template's header, or the request's)"
                 )
             attempt.max_tokens = min(
                 attempt.max_tokens * 2, max(attempt.max_tokens, TRUNCATION_BUDGET_CAP)
