@@ -21,7 +21,15 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
-from memoryquest.pgr.judges import EmbeddingJudge, LLMJudge, ProvenanceJudge, build_judge
+from memoryquest.pgr.judges import (
+    EmbeddingJudge,
+    JudgeOutputError,
+    LLMJudge,
+    ProvenanceJudge,
+    build_judge,
+    verdicts_by_number,
+)
+from memoryquest.pgr.judges_contracts import JudgeReferencesInputs, ReferenceVerdicts
 from memoryquest.pgr.metrics import (
     ndcg,
     provenance_support,
@@ -35,6 +43,7 @@ from memoryquest.pgr.metrics import (
 from memoryquest.pgr.retrieval import IndexCache, MemoryIndex
 from memoryquest.pgr.sample import make_fact
 from memoryquest.settings import PGRSettings
+from memoryquest.simulator import simulate
 
 PID = make_id("persona", "judges-test")
 QID = make_id("query", PID, "league")
@@ -135,22 +144,48 @@ async def test_embedding_judge_counts_a_reference_at_the_threshold(client: Model
     assert above[1].found is False and at[1].found is True
 
 
-async def test_llm_judge_through_the_simulator(client: ModelClient) -> None:
+async def test_llm_judge_reads_every_set_of_a_query_in_one_call(client: ModelClient) -> None:
     index = await snapshot(client)
-    retrieved = [index.item(FID["knee"]), index.item(FID["books"]), index.item(FID["bus"])]
+    everything = [index.item(FID["knee"]), index.item(FID["books"]), index.item(FID["bus"])]
+    without_knee = [index.item(FID["books"]), index.item(FID["alarm"])]
     judge = LLMJudge()
-    verdicts = await judge.judge(QUERY, retrieved, index, client)
+    first, second = await judge.judge_sets(QUERY, [everything, without_knee], index, client)
     assert judge.llm_calls == 1
-    assert [v.found for v in verdicts] == [True, True, False]
-    assert all(v.reason for v in verdicts) and all("\n" not in v.reason for v in verdicts)
-    assert [v.reference_id for v in verdicts] == [R_KNEE, R_BUS, R_MONEY]
+    assert [v.found for v in first] == [True, True, False]
+    assert first[0].supporting_fids == [FID["knee"]] and first[1].supporting_fids == [FID["bus"]]
+    assert all(v.reason for v in first) and all("\n" not in v.reason for v in first)
+    assert [v.reference_id for v in first] == [R_KNEE, R_BUS, R_MONEY]
+    # The knee memory stated R_KNEE in the union, but this set did not retrieve it.
+    assert [v.found for v in second] == [False, False, False]
+    assert "did not retrieve" in second[0].reason and second[0].supporting_fids == []
+
+
+def test_a_verdict_must_cover_every_reference_and_cite_only_memories_shown() -> None:
+    variables = JudgeReferencesInputs(
+        query=QUERY.text,
+        query_date=QUERY.query_date.isoformat(),
+        references=[
+            {"number": n, "date": r.date.isoformat(), "text": r.text}
+            for n, r in enumerate(QUERY.references, start=1)
+        ],
+        retrieved=[{"number": 1, "date": "2024-03-05", "info": "Strained the left knee"}],
+    ).variables()
+    answer = ReferenceVerdicts.model_validate_json(simulate("judge_references", variables, seed=0))
+    assert set(verdicts_by_number(answer, 3, 1, "q")) == {1, 2, 3}
+    cites_too_far = answer.model_copy(deep=True)
+    cites_too_far.verdicts[0].memories = [2]
+    with pytest.raises(JudgeOutputError, match=r"memory number\(s\) \[2\] outside 1..1"):
+        verdicts_by_number(cites_too_far, 3, 1, "q")
+    one_short = answer.model_copy(update={"verdicts": answer.verdicts[:2]})
+    with pytest.raises(JudgeOutputError, match=r"no verdict for reference number\(s\) \[3\]"):
+        verdicts_by_number(one_short, 3, 1, "q")
 
 
 async def test_judges_find_nothing_in_an_empty_retrieval(client: ModelClient) -> None:
     index = await snapshot(client)
     for kind in JudgeKind:
         judge = build_judge(kind, PGRSettings())
-        verdicts = await judge.judge(QUERY, [], index, client)
+        (verdicts,) = await judge.judge_sets(QUERY, [[]], index, client)
         assert [v.found for v in verdicts] == [False, False, False], kind
 
 

@@ -35,21 +35,18 @@ QUERY = "Can you help me plan joining a recreational soccer league in Toronto th
 DINNER = "Could you book a table for dinner with my sister on Friday, June 7? Somewhere casual would be nice."
 BASE = {"query": QUERY, "query_date": "2024-04-10", "augmented_query": QUERY}
 KNEE: dict[str, Any] = {
-    "fid": "f_00000000000000a1",
     "date": "2024-03-04",
     "type": "Event",
     "info": "Strained left knee while running in early March; sees a physiotherapist every week",
     "related_entities": ["knee", "physiotherapist", "running"],
 }
 BUS: dict[str, Any] = {
-    "fid": "f_00000000000000a2",
     "date": "2024-03-28",
     "type": "Event",
     "info": "Sold car in March and now takes the bus or streetcar around Toronto",
     "related_entities": ["bus", "streetcar", "Toronto"],
 }
 NUTS: dict[str, Any] = {
-    "fid": "f_00000000000000a3",
     "date": "2024-03-30",
     "type": "Event",
     "info": "Was told by an allergist to cut out tree nuts completely",
@@ -346,16 +343,16 @@ def test_reference_judge_overlap_rule() -> None:
 
     def verdict(info: str) -> dict[str, Any]:
         variables["retrieved"] = [
-            {"date": "2024-03-05", "info": "Enjoys science fiction"},
-            {"date": "2024-03-05", "info": info},
+            {"number": 1, "date": "2024-03-05", "info": "Enjoys science fiction"},
+            {"number": 2, "date": "2024-03-05", "info": info},
         ]
         return ask("judge_references", variables)["verdicts"][0]
 
-    assert verdict("Knee strained badly")["found"] is True  # 2 of 5 = 40%
-    assert verdict("Badly strained knee in early March")["found"] is True  # 3 of 5
+    assert verdict("Knee strained badly")["memories"] == [2]  # 2 of 5 = 40%
+    assert verdict("Badly strained knee in early March")["memories"] == [2]  # 3 of 5
     low = verdict("Knee feels fine")  # 1 of 5
-    assert low["found"] is False and "20%" in low["reason"]
-    assert verdict("Enjoys reading")["found"] is False
+    assert low["memories"] == [] and "20%" in low["reason"]
+    assert verdict("Enjoys reading")["memories"] == []
 
 
 def test_pairwise_judge_prefers_more_cited_facts() -> None:

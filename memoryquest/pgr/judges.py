@@ -4,8 +4,15 @@
   lists the reference in ``source_reference_ids``;
 * embedding — found when some retrieved fact's text has cosine ≥ the
   configured threshold with the reference text;
-* llm — one model call per query and method, a yes/no and a one-line reason
-  per reference (the paper's judge).
+* llm — the paper's judge: a model reads the retrieved memories and says, for
+  each reference, which of them state it, with a one-line reason.
+
+Every judge scores all the sets retrieved for one query at once (each method's
+and each budget-matched baseline's). The deterministic judges score each set on
+its own; the model judge reads the union of the sets in one call and each set
+is credited with the memories it holds. One call per query instead of one per
+set costs about a fifth of the tokens, and a memory is judged the same way
+whichever method retrieved it, so judge noise cannot favour one method.
 """
 
 from __future__ import annotations
@@ -34,12 +41,43 @@ JUDGE_TEMPLATE = "judge_references"
 class Judge(Protocol):
     kind: JudgeKind
 
+    async def judge_sets(
+        self,
+        query: Query,
+        retrieved_sets: Sequence[Sequence[MemoryItem]],
+        index: MemoryIndex,
+        client: ModelClient,
+    ) -> list[list[ReferenceJudgement]]:
+        """One list of judgements (in reference order) per retrieved set, in the sets' order."""
+        ...
+
+
+class SetBySetJudge:
+    """A judge whose verdict on one set does not depend on the others."""
+
     async def judge(
         self, query: Query, retrieved: Sequence[MemoryItem], index: MemoryIndex, client: ModelClient
-    ) -> list[ReferenceJudgement]: ...
+    ) -> list[ReferenceJudgement]:
+        raise NotImplementedError
+
+    async def judge_sets(
+        self,
+        query: Query,
+        retrieved_sets: Sequence[Sequence[MemoryItem]],
+        index: MemoryIndex,
+        client: ModelClient,
+    ) -> list[list[ReferenceJudgement]]:
+        return [await self.judge(query, retrieved, index, client) for retrieved in retrieved_sets]
 
 
-class ProvenanceJudge:
+def nothing_retrieved(query: Query) -> list[ReferenceJudgement]:
+    return [
+        ReferenceJudgement(reference_id=r.reference_id, found=False, reason="nothing was retrieved")
+        for r in query.references
+    ]
+
+
+class ProvenanceJudge(SetBySetJudge):
     kind = JudgeKind.PROVENANCE
 
     async def judge(
@@ -68,7 +106,7 @@ class ProvenanceJudge:
         return judgements
 
 
-class EmbeddingJudge:
+class EmbeddingJudge(SetBySetJudge):
     kind = JudgeKind.EMBEDDING
 
     def __init__(self, threshold: float) -> None:
@@ -90,12 +128,7 @@ class EmbeddingJudge:
         self, query: Query, retrieved: Sequence[MemoryItem], index: MemoryIndex, client: ModelClient
     ) -> list[ReferenceJudgement]:
         if not retrieved:
-            return [
-                ReferenceJudgement(
-                    reference_id=r.reference_id, found=False, reason="nothing was retrieved"
-                )
-                for r in query.references
-            ]
+            return nothing_retrieved(query)
         refs = await self._reference_vectors([r.text for r in query.references], client)
         facts = np.stack([index.vector(item.fid) for item in retrieved])
         scores = refs @ facts.T
@@ -126,16 +159,29 @@ class LLMJudge:
     def __init__(self) -> None:
         self.llm_calls = 0
 
-    async def judge(
-        self, query: Query, retrieved: Sequence[MemoryItem], index: MemoryIndex, client: ModelClient
-    ) -> list[ReferenceJudgement]:
-        if not retrieved:
-            return [
-                ReferenceJudgement(
-                    reference_id=r.reference_id, found=False, reason="nothing was retrieved"
-                )
-                for r in query.references
+    async def judge_sets(
+        self,
+        query: Query,
+        retrieved_sets: Sequence[Sequence[MemoryItem]],
+        index: MemoryIndex,
+        client: ModelClient,
+    ) -> list[list[ReferenceJudgement]]:
+        union = list({item.fid: item for items in retrieved_sets for item in items}.values())
+        if not union:
+            return [nothing_retrieved(query) for _ in retrieved_sets]
+        union.sort(key=lambda item: (item.date, item.fid))
+        verdicts = await self._verdicts(query, union, client)
+        return [
+            [
+                _credited(reference.reference_id, verdicts[n], union, {item.fid for item in items})
+                for n, reference in enumerate(query.references, start=1)
             ]
+            for items in retrieved_sets
+        ]
+
+    async def _verdicts(
+        self, query: Query, union: list[MemoryItem], client: ModelClient
+    ) -> dict[int, ReferenceVerdict]:
         request = LLMRequest(
             template_id=JUDGE_TEMPLATE,
             variables=JudgeReferencesInputs(
@@ -146,7 +192,8 @@ class LLMJudge:
                     for n, r in enumerate(query.references, start=1)
                 ],
                 retrieved=[
-                    {"date": item.date.isoformat(), "info": item.info} for item in retrieved
+                    {"number": n, "date": item.date.isoformat(), "info": item.info}
+                    for n, item in enumerate(union, start=1)
                 ],
             ).variables(),
             response_model=ReferenceVerdicts,
@@ -155,24 +202,42 @@ class LLMJudge:
         )
         self.llm_calls += 1
         answer = await client.complete(request)
-        by_number: dict[int, ReferenceVerdict] = {}
-        for verdict in answer.verdicts:
-            by_number.setdefault(verdict.number, verdict)
-        missing = [n for n in range(1, len(query.references) + 1) if n not in by_number]
-        if missing:
-            raise JudgeOutputError(
-                f"{JUDGE_TEMPLATE} for query {query.query_id}: no verdict for reference number(s) {missing}"
-            )
-        return [
-            ReferenceJudgement(
-                reference_id=reference.reference_id,
-                found=by_number[n].found,
-                reason=by_number[n].reason.strip().splitlines()[0]
-                if by_number[n].reason.strip()
-                else "",
-            )
-            for n, reference in enumerate(query.references, start=1)
-        ]
+        return verdicts_by_number(answer, len(query.references), len(union), query.query_id)
+
+
+def verdicts_by_number(
+    answer: ReferenceVerdicts, references: int, memories: int, query_id: str
+) -> dict[int, ReferenceVerdict]:
+    """The answer's verdict for each reference number, or why it cannot be used."""
+    by_number: dict[int, ReferenceVerdict] = {}
+    for verdict in answer.verdicts:
+        by_number.setdefault(verdict.number, verdict)
+    missing = [n for n in range(1, references + 1) if n not in by_number]
+    if missing:
+        raise JudgeOutputError(
+            f"{JUDGE_TEMPLATE} for query {query_id}: no verdict for reference number(s) {missing}"
+        )
+    unknown = sorted({m for v in by_number.values() for m in v.memories if not 1 <= m <= memories})
+    if unknown:
+        raise JudgeOutputError(
+            f"{JUDGE_TEMPLATE} for query {query_id}: memory number(s) {unknown} outside 1..{memories}"
+        )
+    return by_number
+
+
+def _credited(
+    reference_id: str, verdict: ReferenceVerdict, union: list[MemoryItem], held: set[str]
+) -> ReferenceJudgement:
+    """The verdict on the union, as it applies to one set: found when the set holds a memory that states it."""
+    support = [
+        union[m - 1].fid for m in dict.fromkeys(verdict.memories) if union[m - 1].fid in held
+    ]
+    reason = verdict.reason.strip().splitlines()[0] if verdict.reason.strip() else ""
+    if verdict.memories and not support:
+        reason = f"stated only by memories this method did not retrieve ({reason})"
+    return ReferenceJudgement(
+        reference_id=reference_id, found=bool(support), reason=reason, supporting_fids=support
+    )
 
 
 def build_judge(kind: JudgeKind | str, settings: PGRSettings) -> Judge:

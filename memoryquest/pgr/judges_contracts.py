@@ -19,7 +19,9 @@ from memoryquest.prompt_inputs import ROW, PromptInputs
 
 class ReferenceVerdict(BaseModel):
     number: int = Field(description="The reference's number in the input list, from 1.")
-    found: bool
+    memories: list[int] = Field(
+        description="Numbers of the retrieved memories that state the reference; empty when none."
+    )
     reason: str = Field(description="One line on why.")
 
 
@@ -41,14 +43,15 @@ class NumberedReference(TypedDict):
 
 @with_config(ROW)
 class RetrievedFact(TypedDict):
-    """A retrieved memory fact, as the judge sees it."""
+    """A retrieved memory fact, numbered from 1 as the verdicts cite it."""
 
+    number: int
     date: str
     info: str
 
 
 class JudgeReferencesInputs(PromptInputs):
-    """A query's references and what a method retrieved, to judge which references were found."""
+    """A query's references and everything its methods retrieved, to judge which memory states which."""
 
     template_id: ClassVar[str] = "judge_references"
     output_model: ClassVar[type[BaseModel]] = ReferenceVerdicts

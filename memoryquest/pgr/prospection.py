@@ -205,10 +205,9 @@ def steps_view(steps: Sequence[ProspectionStep], shape: PlanShape) -> list[dict[
 
 
 def facts_view(items: Sequence[MemoryItem]) -> list[dict[str, Any]]:
-    """Facts as a prompt shows them: text, type, date and entities — never their provenance."""
+    """Facts as a prompt shows them: text, type, date and entities — never their provenance or id."""
     return [
         {
-            "fid": item.fid,
             "date": item.date.isoformat(),
             "type": item.type.value,
             "info": item.info,

@@ -58,9 +58,9 @@ class GeneratedAnswer(BaseModel):
 
 @with_config(ROW)
 class FactView(TypedDict):
-    """A memory fact as a prompt shows it: text, type, date and entities, never its provenance."""
+    """A memory fact as a prompt shows it: text, type, date and entities, never its provenance
+    (nor its id, which no answer cites: a dozen tokens a fact)."""
 
-    fid: str
     date: str
     type: str
     info: str

@@ -41,6 +41,7 @@ from memoryquest.contracts import (
     ProspectionIteration,
     ProspectionStep,
     Query,
+    ReferenceJudgement,
     RetrievalMethod,
     ValidationResult,
 )
@@ -493,19 +494,39 @@ def result_id(
     return make_id("result", query_id, method.value, judge.value, "budget_of", baseline_for.value)
 
 
-async def score_outcome(
-    query: Query, outcome: RetrievalOutcome, index: MemoryIndex, judge: Judge, client: ModelClient
+async def score_outcomes(
+    query: Query,
+    outcomes: Sequence[RetrievalOutcome],
+    index: MemoryIndex,
+    judges: Sequence[Judge],
+    client: ModelClient,
+) -> list[ValidationResult]:
+    """One validation row per outcome × judge, in that order; each judge sees every outcome of
+    the query at once (the model judge reads them in one call)."""
+    retrieved = [[index.item(fid) for fid in o.retrieved_fids] for o in outcomes]
+    verdicts = [await judge.judge_sets(query, retrieved, index, client) for judge in judges]
+    return [
+        result_row(query, outcome, index, judge.kind, verdicts[j][o])
+        for o, outcome in enumerate(outcomes)
+        for j, judge in enumerate(judges)
+    ]
+
+
+def result_row(
+    query: Query,
+    outcome: RetrievalOutcome,
+    index: MemoryIndex,
+    judge: JudgeKind,
+    judgements: list[ReferenceJudgement],
 ) -> ValidationResult:
-    """One validation row: the outcome judged by one judge."""
-    retrieved = [index.item(fid) for fid in outcome.retrieved_fids]
-    judgements = await judge.judge(query, retrieved, index, client)
+    """One validation row: the outcome as one judge saw it."""
     relevant = relevant_fids((r.reference_id for r in query.references), index.items)
     return ValidationResult(
-        result_id=result_id(query.query_id, outcome.method, judge.kind, outcome.baseline_for),
+        result_id=result_id(query.query_id, outcome.method, judge, outcome.baseline_for),
         query_id=query.query_id,
         persona_id=query.persona_id,
         method=outcome.method,
-        judge=judge.kind,
+        judge=judge,
         memory_as_of=outcome.memory_as_of,
         memory_size=outcome.memory_size,
         baseline_for=outcome.baseline_for,
@@ -561,7 +582,7 @@ async def validate_queries(
             query.persona_id, query.query_date, by_persona.get(query.persona_id, []), client
         )
 
-    async def one(query: Query, method: RetrievalMethod) -> list[ValidationResult]:
+    async def one(query: Query, method: RetrievalMethod) -> list[RetrievalOutcome]:
         persona_facts = by_persona.get(query.persona_id, [])
         index = indexes[query.query_id]
         outcome = await run_query(
@@ -582,11 +603,12 @@ async def validate_queries(
                         lexical=lexical,
                     )
                 )
-        return [
-            await score_outcome(query, o, index, judge, client)
-            for o in outcomes
-            for judge in judge_list
-        ]
+        return outcomes
 
-    groups = await asyncio.gather(*(one(q, m) for q in queries for m in method_list))
+    async def scored(query: Query) -> list[ValidationResult]:
+        per_method = await asyncio.gather(*(one(query, m) for m in method_list))
+        outcomes = [o for group in per_method for o in group]
+        return await score_outcomes(query, outcomes, indexes[query.query_id], judge_list, client)
+
+    groups = await asyncio.gather(*(scored(q) for q in queries))
     return [result for group in groups for result in group]

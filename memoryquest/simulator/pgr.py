@@ -33,9 +33,9 @@ date, the augmented request, the previous steps and the facts retrieved so far
   facts and δ ends the loop.
 * Summary (``pgr_summary``) and answer (``pgr_answer``): the needs explored
   and the facts that bear on them, most telling first.
-* Reference judge (``judge_references``): a reference is "found" when one
-  retrieved fact holds at least ``JUDGE_OVERLAP`` of the reference's content
-  stems and at least ``JUDGE_MIN_SHARED`` of them.
+* Reference judge (``judge_references``): a memory states a reference when it
+  holds at least ``JUDGE_OVERLAP`` of the reference's content stems and at
+  least ``JUDGE_MIN_SHARED`` of them.
 * Pairwise judge (``judge_pairwise``): more cited user facts wins; equal is a tie.
 """
 
@@ -174,7 +174,6 @@ def _anchor_step(step: PlanStep, query: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class FactView:
-    fid: str
     info: str
     date: str
     entities: tuple[str, ...]
@@ -185,7 +184,6 @@ class FactView:
 def _facts(raw: Sequence[dict[str, Any]]) -> list[FactView]:
     return [
         _fact_view(
-            str(item.get("fid", "")),
             str(item.get("info", "")),
             str(item.get("date", "")),
             tuple(str(e) for e in item.get("related_entities", []) if str(e).strip()),
@@ -195,10 +193,10 @@ def _facts(raw: Sequence[dict[str, Any]]) -> list[FactView]:
 
 
 @lru_cache(maxsize=65_536)
-def _fact_view(fid: str, info: str, date: str, entities: tuple[str, ...]) -> FactView:
+def _fact_view(info: str, date: str, entities: tuple[str, ...]) -> FactView:
     """Memoised: the same facts come back in every refinement, summary and answer prompt of a query."""
     need = classify_need(" ".join([info, *entities]))
-    return FactView(fid, info, date, entities, need, _focus(info, entities, need))
+    return FactView(info, date, entities, need, _focus(info, entities, need))
 
 
 def _focus(info: str, entities: Sequence[str], need: str | None) -> str:
@@ -217,7 +215,7 @@ def _focus(info: str, entities: Sequence[str], need: str | None) -> str:
 
 
 def _recent_first(facts: Iterable[FactView]) -> list[FactView]:
-    return sorted(facts, key=lambda f: (f.date, f.fid), reverse=True)
+    return sorted(facts, key=lambda f: (f.date, f.info), reverse=True)
 
 
 def _short(text: str, words: int = 12) -> str:
@@ -574,23 +572,25 @@ def _overlap(reference: str, fact: str) -> tuple[float, int]:
 
 @simulates("judge_references")
 def judge_references(inputs: JudgeReferencesInputs, rng: random.Random) -> dict[str, Any]:
-    retrieved = [str(item.get("info", "")) for item in inputs.retrieved]
+    retrieved = [(int(item["number"]), str(item.get("info", ""))) for item in inputs.retrieved]
     verdicts = []
     for reference in inputs.references:
         text = str(reference["text"])
-        best_share, best_shared, best_fact = 0.0, 0, ""
-        for info in retrieved:
-            share, shared = _overlap(text, info)
-            if (share, shared) > (best_share, best_shared):
-                best_share, best_shared, best_fact = share, shared, info
         needed = min(JUDGE_MIN_SHARED, len(_stems(text)))
-        found = best_share >= JUDGE_OVERLAP and best_shared >= needed
+        stating: list[int] = []
+        best_share, best_fact = 0.0, ""
+        for number, info in retrieved:
+            share, shared = _overlap(text, info)
+            if share >= JUDGE_OVERLAP and shared >= needed:
+                stating.append(number)
+            if share > best_share:
+                best_share, best_fact = share, info
         reason = (
             f"'{_short(best_fact, 10)}' shares {best_share:.0%} of its content words"
             if best_fact
-            else "no retrieved fact shares its content words"
+            else "no retrieved memory shares its content words"
         )
-        verdicts.append({"number": int(reference["number"]), "found": found, "reason": reason})
+        verdicts.append({"number": int(reference["number"]), "memories": stating, "reason": reason})
     return {"verdicts": verdicts}
 
 
