@@ -23,9 +23,17 @@ from memoryquest.simulator.needs import (
     parse_update,
     say_update,
 )
-from memoryquest.simulator.needs.bridges import SCENES, bridge, bridged_domain, split_bridge
+from memoryquest.simulator.needs.bridges import (
+    FRAMES,
+    JOINERS,
+    SCENES,
+    bridge,
+    bridged_domain,
+    split_bridge,
+)
 from memoryquest.simulator.needs.model import breadth
 from memoryquest.simulator.persona_grounding import PersonaMaterial
+from memoryquest.simulator.phrasing import Setting, Voice
 from memoryquest.simulator.timelines import described_updates
 from memoryquest.stages.queries import generation_request
 from memoryquest.stages.timelines import timeline_request
@@ -216,3 +224,31 @@ def test_distractors_are_chosen_as_references_of_a_phantom_request(
     assert Counter(needs).most_common(1)[0][0] in {
         n for n in bearing if breadth(n) <= sorted(breadth(m) for m in bearing)[len(bearing) // 2]
     }
+
+
+def test_bridges_are_composed_from_connectives_hedges_and_frames() -> None:
+    """No handful of joiners dominates the text, and every composition reads back to its core."""
+    assert len(JOINERS) >= 150 and len(FRAMES) >= 50
+    assert all(len(scenes) >= 12 for scenes in SCENES.values())
+    core = "My car is at the garage"
+    for joiner in JOINERS:
+        for frame in FRAMES[::7]:
+            clause = f"{joiner} {frame.format(scene='cinema nights')}"
+            assert split_bridge(core + clause + ".") == (core, clause), clause
+            assert bridged_domain(core + clause) is Domain.MOVIES
+    rng = random.Random(0)
+    clauses = [split_bridge(core + bridge(Domain.MUSIC, rng))[1] for _ in range(400)]
+    joiners = Counter(max((j for j in JOINERS if c.startswith(j + " ")), key=len) for c in clauses)
+    assert joiners.most_common(1)[0][1] / len(clauses) < 0.04
+
+
+def test_plain_remarks_bridge_to_the_conversation_as_updates_do(personas: list[Persona]) -> None:
+    """A bridge clause is how any remark can end, so it never singles out a life update."""
+    persona = personas[0]
+    domain = persona.affinities[0].domain
+    voice = Voice(persona.affinities, persona.demographics, domain, Setting(location="Lisbon"))
+    rng = random.Random(1)
+    remarks = [r for r in (voice.remark(rng) for _ in range(400)) if r]
+    bridged = [r for r in remarks if split_bridge(r)[1]]
+    assert 0.05 <= len(bridged) / len(remarks) <= 0.4
+    assert all(bridged_domain(r) is domain for r in bridged)

@@ -276,4 +276,4 @@ def test_simulated_dialogues_sound_like_the_persona(user0: Persona) -> None:
         )
     assert min(lengths) >= 5 and max(lengths) <= 30
     assert set(lengths) == {6}  # no news to tell: a short chat of three exchanges
-    assert mentions >= 35
+    assert mentions >= 32  # four in five chats name something the persona likes

@@ -43,9 +43,10 @@ from memoryquest.text import normalise_text
 EXCHANGES = range(3, 11)
 EXCHANGE_WEIGHTS = (5, 11, 17, 20, 17, 13, 10, 7)  # mean ≈ 6.2 exchanges, as in the paper
 
-NEWS_TURN_SHARE = 0.8
+NEWS_TURN_SHARE = 1.0
 """Share of user turns a conversation's life updates fill: people chatting to an assistant mostly talk
-about what is going on with them, so a turn with news in it is the rule, not the exception."""
+about what is going on with them, so a turn with news in it is the rule, not the exception, and a
+turn without news would tell which turns are the ordinary ones."""
 PERSONAL_QUESTION_SHARE = 0.22
 """Assistant turns (before the last) that ask about the user's circumstances, in every session alike."""
 TOPIC_QUESTION_SHARE = 0.3

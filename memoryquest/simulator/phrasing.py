@@ -39,6 +39,7 @@ from memoryquest.simulator.grammar import (
     sentence,
     shift_person,
 )
+from memoryquest.simulator.needs.bridges import bridge
 from memoryquest.text import STOPWORDS
 
 D = Domain
@@ -706,6 +707,9 @@ _TIME_FRAMES = (
     "after a long stretch without",
     "since a trip in {month}",
 )
+REMARK_BRIDGE_SHARE = 0.5
+"""Remark consequences said as a life update's bridge clause (", which complicates cinema nights"):
+the clause is how people tie any personal remark to their plans, never a sign of a life update."""
 # What a remark means for the request, tacked on the way an update's consequence is.
 _CONSEQUENCES = (
     ("so", "that's what I'd look for"),
@@ -1048,8 +1052,11 @@ class Voice:
             frame = fill_time(pick(rng, _TIME_FRAMES), rng)
             body = f"{frame}, {lower_start(body)}" if rng.random() < 0.5 else f"{body} {frame}"
         if rng.random() < extra:
-            joiner, tail = _CONSEQUENCES[rng.randrange(len(_CONSEQUENCES))]
-            body = f"{body}, {joiner} {tail}"
+            if rng.random() < REMARK_BRIDGE_SHARE:
+                body += bridge(self.domain, rng)
+            else:
+                joiner, tail = _CONSEQUENCES[rng.randrange(len(_CONSEQUENCES))]
+                body = f"{body}, {joiner} {tail}"
         return sentence(body)
 
 

@@ -38,13 +38,15 @@ from memoryquest.text import shared_content_words
 UPDATE_MARKER = "In passing, the user shares an update:"
 """Separates an event's activity from the life update said in it (a reference's or a distractor's)."""
 
-FILLER_EVENT_DISTRACTORS = (0, 0, 1, 3, 4, 4, 3, 2)
+FILLER_EVENT_DISTRACTORS = (0, 0, 0, 3, 4, 4, 3, 2)
 """Weights of 0..7 distractor updates on a filler event (when the persona can ground them).
 
-Most user turns carry some piece of personal news, so a turn that carries a
-reference is one of many such turns, not the odd one out."""
-REFERENCE_EVENT_DISTRACTORS = (0, 1, 3, 4, 3, 2)
-"""Weights of 0..5 distractor updates next to the reference on a reference event."""
+Nearly every user turn carries some piece of personal news (a conversation has
+three exchanges at least), so a turn that carries a reference is one of many
+such turns, not the odd one out."""
+REFERENCE_EVENT_DISTRACTORS = (0, 0, 3, 4, 3, 2)
+"""Weights of 0..5 distractor updates next to the reference on a reference event (two at least, so
+its three or more exchanges each have some news)."""
 DISTRACTOR_SHARED_WORDS_MAX = 1
 """A distractor may share at most this many content words with any reference of the query."""
 

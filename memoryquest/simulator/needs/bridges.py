@@ -33,6 +33,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "the first hour of the day",
         "weekend lie-ins",
         "reminders that wake the household",
+        "the dawn alarm on workdays",
+        "setting reminders for the next day",
+        "quiet alarms for shift mornings",
+        "waking up on time for flights out",
     ),
     D.BOOKS: (
         "long reading sessions",
@@ -43,6 +47,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "library visits",
         "audiobooks on walks",
         "browsing second-hand bookshops",
+        "finishing a series before the sequel",
+        "annotating a paperback",
+        "bedtime chapters",
+        "swapping books with friends",
     ),
     D.BUSES: (
         "long coach journeys",
@@ -53,6 +61,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "waiting at draughty bus stops",
         "the night bus home",
         "day trips by coach",
+        "transfers between regional buses",
+        "rural bus timetables",
+        "stopping services through small towns",
+        "school-holiday coach fares",
     ),
     D.CALENDAR: (
         "the weekly schedule",
@@ -63,6 +75,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "recurring commitments",
         "the shared family calendar",
         "blocking out focus time",
+        "keeping the diary free for friends",
+        "the block of Friday meetings",
+        "moving appointments around",
+        "booking in birthdays and anniversaries",
     ),
     D.EVENTS: (
         "festivals and shows",
@@ -73,6 +89,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "street fairs and markets",
         "ticketed talks",
         "standing for hours at open-air shows",
+        "queueing for popular exhibitions",
+        "late entry to gallery nights",
+        "charity runs and fun days",
+        "open studio weekends",
     ),
     D.FINANCE: (
         "the monthly accounts",
@@ -83,6 +103,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "the pension contributions",
         "tracking spending each month",
         "the emergency fund",
+        "the quarterly tax return",
+        "direct debits at the start of the month",
+        "topping up the savings pot",
+        "checking the credit card statement",
     ),
     D.FLIGHTS: (
         "long-haul flights",
@@ -93,6 +117,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "red-eye flights",
         "boarding with carry-on only",
         "layovers in big hubs",
+        "budget airline baggage rules",
+        "aisle seats on short hops",
+        "security queues at dawn",
+        "booking seats together on a plane",
     ),
     D.GAMES: (
         "long gaming sessions",
@@ -103,6 +131,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "raids that run past midnight",
         "board game evenings",
         "streaming gameplay",
+        "weekend tabletop campaigns",
+        "ranked ladders after work",
+        "handheld gaming on the go",
+        "pre-ordering new releases",
     ),
     D.HOTELS: (
         "hotel stays",
@@ -113,6 +145,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "city-break hotel nights",
         "breakfast buffets and late check-outs",
         "resort stays",
+        "picking a quiet room away from the lift",
+        "booking a twin room",
+        "boutique hotel breaks",
+        "hostel dorms on a budget",
     ),
     D.MEDIA: (
         "streaming and podcasts",
@@ -123,6 +159,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "binge-watching weekends",
         "long podcast episodes",
         "the news in the evenings",
+        "watching the match on the sofa",
+        "a documentary every Sunday",
+        "keeping up with new seasons",
+        "radio in the kitchen",
     ),
     D.MESSAGING: (
         "group chats",
@@ -133,6 +173,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "the family group thread",
         "late-night texting",
         "keeping up with old friends",
+        "planning things over chat",
+        "answering voice messages",
+        "the neighbours' chat group",
+        "sending photos to the family",
     ),
     D.MOVIES: (
         "cinema nights",
@@ -143,6 +187,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "double bills",
         "late showings",
         "film festival days",
+        "Sunday matinees",
+        "catching new releases on opening weekend",
+        "arthouse screenings",
+        "outdoor cinema evenings",
     ),
     D.MUSIC: (
         "concerts and gigs",
@@ -153,6 +201,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "record shopping",
         "festival weekends",
         "rehearsals with the band",
+        "singing in a choir",
+        "vinyl evenings at home",
+        "discovering new artists",
+        "open-mic nights",
     ),
     D.RENTAL_CARS: (
         "long drives",
@@ -163,6 +215,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "weekend car hire",
         "mountain roads in a hire car",
         "returning the car on time",
+        "one-way car hire",
+        "collecting keys at the hire desk",
+        "fuel stops on unfamiliar motorways",
+        "child seats in a hired car",
     ),
     D.RESTAURANTS: (
         "meals out",
@@ -173,6 +229,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "brunch with friends",
         "late dinners out",
         "food markets and street food",
+        "dinner reservations for a group",
+        "birthday dinners out",
+        "trying a new cuisine",
+        "booth seats at a bistro",
     ),
     D.SERVICES: (
         "appointments with professionals",
@@ -183,6 +243,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "home visits from technicians",
         "the yearly servicing",
         "getting quotes from contractors",
+        "haircut appointments",
+        "the annual boiler check",
+        "dropping the car off for its MOT",
+        "visits from the cleaner",
     ),
     D.SHOPPING: (
         "shopping trips",
@@ -193,6 +257,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "the weekly supermarket run",
         "sale days",
         "trying things on in town",
+        "comparing prices before buying",
+        "collecting parcels from lockers",
+        "gift shopping for birthdays",
+        "the weekly farmers' market haul",
     ),
     D.SPORTS: (
         "training sessions",
@@ -203,6 +271,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "weekend league games",
         "early morning runs",
         "swimming laps",
+        "cycling club rides",
+        "yoga classes",
+        "five-a-side kickabouts",
+        "tennis doubles on weekends",
     ),
     D.TRAIN: (
         "train journeys",
@@ -213,6 +285,10 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "sleeper trains",
         "standing on packed carriages",
         "rail day trips",
+        "seat reservations on intercity trains",
+        "connections at busy stations",
+        "quiet coaches on weekday trains",
+        "railcard discounts",
     ),
     D.TRAVEL: (
         "trips away",
@@ -223,22 +299,52 @@ SCENES: dict[Domain, tuple[str, ...]] = {
         "hiking holidays",
         "long weekends away",
         "trips to see family abroad",
+        "city breaks in the spring",
+        "island hopping",
+        "booking excursions abroad",
+        "long-distance visits to old friends",
     ),
 }
 """Kinds of plan in each domain that a change in someone's life can get in the way of."""
 
-JOINERS = (
+CONNECTIVES = (
     ", which",
     ", and that",
     " — that",
     ", and it",
-    ", which honestly",
-    ", and that really",
     " — which",
     ", something that",
-    ", which kind of",
-    ", and that rather",
+    ", and this",
+    ", which in turn",
+    " — and that",
+    ", a change that",
+    ", which now",
+    " — and it",
 )
+HEDGES = (
+    "",
+    "",
+    "",
+    "honestly",
+    "really",
+    "kind of",
+    "rather",
+    "probably",
+    "definitely",
+    "already",
+    "inevitably",
+    "quietly",
+    "somewhat",
+    "frankly",
+    "clearly",
+    "certainly",
+    "slightly",
+    "sort of",
+    "genuinely",
+    "still",
+)
+"""A joiner is a connective and, often, a hedge: composed, so no few joiners dominate the text."""
+JOINERS = tuple(dict.fromkeys(f"{c} {h}".rstrip() for c in CONNECTIVES for h in HEDGES))
 FRAMES = (
     "complicates {scene}",
     "changes things for {scene}",
@@ -270,6 +376,36 @@ FRAMES = (
     "makes a difference to {scene}",
     "bears on {scene}",
     "sets the terms for {scene}",
+    "reshuffles {scene}",
+    "squeezes {scene}",
+    "tips the balance on {scene}",
+    "raises questions about {scene}",
+    "complicates the logistics of {scene}",
+    "makes {scene} harder to pull off",
+    "turns {scene} into a juggling act",
+    "puts pressure on {scene}",
+    "takes a bite out of {scene}",
+    "has consequences for {scene}",
+    "constrains {scene}",
+    "changes the picture for {scene}",
+    "means extra planning around {scene}",
+    "makes {scene} a bit of a puzzle",
+    "rubs up against {scene}",
+    "shifts the priorities around {scene}",
+    "tightens things up for {scene}",
+    "gets tangled up with {scene}",
+    "limits what's possible for {scene}",
+    "reshapes {scene}",
+    "muddles {scene}",
+    "brings new limits to {scene}",
+    "is a factor in {scene}",
+    "casts a shadow over {scene}",
+    "needs working around when it comes to {scene}",
+    "puts a question mark over {scene}",
+    "knocks {scene} off balance",
+    "rearranges {scene}",
+    "dictates a lot about {scene}",
+    "makes {scene} more of an effort",
 )
 """What the update does to the scene; said the same way by references and distractors."""
 
@@ -281,7 +417,9 @@ BRIDGE_SHARE = 0.9
 
 @lru_cache(maxsize=1)
 def _pattern() -> re.Pattern[str]:
-    joiners = "|".join(re.escape(j) for j in dict.fromkeys(JOINERS))
+    connectives = "|".join(re.escape(c) for c in CONNECTIVES)
+    hedges = "|".join(re.escape(h) for h in HEDGES if h)
+    joiners = rf"(?:{connectives})(?: (?:{hedges}))?"
     frames = "|".join(
         re.escape(frame).replace(re.escape("{scene}"), r"(?:.+?)") for frame in FRAMES
     )
