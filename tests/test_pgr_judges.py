@@ -27,9 +27,10 @@ from memoryquest.pgr.judges import (
     LLMJudge,
     ProvenanceJudge,
     build_judge,
+    judge_request,
     verdicts_by_number,
 )
-from memoryquest.pgr.judges_contracts import JudgeReferencesInputs, ReferenceVerdicts
+from memoryquest.pgr.judges_contracts import ReferenceVerdicts
 from memoryquest.pgr.metrics import (
     ndcg,
     provenance_support,
@@ -160,17 +161,14 @@ async def test_llm_judge_reads_every_set_of_a_query_in_one_call(client: ModelCli
     assert "did not retrieve" in second[0].reason and second[0].supporting_fids == []
 
 
-def test_a_verdict_must_cover_every_reference_and_cite_only_memories_shown() -> None:
-    variables = JudgeReferencesInputs(
-        query=QUERY.text,
-        query_date=QUERY.query_date.isoformat(),
-        references=[
-            {"number": n, "date": r.date.isoformat(), "text": r.text}
-            for n, r in enumerate(QUERY.references, start=1)
-        ],
-        retrieved=[{"number": 1, "date": "2024-03-05", "info": "Strained the left knee"}],
-    ).variables()
-    answer = ReferenceVerdicts.model_validate_json(simulate("judge_references", variables, seed=0))
+async def test_a_verdict_must_cover_every_reference_and_cite_only_memories_shown(
+    client: ModelClient,
+) -> None:
+    index = await snapshot(client)
+    request = judge_request(QUERY, [index.item(FID["knee"])])
+    answer = ReferenceVerdicts.model_validate_json(
+        simulate(request.template_id, request.variables, seed=0)
+    )
     assert set(verdicts_by_number(answer, 3, 1, "q")) == {1, 2, 3}
     cites_too_far = answer.model_copy(deep=True)
     cites_too_far.verdicts[0].memories = [2]

@@ -18,7 +18,6 @@ whichever method retrieved it, so judge noise cannot favour one method.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 
@@ -38,7 +37,9 @@ JUDGE_STAGE = "pgr_judge"
 JUDGE_TEMPLATE = "judge_references"
 
 
-class Judge(Protocol):
+class Judge:
+    """Base of the judges: by default each retrieved set is judged on its own (``judge``)."""
+
     kind: JudgeKind
 
     async def judge_sets(
@@ -49,25 +50,13 @@ class Judge(Protocol):
         client: ModelClient,
     ) -> list[list[ReferenceJudgement]]:
         """One list of judgements (in reference order) per retrieved set, in the sets' order."""
-        ...
-
-
-class SetBySetJudge:
-    """A judge whose verdict on one set does not depend on the others."""
+        return [await self.judge(query, retrieved, index, client) for retrieved in retrieved_sets]
 
     async def judge(
         self, query: Query, retrieved: Sequence[MemoryItem], index: MemoryIndex, client: ModelClient
     ) -> list[ReferenceJudgement]:
-        raise NotImplementedError
-
-    async def judge_sets(
-        self,
-        query: Query,
-        retrieved_sets: Sequence[Sequence[MemoryItem]],
-        index: MemoryIndex,
-        client: ModelClient,
-    ) -> list[list[ReferenceJudgement]]:
-        return [await self.judge(query, retrieved, index, client) for retrieved in retrieved_sets]
+        (judgements,) = await self.judge_sets(query, [retrieved], index, client)
+        return judgements
 
 
 def nothing_retrieved(query: Query) -> list[ReferenceJudgement]:
@@ -77,7 +66,7 @@ def nothing_retrieved(query: Query) -> list[ReferenceJudgement]:
     ]
 
 
-class ProvenanceJudge(SetBySetJudge):
+class ProvenanceJudge(Judge):
     kind = JudgeKind.PROVENANCE
 
     async def judge(
@@ -106,7 +95,7 @@ class ProvenanceJudge(SetBySetJudge):
         return judgements
 
 
-class EmbeddingJudge(SetBySetJudge):
+class EmbeddingJudge(Judge):
     kind = JudgeKind.EMBEDDING
 
     def __init__(self, threshold: float) -> None:
@@ -153,7 +142,7 @@ class JudgeOutputError(LLMOutputError):
     """The judge's answer does not cover the references it was asked about."""
 
 
-class LLMJudge:
+class LLMJudge(Judge):
     kind = JudgeKind.LLM
 
     def __init__(self) -> None:
@@ -182,27 +171,31 @@ class LLMJudge:
     async def _verdicts(
         self, query: Query, union: list[MemoryItem], client: ModelClient
     ) -> dict[int, ReferenceVerdict]:
-        request = LLMRequest(
-            template_id=JUDGE_TEMPLATE,
-            variables=JudgeReferencesInputs(
-                query=query.text,
-                query_date=query.query_date.isoformat(),
-                references=[
-                    {"number": n, "date": r.date.isoformat(), "text": r.text}
-                    for n, r in enumerate(query.references, start=1)
-                ],
-                retrieved=[
-                    {"number": n, "date": item.date.isoformat(), "info": item.info}
-                    for n, item in enumerate(union, start=1)
-                ],
-            ).variables(),
-            response_model=ReferenceVerdicts,
-            stage=JUDGE_STAGE,
-            temperature=0.0,
-        )
         self.llm_calls += 1
-        answer = await client.complete(request)
+        answer = await client.complete(judge_request(query, union))
         return verdicts_by_number(answer, len(query.references), len(union), query.query_id)
+
+
+def judge_request(query: Query, memories: Sequence[MemoryItem]) -> LLMRequest[ReferenceVerdicts]:
+    """The model judge's request: the query's references and the memories, both numbered from 1."""
+    return LLMRequest(
+        template_id=JUDGE_TEMPLATE,
+        variables=JudgeReferencesInputs(
+            query=query.text,
+            query_date=query.query_date.isoformat(),
+            references=[
+                {"number": n, "date": r.date.isoformat(), "text": r.text}
+                for n, r in enumerate(query.references, start=1)
+            ],
+            retrieved=[
+                {"number": n, "date": item.date.isoformat(), "info": item.info}
+                for n, item in enumerate(memories, start=1)
+            ],
+        ).variables(),
+        response_model=ReferenceVerdicts,
+        stage=JUDGE_STAGE,
+        temperature=0.0,
+    )
 
 
 def verdicts_by_number(
