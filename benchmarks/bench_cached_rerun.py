@@ -8,9 +8,13 @@ for the first persona alone (its tasks are cached as well: same state, same
 settings, same output directory). Prints:
 
 * first run and re-run flow wall time, and their ratio;
-* ms per cached task, as the slope between the two re-runs:
-  (re-run of N personas − re-run of 1) / (4 × (N − 1)) — what each further
-  cached task costs, without the flow's fixed start-up and save;
+* ms per cached task, as each task's own wall time in the re-run
+  (``stage_seconds`` of ``run_report.json``, from the call to the task to its
+  result in hand, the personas' tasks running concurrently): median, mean
+  and max;
+* the slope between the two re-runs, (re-run of N personas − re-run of 1) /
+  (4 × (N − 1)): what each further persona costs per stage group, which also
+  carries its share of saving the dataset, the audit and the summaries;
 * the same figures extrapolated to 30 personas, each run linear in the
   personas: first(30) = first(N) × 30 / N, re-run(30) = re-run(1) + 29 × 4 ×
   per task (``--personas 30`` measures it instead; the first run then takes
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -44,11 +49,21 @@ async def flow_once(output: Path, users: list[str], overrides: dict[str, Any]) -
     return time.perf_counter() - started
 
 
-def state_counts(output: Path) -> dict[str, int]:
+def run_report(output: Path) -> dict[str, Any]:
     import json
 
-    report = json.loads((output / "run_report.json").read_text(encoding="utf-8"))
-    return dict(report["state_counts"])
+    report: dict[str, Any] = json.loads((output / "run_report.json").read_text(encoding="utf-8"))
+    return report
+
+
+def cached_task_seconds(report: dict[str, Any]) -> list[float]:
+    """Wall seconds of every task the run served from Prefect's cache."""
+    return [
+        report["stage_seconds"][user][stage]
+        for user, states in report["stage_states"].items()
+        for stage, state in states.items()
+        if state == "Cached"
+    ]
 
 
 def main() -> None:
@@ -79,10 +94,11 @@ def main() -> None:
             first = asyncio.run(flow_once(output, users, overrides))
             print(f"first run, {args.personas} personas: {first:.1f} s", flush=True)
             rerun = asyncio.run(flow_once(output, users, overrides))
-            counts = state_counts(output)
+            report = run_report(output)
+            counts = dict(report["state_counts"])
             print(f"re-run, {args.personas} personas: {rerun:.2f} s  {counts}", flush=True)
             rerun_one = asyncio.run(flow_once(output, users[:1], overrides))
-            counts_one = state_counts(output)
+            counts_one = dict(run_report(output)["state_counts"])
             print(f"re-run, 1 persona: {rerun_one:.2f} s  {counts_one}", flush=True)
 
     tasks = STAGE_GROUPS * args.personas
@@ -100,7 +116,14 @@ def main() -> None:
     print(f"| cached re-run (flow wall) | {rerun:.2f} s |")
     print(f"| re-run / first run | {100 * rerun / first:.1f}% |")
     print(f"| cached re-run, 1 persona | {rerun_one:.2f} s |")
-    print(f"| ms per cached task (slope) | {1000 * per_task:.0f} ms (goal ≤ 50) |")
+    task_ms = sorted(1000 * seconds for seconds in cached_task_seconds(report))
+    if task_ms:
+        print(
+            f"| ms per cached task (its own wall time, {len(task_ms)} tasks) | median "
+            f"{statistics.median(task_ms):.0f} ms, mean {statistics.fmean(task_ms):.0f} ms, "
+            f"max {task_ms[-1]:.0f} ms (goal ≤ 50) |"
+        )
+    print(f"| ms per stage group and further persona (slope) | {1000 * per_task:.0f} ms |")
     print(
         f"| ms per cached task (re-run / tasks, fixed costs included) | {1000 * rerun / tasks:.0f} ms |"
     )

@@ -31,6 +31,7 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -119,10 +120,20 @@ STAGE_TASKS = {stage.name: stage_task.with_options(name=stage.name) for stage in
 """The task of each stage group, named after it (the names ``run_report.json`` counts by)."""
 
 
+@dataclass
+class StageRecord:
+    """What one persona's stage tasks did: each one's Prefect state name (``Completed``, ``Cached``)
+    and wall seconds, as ``run_report.json`` lists them."""
+
+    states: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
 async def _cached(
-    stage: Stage[Any], state: PersonaState, run: Run, client: ModelClient, states: dict[str, str]
+    stage: Stage[Any], state: PersonaState, run: Run, client: ModelClient, record: StageRecord
 ) -> BaseModel:
     """Run one stage group as its task; note whether Prefect computed it or served it from its cache."""
+    started = time.perf_counter()
     state_dir = (run.output_dir / ".prefect").resolve()
     task_obj: Any = STAGE_TASKS[
         stage.name
@@ -141,25 +152,26 @@ async def _cached(
         return_state=True,
     )
     output: BaseModel = await task_state.aresult()
-    states[stage.name] = str(task_state.name)
+    record.states[stage.name] = str(task_state.name)
+    record.seconds[stage.name] = round(time.perf_counter() - started, 4)
     return output
 
 
 async def _generate(
     run: Run, client: ModelClient, figures: RunFigures
-) -> tuple[GeneratedDataset, dict[str, dict[str, str]]]:
-    """Every persona through the stage groups, concurrently, counted in ``figures``; also each
-    persona's stage states."""
+) -> tuple[GeneratedDataset, dict[str, StageRecord]]:
+    """Every persona through the stage groups, concurrently, counted in ``figures``; also what
+    each persona's stage tasks did."""
     logger = get_run_logger()
-    stage_states: dict[str, dict[str, str]] = {}
+    records: dict[str, StageRecord] = {}
     lockstep = lockstep_for(run.personas, client)  # Batch API mode: one batch per step for all
 
     async def tracked(persona: Persona) -> GeneratedDataset:
-        states = stage_states[persona.source_user_id] = {}
+        record = records[persona.source_user_id] = StageRecord()
 
         async def execute(stage: Stage[Any], state: PersonaState) -> BaseModel:
-            output = await _cached(stage, state, run, client, states)
-            if states.get(stage.name) == "Cached":
+            output = await _cached(stage, state, run, client, record)
+            if record.states.get(stage.name) == "Cached":
                 figures.served_from_cache(stage.name)
             return output
 
@@ -175,7 +187,7 @@ async def _generate(
     dataset = GeneratedDataset()
     for part in await asyncio.gather(*(tracked(p) for p in run.personas)):
         dataset.extend(part)
-    return dataset, stage_states
+    return dataset, records
 
 
 @contextlib.asynccontextmanager
@@ -196,17 +208,16 @@ async def _progress_artifact(figures: RunFigures, every_seconds: float) -> Async
         yield
 
 
-def _write_run_report(
-    run: Run, stage_states: dict[str, dict[str, str]], summary: RunSummary
-) -> None:
-    """Which stages ran and which came from Prefect's cache (a resumed run shows 'Cached'), and the
-    run's summary (what the command line prints at the end)."""
+def _write_run_report(run: Run, records: dict[str, StageRecord], summary: RunSummary) -> None:
+    """Which stages ran and which came from Prefect's cache (a resumed run shows 'Cached'), how
+    long each task took, and the run's summary (what the command line prints at the end)."""
     counts: dict[str, int] = {}
-    for states in stage_states.values():
-        for name in states.values():
+    for record in records.values():
+        for name in record.states.values():
             counts[name] = counts.get(name, 0) + 1
     report = {
-        "stage_states": stage_states,
+        "stage_states": {user: record.states for user, record in records.items()},
+        "stage_seconds": {user: record.seconds for user, record in records.items()},
         "state_counts": counts,
         "persona_errors": run.skipped,
         "summary": summary.model_dump(mode="json"),
@@ -270,12 +281,12 @@ async def generate_benchmark(
                 ),
                 _progress_artifact(figures, progress_seconds),
             ):
-                dataset, stage_states = await _generate(run, client, figures)
+                dataset, records = await _generate(run, client, figures)
             dataset.manifest = run_manifest(run, dataset, client)
         summary = RunSummary.from_snapshot(
             figures.snapshot(), run.skipped, time.perf_counter() - run.started
         )
-        _write_run_report(run, stage_states, summary)
+        _write_run_report(run, records, summary)
         await acreate_markdown_artifact(
             markdown=summary.markdown(), key="memoryquest-summary", description="Run summary"
         )

@@ -70,9 +70,13 @@ def test_flow_rerun_is_served_from_task_cache(small_run: Path, harness) -> None:
         )
     )
     after = GeneratedDataset.load(small_run / "dataset")
-    assert json.loads((small_run / "run_report.json").read_text())["state_counts"] == {
-        "Cached": 2 * 4
+    report = json.loads((small_run / "run_report.json").read_text())
+    assert report["state_counts"] == {"Cached": 2 * 4}
+    # Each task's wall time is reported, for the one it ran and the one it served.
+    assert {user: sorted(seconds) for user, seconds in report["stage_seconds"].items()} == {
+        user: sorted(states) for user, states in report["stage_states"].items()
     }
+    assert all(0 < s < 60 for seconds in report["stage_seconds"].values() for s in seconds.values())
     assert after.manifest is not None and before.manifest is not None
     assert sum(u.requests for u in after.manifest.usage_this_attempt) == 0  # nothing asked again
     # The manifest still reports what the run spent: the first attempt's usage, reused.
