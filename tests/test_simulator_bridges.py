@@ -31,7 +31,6 @@ from memoryquest.simulator.needs.bridges import (
     bridged_domain,
     split_bridge,
 )
-from memoryquest.simulator.needs.model import breadth
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.phrasing import Setting, Voice
 from memoryquest.simulator.timelines import described_updates
@@ -196,7 +195,7 @@ def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
 def test_distractors_are_chosen_as_references_of_a_phantom_request(
     personas: list[Persona],
 ) -> None:
-    """A distractor takes a need of one of the user's request domains, ranked as a reference's, and bridges there."""
+    """A distractor takes a need of one of the user's request domains, best grounded, and bridges there."""
     material = _material(personas[0])
     world = World(material)
     phantom = Domain.RESTAURANTS
@@ -220,10 +219,9 @@ def test_distractors_are_chosen_as_references_of_a_phantom_request(
         assert parse_update(update.text).generator.grounding(world) == best  # type: ignore[union-attr]
     assert sum(n in bearing for n in needs) / len(needs) >= 0.9
     assert sum(d == phantom for d in pointed) / len(pointed) >= 0.9
-    # the specific needs lead, as they do for references
-    assert Counter(needs).most_common(1)[0][0] in {
-        n for n in bearing if breadth(n) <= sorted(breadth(m) for m in bearing)[len(bearing) // 2]
-    }
+    # spread over the needs, as a user's references are: no few needs keep coming back
+    counts = Counter(needs)
+    assert len(counts) >= 4 and counts.most_common(1)[0][1] / len(needs) <= 0.4
 
 
 def test_bridges_are_composed_from_connectives_hedges_and_frames() -> None:

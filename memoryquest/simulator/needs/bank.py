@@ -498,10 +498,12 @@ def _phantom_order(
 ) -> list[Generator]:
     """``options`` in the order a reference of a request in ``phantom`` would take them.
 
-    Needs bearing on ``phantom`` first, ranked as :func:`need_rank` ranks a
-    reference's needs; within a need the best-grounded generator first, as
-    for a reference. So distractors talk about the same needs, in the same
-    proportions and with the same grounding as references do.
+    Needs bearing on ``phantom`` first, in a random order: a user's
+    references use each exclusive group once and their ledger spreads them
+    over the needs, so across a history references cover the needs about
+    evenly, and distractors must too (a ranked order would keep coming back
+    to the same few needs, and their words would mark the distractors).
+    Within a need the best-grounded generator first, as for a reference.
     """
     bearing = domain_needs(phantom)
     by_need: dict[str, list[Generator]] = {}
@@ -511,8 +513,7 @@ def _phantom_order(
     for need, members in by_need.items():
         rng.shuffle(members)
         members.sort(key=lambda g: -g.grounding(world))
-        grounding = members[0].grounding(world)
-        keys[need] = (need not in bearing, need_rank(need, grounding, need in bearing, rng))
+        keys[need] = (need not in bearing, rng.random())
     return [g for need in sorted(by_need, key=keys.__getitem__) for g in by_need[need]]
 
 
@@ -566,7 +567,7 @@ def distractor_update(
     Chosen as a reference of a phantom request would be (see
     :func:`_phantom_order`): a request in one of ``bridge_domains`` (the
     domains the user's references bridge to, see :func:`_phantom_domain`),
-    its needs ranked the same way, the bridge clause pointing at that
+    its needs as evenly covered, the bridge clause pointing at that
     request's scenes. So the needs, the grounding and the scenes of
     distractors follow those of references, and a reader cannot tell them
     apart by wording. It comes up naturally in ``domain``, avoids the need

@@ -978,7 +978,7 @@ GENERATORS: tuple[Generator, ...] = (
         cores=(
             P(
                 "Has final exams running until {until}",
-                "I'm in the middle of finals that go on till {until}",
+                "I'm in the middle of final exams that go on till {until}",
                 "My final exams last until {until}",
                 when=student,
             ),
