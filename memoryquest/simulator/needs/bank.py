@@ -33,7 +33,7 @@ from functools import lru_cache
 
 from memoryquest.contracts import Domain
 from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge, split_bridge
-from memoryquest.simulator.needs.model import DOMAIN_PLANS, breadth, domain_needs
+from memoryquest.simulator.needs.model import breadth, domain_needs
 from memoryquest.simulator.needs.world import Grounded, Slot, World
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
@@ -532,27 +532,6 @@ def _phantom_domain(
     return rng.choice(own) if own else spoken_in
 
 
-def _bridge_domain(
-    need: str, world: World, spoken_in: Domain, planned: Sequence[Domain], rng: random.Random
-) -> Domain:
-    """Where the update gets in the way, when the phantom request's domain has no step it bears on.
-
-    ``planned`` are the domains the user's other references bridge to (their
-    requests' domains, as often as they come up): drawing from them first
-    gives distractor bridges the same scenes as reference bridges, so the
-    scene says nothing about which is which. Else any domain of the
-    persona's own tasks that the need bears on.
-    """
-    bearing = [d for d, steps in DOMAIN_PLANS.items() if any(need in s.needs for s in steps)]
-    fitting = [d for d in planned if d in bearing]
-    if fitting:
-        return rng.choice(fitting)
-    own = sorted(set(bearing) & world.task_domains())
-    if own:
-        return rng.choice(own)
-    return rng.choice(bearing) if bearing else spoken_in
-
-
 def distractor_update(
     material: PersonaMaterial,
     domain: Domain,
@@ -567,8 +546,8 @@ def distractor_update(
     Chosen as a reference of a phantom request would be (see
     :func:`_phantom_order`): a request in one of ``bridge_domains`` (the
     domains the user's references bridge to, see :func:`_phantom_domain`),
-    its needs as evenly covered, the bridge clause pointing at that
-    request's scenes. So the needs, the grounding and the scenes of
+    its needs as evenly covered, the bridge clause always pointing at that
+    request's scenes, even for a need of another domain. So the needs, the grounding and the scenes of
     distractors follow those of references, and a reader cannot tell them
     apart by wording. It comes up naturally in ``domain``, avoids the need
     categories in ``avoid_needs`` (so it cannot stand in for a reference of
@@ -590,11 +569,6 @@ def distractor_update(
         update = fill(generator, world, date, date + dt.timedelta(days=7), rng)
         if update is not None and normalise_text(update.text) not in avoid:
             if rng.random() < BRIDGE_SHARE:  # what it gets in the way of, as references say it
-                target = (
-                    phantom
-                    if update.need in domain_needs(phantom)
-                    else _bridge_domain(update.need, world, domain, bridge_domains, rng)
-                )
-                update = replace(update, text=update.text + bridge(target, rng))
+                update = replace(update, text=update.text + bridge(phantom, rng))
             return with_domain(update, domain)
     return None

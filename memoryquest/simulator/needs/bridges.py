@@ -5,8 +5,8 @@ way of, and that clause is what ties a reference to the request it matters
 for: a reference bridges to a scene of its request's domain (concert nights,
 window seats on long flights) in words the request does not use, so it is
 related to the request without echoing it. Distractor updates bridge the same
-way, at the same rate, to a scene of the conversation they are said in, so
-the clause is never a sign of a reference.
+way, at the same rate, to a scene of one of the user's other requests, so
+the clause is never a sign of a reference; plain remarks may bridge too.
 
 A bridged text is ``core + joiner + frame``; :func:`split_bridge` reads it
 back (the stored text, a first-person saying of it, or a fact extracted from
