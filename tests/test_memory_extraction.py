@@ -199,9 +199,7 @@ def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -
             fid=fid,
             info="Prefers an aisle seat",
             type="Preference",
-            frequency=1,
             related_entities=["flights"],
-            state="add",
             evidence=[Evidence(session_id=session_id, turn_indices=turns)],
         )
 

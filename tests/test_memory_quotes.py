@@ -50,9 +50,7 @@ def fact(fid: str, info: str, session: Session, quote: str) -> ExtractedFact:
         fid=fid,
         info=info,
         type=FactType.PREFERENCE,
-        frequency=1,
         related_entities=[],
-        state="add",
         evidence=[Evidence(session_id=session.session_id, turn_indices=[2], quote=quote)],
     )
 

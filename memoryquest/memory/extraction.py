@@ -14,10 +14,9 @@ a reference sentence of the batch unquoted, is rejected and asked again
 (bounded); if every attempt fails, the answer's well-formed facts are kept and
 every failure stays in ``rejected``.
 
-The store, not the model, is authoritative for bookkeeping: a fact's state
-follows from its fid (``NEW_<n>`` adds, an existing fid updates), new facts
-start at frequency 1 and each update adds 1, whatever numbers the answer
-carried.
+The store, not the model, keeps the books, so the answer carries none: a
+fact's state follows from its fid (``NEW_<n>`` adds, an existing fid
+updates), new facts start at frequency 1 and each update adds 1.
 """
 
 from __future__ import annotations
@@ -80,7 +79,6 @@ def existing_fact_view(fact: Fact) -> dict[str, object]:
         "fid": fact.fid,
         "info": fact.info,
         "type": fact.type.value,
-        "frequency": fact.frequency,
         "related_entities": list(fact.related_entities),
     }
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.contracts import FactState, FactType
+from memoryquest.contracts import FactType
 from memoryquest.prompt_inputs import ROW, PromptInputs
 
 # --------------------------------------------------------------------------- what the model answers
@@ -39,11 +39,7 @@ class ExtractedFact(BaseModel):
         min_length=1, description="A short, atomic, third-person statement about the user."
     )
     type: FactType
-    frequency: int = Field(
-        ge=1, description="1 for a new fact; the existing frequency + 1 for an update."
-    )
     related_entities: list[str]
-    state: FactState
     evidence: list[Evidence]
 
 
@@ -65,7 +61,6 @@ class ExistingFact(TypedDict):
     fid: str
     info: str
     type: str
-    frequency: int
     related_entities: list[str]
 
 

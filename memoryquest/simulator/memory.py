@@ -27,7 +27,7 @@ given, plus the existing facts, and yields at most one fact per sentence:
   AM/PM), then the session's domain, then a topic noun or two.
 * Upsert. Facts are compared by Jaccard over content-word stems
   (:func:`memoryquest.text.content_words`); a statement at Jaccard >=
-  ``UPDATE_JACCARD`` to an existing fact updates that fid (frequency + 1, the
+  ``UPDATE_JACCARD`` to an existing fact updates that fid (the
   newer wording when it adds words, entities united), one that close to a
   statement already taken from this batch becomes more evidence for it, and
   anything else is a new fact ``NEW_<n>``.
@@ -732,15 +732,11 @@ def clean_entities(values: list[str], limit: int) -> list[str]:
 
 
 class _Draft:
-    def __init__(
-        self, fid: str, info: str, fact_type: str, frequency: int, related: list[str], state: str
-    ) -> None:
+    def __init__(self, fid: str, info: str, fact_type: str, related: list[str]) -> None:
         self.fid = fid
         self.info = info
         self.type = fact_type
-        self.frequency = frequency
         self.related = clean_entities(list(related), MAX_UPDATED_ENTITIES)
-        self.state = state
         self.tokens: Set[str] = _content_tokens(info)
         self.evidence: list[dict[str, Any]] = []
 
@@ -762,9 +758,7 @@ class _Draft:
             "fid": self.fid,
             "info": self.info,
             "type": self.type,
-            "frequency": self.frequency,
             "related_entities": self.related,
-            "state": self.state,
             "evidence": self.evidence,
         }
 
@@ -808,14 +802,7 @@ def facts_of_turn(
 @simulates("memory_extraction")
 def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any]:
     existing = [
-        _Draft(
-            f["fid"],
-            f["info"],
-            f["type"],
-            int(f["frequency"]),
-            list(f.get("related_entities", [])),
-            "update",
-        )
+        _Draft(f["fid"], f["info"], f["type"], list(f.get("related_entities", [])))
         for f in inputs.existing_facts
     ]
     updates: dict[str, _Draft] = {}
@@ -841,14 +828,7 @@ def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any
                 if match is not None:
                     draft = updates.get(match.fid)
                     if draft is None:
-                        draft = _Draft(
-                            match.fid,
-                            match.info,
-                            match.type,
-                            match.frequency + 1,
-                            match.related,
-                            "update",
-                        )
+                        draft = _Draft(match.fid, match.info, match.type, match.related)
                         updates[match.fid] = draft
                     draft.absorb(info, related, session_id, index, quote)
                     continue
@@ -856,7 +836,7 @@ def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any
                 if same is not None:
                     same.absorb(info, related, session_id, index, quote)
                     continue
-                draft = _Draft(f"NEW_{len(new) + 1}", info, fact_type, 1, related, "add")
+                draft = _Draft(f"NEW_{len(new) + 1}", info, fact_type, related)
                 draft.cite(session_id, index, quote)
                 new.append(draft)
     ordered_updates = [updates[d.fid] for d in existing if d.fid in updates]
