@@ -13,6 +13,7 @@ personas and priced with the price table (batch mode at its discount).
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,9 +70,12 @@ async def estimate_run(
     dry.endpoint.backend = Backend.SIMULATED
     dry.endpoint.api_key = None
     started = time.perf_counter()
-    client = build_client(dry)
-    await generate_dataset(sample, client, dry, observer)
-    usage = client.usage()
+    # A cold cache of its own: a warm one would hide the embedding requests a real run sends.
+    with tempfile.TemporaryDirectory(prefix="memoryquest-estimate-") as cold:
+        dry.cache.directory = Path(cold)
+        client = build_client(dry)
+        await generate_dataset(sample, client, dry, observer)
+        usage = client.usage()
 
     prices = PriceTable.load(settings.prices_file)
     chat_model = settings.endpoint.chat_model

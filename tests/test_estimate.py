@@ -35,6 +35,11 @@ async def test_estimate_scales_the_dry_run_and_prices_it(sample, tmp_path) -> No
     assert one.total_requests > 0 and one.total_input_tokens > 0
     assert ten.total_requests == pytest.approx(10 * one.total_requests)
     assert ten.total_cost_usd == pytest.approx(10 * one.total_cost_usd, rel=1e-3)
+    # Each estimate starts cold: the first one's embeddings are not hidden from the second.
+    assert [s.embedding_requests for s in ten.stages] == pytest.approx(
+        [10 * s.embedding_requests for s in one.stages]
+    )
+    assert sum(s.embedding_requests for s in one.stages) > 0
     assert one.total_cost_usd > 0  # gpt-4o is in the price table
     stages = {s.stage for s in one.stages}
     assert {"queries", "timelines", "dialogues", "memory", "pgr"} <= stages
