@@ -42,20 +42,6 @@ class ConsolidationOutcome:
     rejected: list[RejectedCandidate] = field(default_factory=list)
 
 
-async def fact_vectors(
-    facts: Sequence[Fact], client: ModelClient, known: dict[str, np.ndarray]
-) -> tuple[np.ndarray, int]:
-    """One row per fact, embedding only texts ``known`` (text -> vector) lacks; and the calls made.
-
-    The memory stage keeps one ``known`` per persona, so each text is embedded once.
-    """
-    missing = sorted({f.info for f in facts} - known.keys())
-    if missing:
-        fresh = np.asarray(await client.embed(missing, stage=STAGE), dtype=np.float32)
-        known.update(zip(missing, fresh, strict=True))
-    return np.stack([known[f.info] for f in facts]), int(bool(missing))
-
-
 def cluster_by_similarity(
     facts: Sequence[Fact], vectors: np.ndarray, similarity: float
 ) -> list[list[Fact]]:
@@ -160,10 +146,13 @@ async def consolidate(
     facts = store.active()
     if len(facts) < 2:
         return outcome
-    vectors, embedded = await fact_vectors(
-        facts, client, embeddings if embeddings is not None else {}
-    )
-    outcome.embedding_calls += embedded
+    known = embeddings if embeddings is not None else {}
+    missing = sorted({f.info for f in facts} - known.keys())
+    if missing:
+        fresh = np.asarray(await client.embed(missing, stage=STAGE), dtype=np.float32)
+        known.update(zip(missing, fresh, strict=True))
+        outcome.embedding_calls += 1
+    vectors = np.stack([known[f.info] for f in facts])
     pending = merge_groups(facts, vectors, settings)
     answers: dict[int, MergedFactAnswer] = {}
     unresolved = list(range(len(pending)))

@@ -219,7 +219,7 @@ def facts_to_show(active: Sequence[Fact], batch: Sequence[Session], limit: int) 
     the same thing, and a restatement shares its words, so the ``limit`` facts
     sharing the largest part of their content words with one of the batch's
     user turns are the ones the call needs. Words, not embeddings: embedding
-    every batch's turns doubled the stage's time for the same choice.
+    every batch's turns doubled the stage's time.
     """
     if len(active) <= limit:
         return list(active)

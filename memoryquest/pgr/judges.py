@@ -160,12 +160,13 @@ class LLMJudge(Judge):
             return [nothing_retrieved(query) for _ in retrieved_sets]
         union.sort(key=lambda item: (item.date, item.fid))
         verdicts = await self._verdicts(query, union, client)
+        held = [{item.fid for item in items} for items in retrieved_sets]
         return [
             [
-                _credited(reference.reference_id, verdicts[n], union, {item.fid for item in items})
+                _credited(reference.reference_id, verdicts[n], union, fids)
                 for n, reference in enumerate(query.references, start=1)
             ]
-            for items in retrieved_sets
+            for fids in held
         ]
 
     async def _verdicts(

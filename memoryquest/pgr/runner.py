@@ -31,6 +31,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -109,12 +110,21 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 STAGE = "pgr"
-AUGMENT_TEMPLATE = "pgr_augment"
-SUMMARY_TEMPLATE = "pgr_summary"
-ANSWER_TEMPLATE = "pgr_answer"
-PLAN_TEMPLATES: dict[RetrievalMethod, tuple[str, str, PlanShape]] = {
-    RetrievalMethod.PGR_COT: ("pgr_cot_initial", "pgr_cot_refine", "chain"),
-    RetrievalMethod.PGR_TOT: ("pgr_tot_initial", "pgr_tot_refine", "tree"),
+
+
+@dataclass(frozen=True)
+class Planning:
+    """How a PGR method plans: the shape of its plan and the inputs of its two prompts
+    (whose ``output_model`` is the plan it answers with)."""
+
+    shape: PlanShape
+    initial: type[CotInitialInputs] | type[TotInitialInputs]
+    refine: type[CotRefineInputs] | type[TotRefineInputs]
+
+
+PLANNING: dict[RetrievalMethod, Planning] = {
+    RetrievalMethod.PGR_COT: Planning("chain", CotInitialInputs, CotRefineInputs),
+    RetrievalMethod.PGR_TOT: Planning("tree", TotInitialInputs, TotRefineInputs),
 }
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -342,12 +352,9 @@ async def _run_pgr(
     calls: _Calls,
     settings: PGRSettings,
 ) -> RetrievalOutcome:
-    _, _, shape = PLAN_TEMPLATES[method]
+    planning = PLANNING[method]
+    shape = planning.shape
     plan_model: type[ChainPlan] | type[TreePlan] = ChainPlan if shape == "chain" else TreePlan
-    initial_inputs: type[PlanInputs] = CotInitialInputs if shape == "chain" else TotInitialInputs
-    refine_inputs: type[CotRefineInputs] | type[TotRefineInputs] = (
-        CotRefineInputs if shape == "chain" else TotRefineInputs
-    )
     repairs: list[str] = []
 
     async def plan(inputs: PlanInputs, iteration: int) -> list[ProspectionStep]:
@@ -409,7 +416,7 @@ async def _run_pgr(
         )
 
     # Phase 1.
-    steps = await plan(initial_inputs(**common.model_dump()), 0)
+    steps = await plan(planning.initial(**common.model_dump()), 0)
     hits = await retrieve(steps)
     found = RetrievedSet()
     new = found.add(0, [*query_hits, *(hit for step_hits in hits for hit in step_hits)])
@@ -419,7 +426,7 @@ async def _run_pgr(
 
     # Phase 2.
     async def propose(previous: list[ProspectionStep], iteration: int) -> list[ProspectionStep]:
-        inputs = refine_inputs(
+        inputs = planning.refine(
             **common.model_dump(),
             previous_steps=steps_view(previous, shape),
             facts=facts_view(_chronological(index, (f.fid for f in found.ranked()))),
@@ -505,8 +512,9 @@ async def score_outcomes(
     the query at once (the model judge reads them in one call)."""
     retrieved = [[index.item(fid) for fid in o.retrieved_fids] for o in outcomes]
     verdicts = [await judge.judge_sets(query, retrieved, index, client) for judge in judges]
+    relevant = relevant_fids((r.reference_id for r in query.references), index.items)
     return [
-        result_row(query, outcome, index, judge.kind, verdicts[j][o])
+        result_row(query, outcome, relevant, judge.kind, verdicts[j][o])
         for o, outcome in enumerate(outcomes)
         for j, judge in enumerate(judges)
     ]
@@ -515,12 +523,12 @@ async def score_outcomes(
 def result_row(
     query: Query,
     outcome: RetrievalOutcome,
-    index: MemoryIndex,
+    relevant: set[str],
     judge: JudgeKind,
     judgements: list[ReferenceJudgement],
 ) -> ValidationResult:
-    """One validation row: the outcome as one judge saw it."""
-    relevant = relevant_fids((r.reference_id for r in query.references), index.items)
+    """One validation row: the outcome as one judge saw it (``relevant``: the facts that descend
+    from the query's references, for nDCG)."""
     return ValidationResult(
         result_id=result_id(query.query_id, outcome.method, judge, outcome.baseline_for),
         query_id=query.query_id,
@@ -589,7 +597,7 @@ async def validate_queries(
             query, persona_facts, method, client, settings, index_cache=cache, lexical=lexical
         )
         outcomes = [outcome]
-        if method in PLAN_TEMPLATES:
+        if method in PLANNING:
             for baseline in baseline_list:
                 outcomes.append(
                     await run_baseline(

@@ -44,10 +44,10 @@ from memoryquest.simulator.needs import (
     LifeUpdate,
     PlanStep,
     World,
+    breadth,
     candidates,
     domain_needs,
     fill,
-    need_rank,
     needs_of_request,
     request_needs,
     step_for,
@@ -80,6 +80,10 @@ _PLANNING_VERBS = (
 )
 BOUNDED_WINDOW_DAYS = 45
 """A time-bounded reference is dated at most this many days before its request."""
+BREADTH_WEIGHT = 3.0
+"""How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
+GROUNDING_WEIGHT = 0.5
+"""How strongly needs the persona can ground in its own affinities are preferred."""
 SHARED_WORDS_MAX = 2
 """Never more content words in common with the request (the stage's own limit)."""
 
@@ -256,6 +260,19 @@ class PlannedReference:
     step: PlanStep
 
 
+def _need_rank(need: str, grounding: int, primary: bool, rng: random.Random) -> float:
+    """A need's place for a request, before the user's use of it (lower first).
+
+    A need that bears on few domains (diet, documents, sleep) says more about
+    one request than one that bears on almost any plan (schedule, budget), so
+    it comes first, as do needs the persona grounds in its own affinities and
+    needs of the request's own domain (``primary``).
+    """
+    return (
+        breadth(need) / BREADTH_WEIGHT + (2 - grounding) * GROUNDING_WEIGHT - primary + rng.random()
+    )
+
+
 def _ranked_needs(
     world: World, needs: list[str], primary: frozenset[str], ledger: Ledger, rng: random.Random
 ) -> list[str]:
@@ -272,7 +289,7 @@ def _ranked_needs(
         grounding = max(
             (g.grounding(world) for g in candidates(world, need, ledger.groups)), default=0
         )
-        return ledger.needs[need] + need_rank(need, grounding, need in primary, rng)
+        return ledger.needs[need] + _need_rank(need, grounding, need in primary, rng)
 
     usable = [n for n in needs if candidates(world, n, ledger.groups)]
     return sorted(usable, key=key)

@@ -33,7 +33,7 @@ from functools import lru_cache
 
 from memoryquest.contracts import Domain
 from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge, split_bridge
-from memoryquest.simulator.needs.model import breadth, domain_needs
+from memoryquest.simulator.needs.model import domain_needs
 from memoryquest.simulator.needs.world import Grounded, Slot, World
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
@@ -45,11 +45,6 @@ from memoryquest.text import normalise_text
 
 PROFILE_FIRST = 0.7
 """Share of personas for whom a generator's wordings that read their own affinities come first."""
-
-BREADTH_WEIGHT = 3.0
-"""How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
-GROUNDING_WEIGHT = 0.5
-"""How strongly needs the persona can ground in its own affinities are preferred."""
 
 TIME_SLOTS = frozenset({"until", "span", "month"})
 """Slots filled from the dates: a last day ("May 20", "the 20th"), a duration ("six weeks"), a month's end."""
@@ -478,19 +473,6 @@ def groups_of(texts: Iterable[str]) -> set[str]:
         if parsed is not None:
             out.add(parsed.generator.group)
     return out
-
-
-def need_rank(need: str, grounding: int, primary: bool, rng: random.Random) -> float:
-    """Sort key of a need for a request (lower first), shared by references and distractors.
-
-    A need that bears on few domains (diet, documents, sleep) says more about
-    one request than one that bears on almost any plan (schedule, budget), so
-    it comes first, as do needs the persona grounds in its own affinities and
-    needs of the request's own domain (``primary``).
-    """
-    return (
-        breadth(need) / BREADTH_WEIGHT + (2 - grounding) * GROUNDING_WEIGHT - primary + rng.random()
-    )
 
 
 def _phantom_order(
