@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,8 @@ from memoryquest.contracts import Domain, Persona, Query, Reference
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.needs import (
+    REFERENCE_LEAD_DAYS_MIN,
+    LifeUpdate,
     World,
     bank,
     distractor_update,
@@ -161,7 +164,12 @@ def test_distractors_bridge_about_as_often_as_references(personas: list[Persona]
     bridged = total = 0
     for seed in range(200):
         update = distractor_update(
-            material, list(Domain)[seed % len(Domain)], SAID_ON, random.Random(seed), set(), set()
+            World(material),
+            list(Domain)[seed % len(Domain)],
+            SAID_ON,
+            random.Random(seed),
+            set(),
+            set(),
         )
         if update is None:
             continue
@@ -204,7 +212,7 @@ def test_distractors_are_chosen_as_references_of_a_phantom_request(
     pointed: list[Domain | None] = []
     for seed in range(60):
         update = distractor_update(
-            material, Domain.SHOPPING, SAID_ON, random.Random(seed), set(), set(), [phantom]
+            World(material), Domain.SHOPPING, SAID_ON, random.Random(seed), set(), set(), [phantom]
         )
         assert update is not None and update.domain == Domain.SHOPPING
         needs.append(update.need)
@@ -222,6 +230,66 @@ def test_distractors_are_chosen_as_references_of_a_phantom_request(
     # spread over the needs, as a user's references are: no few needs keep coming back
     counts = Counter(needs)
     assert len(counts) >= 4 and counts.most_common(1)[0][1] / len(needs) <= 0.4
+
+
+def _shopping_distractor(
+    world: World, seed: int, phantom: Domain, **options: Any
+) -> LifeUpdate | None:
+    """A distractor said in a Shopping chat on SAID_ON that pretends to matter for a request in ``phantom``."""
+    return distractor_update(
+        world, Domain.SHOPPING, SAID_ON, random.Random(seed), set(), set(), [phantom], **options
+    )
+
+
+def test_distractor_needs_follow_the_users_references(personas: list[Persona]) -> None:
+    """Distractors use each need as often as the user's references do, not evenly."""
+    world = World(_material(personas[0]))
+    usable = sorted({g.need for g in bank() if g.usable(world) and Domain.SHOPPING in g.domains})
+    common, rare = usable[0], usable[1]
+    needs = []
+    for seed in range(80):
+        update = _shopping_distractor(
+            world, seed, Domain.RESTAURANTS, reference_needs=[common] * 3 + [rare]
+        )
+        assert update is not None
+        needs.append(update.need)
+    counts = Counter(needs)
+    assert (counts[common] + counts[rare]) / len(needs) >= 0.9  # needs no reference uses come last
+    assert counts[common] > 1.8 * counts[rare] > 0
+
+
+def test_time_bounded_distractors_last_as_long_as_references_do(personas: list[Persona]) -> None:
+    """A distractor's time limit lies as far ahead as a reference's request may be, not a week."""
+    world = World(_material(personas[0]))
+    ahead = []
+    for seed in range(120):
+        update = _shopping_distractor(world, seed, Domain.TRAVEL)
+        if update is not None and update.valid_until is not None:
+            ahead.append((update.valid_until - SAID_ON).days)
+    assert len(ahead) >= 10
+    assert min(ahead) >= REFERENCE_LEAD_DAYS_MIN
+    assert max(ahead) > 21  # the old horizon was a week
+
+
+def test_distractor_bridges_avoid_the_words_of_their_phantom_request(
+    personas: list[Persona],
+) -> None:
+    """The scenes a request's own words rule out for its references are ruled out for distractors too."""
+    world = World(_material(personas[0]))
+    request = "Could you help me find new books and a book club for the reading list?"
+    bridged = 0
+    for seed in range(80):
+        update = _shopping_distractor(
+            world, seed, Domain.BOOKS, phantom_requests={Domain.BOOKS: [request]}
+        )
+        assert update is not None
+        core, clause = split_bridge(update.text)
+        if clause:
+            bridged += 1
+            assert bridged_domain(update.text) == Domain.BOOKS
+            added = shared_content_words(request, update.text) - shared_content_words(request, core)
+            assert not added, (update.text, added)
+    assert bridged >= 20
 
 
 def test_bridges_are_composed_from_connectives_hedges_and_frames() -> None:

@@ -197,10 +197,10 @@ def dialogue_variables(
 
 
 def test_simulated_dialogue_conveys_the_reference_in_the_reported_user_turn(user0: Persona) -> None:
-    from memoryquest.simulator.needs import distractor_update
+    from memoryquest.simulator.needs import World, distractor_update
 
     update = distractor_update(
-        material(user0), Domain.ALARM, dt.date(2024, 5, 10), random.Random(3), set(), set()
+        World(material(user0)), Domain.ALARM, dt.date(2024, 5, 10), random.Random(3), set(), set()
     )
     assert update is not None
     reference = {"text": update.text, "date": "2024-05-10", "domain": "Alarm"}

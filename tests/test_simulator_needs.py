@@ -236,7 +236,12 @@ def test_distractors_come_from_the_same_bank_and_avoid_what_they_must(
     for seed in range(40):
         domain = list(Domain)[seed % len(Domain)]
         update = distractor_update(
-            material, domain, SAID_ON, random.Random(seed), {"budget", "schedule"}, avoid_texts
+            World(material),
+            domain,
+            SAID_ON,
+            random.Random(seed),
+            {"budget", "schedule"},
+            avoid_texts,
         )
         if update is None:
             continue
@@ -249,13 +254,17 @@ def test_distractors_come_from_the_same_bank_and_avoid_what_they_must(
         assert parse_update(update.text) is not None  # the dialogue can say it with say_update
     assert len(seen) >= 25
     # deterministic for a seed
-    again = distractor_update(material, Domain.SHOPPING, SAID_ON, random.Random(5), set(), set())
+    again = distractor_update(
+        World(material), Domain.SHOPPING, SAID_ON, random.Random(5), set(), set()
+    )
     assert again == distractor_update(
-        material, Domain.SHOPPING, SAID_ON, random.Random(5), set(), set()
+        World(material), Domain.SHOPPING, SAID_ON, random.Random(5), set(), set()
     )
     # nothing left to give
     assert (
-        distractor_update(material, Domain.SHOPPING, SAID_ON, random.Random(5), set(NEEDS), set())
+        distractor_update(
+            World(material), Domain.SHOPPING, SAID_ON, random.Random(5), set(NEEDS), set()
+        )
         is None
     )
 

@@ -47,6 +47,13 @@ NEWS_TURN_SHARE = 1.0
 """Share of user turns a conversation's life updates fill: people chatting to an assistant mostly talk
 about what is going on with them, so a turn with news in it is the rule, not the exception, and a
 turn without news would tell which turns are the ordinary ones."""
+EXTRA_EXCHANGE_SHARE = 0.15
+"""Conversations with one exchange more than their news needs (its user turn has a plain remark instead)."""
+SECOND_REMARK_SHARE = 0.12
+"""User turns with a second personal remark. A turn's remarks are its life updates first and plain
+remarks (preferences, habits, where they are) only for the slots left over, so these two shares set
+how much of the memory is plain remarks rather than dated updates; every update, reference or
+distractor, is said with the same odds of a second remark next to it."""
 PERSONAL_QUESTION_SHARE = 0.22
 """Assistant turns (before the last) that ask about the user's circumstances, in every session alike."""
 TOPIC_QUESTION_SHARE = 0.3
@@ -94,7 +101,7 @@ def _setting(setting: dict[str, str], situations: list[dict[str, str]], weekday:
 def _exchange_count(turns_min: int, turns_max: int, updates: int, rng: random.Random) -> int:
     """About one exchange per piece of news (at most the paper-shaped draw), within the turn limits."""
     drawn = rng.choices(list(EXCHANGES), weights=EXCHANGE_WEIGHTS)[0]
-    wanted = math.ceil(updates / NEWS_TURN_SHARE) + rng.choice((0, 0, 1))
+    wanted = math.ceil(updates / NEWS_TURN_SHARE) + (rng.random() < EXTRA_EXCHANGE_SHARE)
     exchanges = max(min(drawn, wanted), EXCHANGES[0], math.ceil(turns_min / 2))
     return max(1, min(exchanges, turns_max // 2))
 
@@ -145,13 +152,13 @@ def user_turn(
         head.append(phrasing.opening_request(topic, options, rng))
         if topic.background and rng.random() < 0.5:
             head.append(phrasing.background_sentence(topic, rng))
-        count = rng.choice((1, 1, 2))
+        count = 1 + (rng.random() < SECOND_REMARK_SHARE)
     else:
         if asked == "topic":
             head.append(phrasing.answer_topic_question(options, rng))
         elif asked != "personal" and rng.random() < 0.6:
             react = phrasing.reaction(topic, options, rng)
-        count = 1 if last else rng.choice((1, 1, 2))
+        count = 1 if last else 1 + (rng.random() < SECOND_REMARK_SHARE)
     if asked == "personal":
         count = max(count, 1)
     remarks = [r for r in (voice.remark(rng) for _ in range(max(0, count - len(updates)))) if r]

@@ -32,19 +32,22 @@ import datetime as dt
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.contracts import Domain, TaskKind
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import (
+    BOUNDED_WINDOW_DAYS,
     NEEDS,
+    REFERENCE_LEAD_DAYS_MIN,
     TIME_SLOTS,
     Generator,
     LifeUpdate,
     PlanStep,
     World,
     breadth,
+    bridge_to_request,
     candidates,
     domain_needs,
     fill,
@@ -53,7 +56,6 @@ from memoryquest.simulator.needs import (
     step_for,
     with_domain,
 )
-from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
     WEEKDAYS,
@@ -78,8 +80,6 @@ _PLANNING_VERBS = (
     "find and book",
     "reschedule",
 )
-BOUNDED_WINDOW_DAYS = 45
-"""A time-bounded reference is dated at most this many days before its request."""
 BREADTH_WEIGHT = 3.0
 """How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
 GROUNDING_WEIGHT = 0.5
@@ -296,8 +296,8 @@ def _ranked_needs(
 
 
 def _day_offsets(count: int, high: int, rng: random.Random) -> list[int]:
-    """``count`` distinct days before the request, from 3 up to ``high`` (fewer when the range is short)."""
-    days = list(range(3, max(high, 4) + 1))
+    """``count`` distinct days before the request, from the minimum lead up to ``high`` (fewer when the range is short)."""
+    days = list(range(REFERENCE_LEAD_DAYS_MIN, max(high, REFERENCE_LEAD_DAYS_MIN + 1) + 1))
     return rng.sample(days, min(count, len(days)))
 
 
@@ -310,25 +310,6 @@ def _domain_for(
         return None
     hosted = world.task_domains()
     return min(options, key=lambda d: (d not in hosted, ledger.domains[d], update.domains.index(d)))
-
-
-def _bridged(
-    update: LifeUpdate, query_text: str, query_domain: Domain, rng: random.Random
-) -> LifeUpdate:
-    """The update with what it gets in the way of in the request's domain, in words the request does not use.
-
-    The clause adds no content word of the request, so the no-echo rule holds
-    for the bridged text exactly as for the bare one.
-    """
-    if rng.random() >= BRIDGE_SHARE:
-        return update
-    before = len(shared_content_words(query_text, update.text))
-    clause = bridge(
-        query_domain,
-        rng,
-        lambda c: len(shared_content_words(query_text, update.text + c)) <= before,
-    )
-    return replace(update, text=update.text + clause)
 
 
 def plan_references(
@@ -384,7 +365,7 @@ def plan_references(
         if best is None:
             continue
         _, update, domain, offset = best
-        update = _bridged(update, query_text, query_domain, rng)
+        update = bridge_to_request(update, query_text, query_domain, rng)
         used_offsets.add(offset)
         taken_domains.add(domain)
         groups.add(update.group)

@@ -29,9 +29,10 @@ from typing import Any
 
 from memoryquest.contracts import Domain, PersonaTask
 from memoryquest.simulator import simulates
-from memoryquest.simulator.needs import classify_need, distractor_update
+from memoryquest.simulator.needs import World, classify_need, distractor_update, parse_update
 from memoryquest.simulator.needs.bridges import bridged_domain
 from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenario, task_scenarios
+from memoryquest.simulator.queries import compose_query, planning_scenarios
 from memoryquest.stages.timelines_contracts import TimelineInputs
 from memoryquest.text import shared_content_words
 
@@ -84,7 +85,7 @@ def _free_days(start: dt.date, end: dt.date, taken: set[dt.date]) -> list[dt.dat
 
 
 def _distractor(
-    material: PersonaMaterial,
+    world: World,
     domain: Domain,
     date: dt.date,
     rng: random.Random,
@@ -92,17 +93,21 @@ def _distractor(
     avoid_texts: set[str],
     references: list[str],
     bridge_domains: list[Domain],
+    reference_needs: list[str],
+    phantom_requests: dict[Domain, list[str]],
 ) -> str | None:
     """A minor update for a filler event: not about any reference's need, sharing almost no words with one."""
     for _ in range(3):
         update = distractor_update(
-            material,
+            world,
             domain,
             date,
             rng,
             avoid_needs=set(avoid_needs),
             avoid_texts=set(avoid_texts),
             bridge_domains=bridge_domains,
+            reference_needs=reference_needs,
+            phantom_requests=phantom_requests,
         )
         if update is None:
             return None
@@ -145,6 +150,7 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     n_fill = max(n_events - n_refs, 0)
 
     material = PersonaMaterial.from_variables(inputs.model_dump())
+    world = World(material)
     reference_texts = [str(r["text"]) for r in references]
     avoid_needs = {need for need in (classify_need(t) for t in reference_texts) if need}
     user_references = [str(t) for t in inputs.user_references or []]
@@ -153,13 +159,24 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     bridge_domains = [
         d for d in map(bridged_domain, user_references) if d and d.value != query["domain"]
     ]
+    # Distractors use each need as often as the user's references do, and bridge to requests
+    # worded as the user's own requests are.
+    reference_needs = [
+        parsed.generator.need for parsed in map(parse_update, user_references) if parsed
+    ]
+    phantom_requests: dict[Domain, list[str]] = {}
+    for scenario in planning_scenarios(scenarios, rng):
+        if scenario.primary_domain in bridge_domains:
+            phantom_requests.setdefault(scenario.primary_domain, []).append(
+                compose_query(material, scenario, query_date, rng)
+            )
 
     def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
         wanted = rng.choices(range(len(weights)), weights=weights)[0]
         found: list[str] = []
         for _ in range(wanted):
             update = _distractor(
-                material,
+                world,
                 domain,
                 date,
                 rng,
@@ -167,6 +184,8 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
                 avoid_texts,
                 reference_texts,
                 bridge_domains,
+                reference_needs,
+                phantom_requests,
             )
             if update is None:
                 break

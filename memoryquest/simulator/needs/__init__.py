@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from memoryquest.simulator.needs import updates as _updates  # noqa: F401  (fills the bank)
 from memoryquest.simulator.needs.bank import (
+    BOUNDED_WINDOW_DAYS,
+    REFERENCE_LEAD_DAYS_MIN,
     TIME_SLOTS,
     Generator,
     LifeUpdate,
     bank,
+    bridge_to_request,
     candidates,
     distractor_update,
     fill,
@@ -43,6 +46,8 @@ from memoryquest.simulator.needs.sayings import say_update
 from memoryquest.simulator.needs.world import World
 
 __all__ = [
+    "BOUNDED_WINDOW_DAYS",
+    "REFERENCE_LEAD_DAYS_MIN",
     "TIME_SLOTS",
     "DOMAIN_PLANS",
     "NEEDS",
@@ -53,6 +58,7 @@ __all__ = [
     "World",
     "bank",
     "breadth",
+    "bridge_to_request",
     "candidates",
     "classify_need",
     "cue_words",

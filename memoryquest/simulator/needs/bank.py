@@ -27,6 +27,7 @@ import datetime as dt
 import hashlib
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -37,12 +38,15 @@ from memoryquest.simulator.needs.model import domain_needs
 from memoryquest.simulator.needs.world import Grounded, Slot, World
 from memoryquest.simulator.persona_grounding import (
     MONTHS,
-    PersonaMaterial,
     fix_articles,
     lower_first,
 )
-from memoryquest.text import normalise_text
+from memoryquest.text import normalise_text, shared_content_words
 
+REFERENCE_LEAD_DAYS_MIN = 3
+"""A reference is dated at least this many days before its request."""
+BOUNDED_WINDOW_DAYS = 45
+"""A time-bounded reference is dated at most this many days before its request."""
 PROFILE_FIRST = 0.7
 """Share of personas for whom a generator's wordings that read their own affinities come first."""
 
@@ -448,8 +452,12 @@ def parse_update(text: str) -> Parsed | None:
 # --------------------------------------------------------------------------- choosing updates
 
 
+@lru_cache(maxsize=16)
 def _variants(world: World) -> list[Generator]:
-    """One generator per group for this persona (a group may have several, e.g. cores that take no limit)."""
+    """One generator per group for this persona (a group may have several, e.g. cores that take no limit).
+
+    Cached per world (held for one simulated answer): a timeline asks for it once per distractor.
+    """
     by_group: dict[str, list[Generator]] = {}
     for generator in _BANK:
         if generator.usable(world):
@@ -476,27 +484,58 @@ def groups_of(texts: Iterable[str]) -> set[str]:
 
 
 def _phantom_order(
-    world: World, options: Sequence[Generator], phantom: Domain, rng: random.Random
+    world: World,
+    options: Sequence[Generator],
+    phantom: Domain,
+    reference_needs: Sequence[str],
+    rng: random.Random,
 ) -> list[Generator]:
     """``options`` in the order a reference of a request in ``phantom`` would take them.
 
-    Needs bearing on ``phantom`` first, in a random order: a user's
-    references use each exclusive group once and their ledger spreads them
-    over the needs, so across a history references cover the needs about
-    evenly, and distractors must too (a ranked order would keep coming back
-    to the same few needs, and their words would mark the distractors).
-    Within a need the best-grounded generator first, as for a reference.
+    Needs come in a weighted random order, each as often as the user's own
+    references use it (``reference_needs``, one entry per reference), so the
+    needs of distractors follow those of references: references prefer the
+    specific needs (sight, documents) over the broad ones (schedule), and
+    distractors drawn evenly would give themselves away by their words. With
+    no references yet, needs bearing on ``phantom`` come first, in a random
+    order. Within a need the best-grounded generator first, as for a reference.
     """
+    weights = Counter(reference_needs)
     bearing = domain_needs(phantom)
     by_need: dict[str, list[Generator]] = {}
     for generator in options:
         by_need.setdefault(generator.need, []).append(generator)
-    keys: dict[str, tuple[bool, float]] = {}
+    keys: dict[str, tuple[int, float]] = {}
     for need, members in by_need.items():
         rng.shuffle(members)
         members.sort(key=lambda g: -g.grounding(world))
-        keys[need] = (need not in bearing, rng.random())
+        draw = rng.random()
+        if weights[need]:
+            # Weighted sampling without replacement: larger draw ** (1 / weight) first.
+            keys[need] = (0, -(draw ** (1.0 / weights[need])))
+        else:
+            keys[need] = (1 if need in bearing else 2, draw)
     return [g for need in sorted(by_need, key=keys.__getitem__) for g in by_need[need]]
+
+
+def bridge_to_request(
+    update: LifeUpdate, request: str, domain: Domain, rng: random.Random
+) -> LifeUpdate:
+    """The update with what it gets in the way of in ``domain``, in words ``request`` does not use.
+
+    The clause adds no content word of the request, so the no-echo rule holds
+    for the bridged text exactly as for the bare one. References bridge to
+    their own request and distractors to a phantom one, through this one
+    function, so the scenes a request's wording rules out are ruled out for
+    both alike.
+    """
+    if rng.random() >= BRIDGE_SHARE:
+        return update
+    before = len(shared_content_words(request, update.text))
+    clause = bridge(
+        domain, rng, lambda c: len(shared_content_words(request, update.text + c)) <= before
+    )
+    return replace(update, text=update.text + clause)
 
 
 def _phantom_domain(
@@ -515,30 +554,33 @@ def _phantom_domain(
 
 
 def distractor_update(
-    material: PersonaMaterial,
+    world: World,
     domain: Domain,
     date: dt.date,
     rng: random.Random,
     avoid_needs: set[str],
     avoid_texts: set[str],
     bridge_domains: Sequence[Domain] = (),
+    reference_needs: Sequence[str] = (),
+    phantom_requests: Mapping[Domain, Sequence[str]] | None = None,
 ) -> LifeUpdate | None:
     """A life update to mention in a filler conversation in ``domain`` on ``date`` — a reference of no query.
 
-    Chosen as a reference of a phantom request would be (see
-    :func:`_phantom_order`): a request in one of ``bridge_domains`` (the
-    domains the user's references bridge to, see :func:`_phantom_domain`),
-    its needs as evenly covered, the bridge clause always pointing at that
-    request's scenes, even for a need of another domain. So the needs, the grounding and the scenes of
-    distractors follow those of references, and a reader cannot tell them
-    apart by wording. It comes up naturally in ``domain``, avoids the need
-    categories in ``avoid_needs`` (so it cannot stand in for a reference of
-    the timeline's query), every group behind ``avoid_texts`` (the user's
-    references: no near-duplicate, no contradiction) and those texts
-    themselves. Time-bounded ones are still valid a week after ``date``.
-    None when nothing fits.
+    Chosen as a reference of a phantom request would be: a request in one of
+    ``bridge_domains`` (the domains the user's references bridge to, see
+    :func:`_phantom_domain`), whose wording is one of ``phantom_requests`` of
+    that domain. Its need is drawn as often as the user's references use it
+    (:func:`_phantom_order`), its time limit lies as far ahead as a
+    reference's request, and its bridge clause points at the phantom
+    request's scenes in words that request does not use
+    (:func:`bridge_to_request`), even for a need of another domain. So the
+    needs, the grounding and the scenes of distractors follow those of
+    references, and a reader cannot tell them apart by wording. It comes up
+    naturally in ``domain``, avoids the need categories in ``avoid_needs``
+    (so it cannot stand in for a reference of the timeline's query), every
+    group behind ``avoid_texts`` (the user's references: no near-duplicate,
+    no contradiction) and those texts themselves. None when nothing fits.
     """
-    world = World(material)
     avoid = {normalise_text(t) for t in avoid_texts}
     used = groups_of(avoid_texts)
     options = [
@@ -547,10 +589,14 @@ def distractor_update(
         if domain in g.domains and g.need not in avoid_needs and g.group not in used
     ]
     phantom = _phantom_domain(world, domain, bridge_domains, rng)
-    for generator in _phantom_order(world, options, phantom, rng):
-        update = fill(generator, world, date, date + dt.timedelta(days=7), rng)
+    for generator in _phantom_order(world, options, phantom, reference_needs, rng):
+        # Still true on the phantom request's date, as far ahead as a reference's request may be.
+        horizon = date + dt.timedelta(
+            days=rng.randint(REFERENCE_LEAD_DAYS_MIN, BOUNDED_WINDOW_DAYS)
+        )
+        update = fill(generator, world, date, horizon, rng)
         if update is not None and normalise_text(update.text) not in avoid:
-            if rng.random() < BRIDGE_SHARE:  # what it gets in the way of, as references say it
-                update = replace(update, text=update.text + bridge(phantom, rng))
-            return with_domain(update, domain)
+            requests = (phantom_requests or {}).get(phantom, ())
+            request = rng.choice(requests) if requests else ""
+            return with_domain(bridge_to_request(update, request, phantom, rng), domain)
     return None
