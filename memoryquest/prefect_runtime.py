@@ -32,7 +32,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PREFECT_DEFAULTS: dict[str, str] = {
@@ -80,6 +80,7 @@ class TemporaryPrefectServer:
         self.log_path = home / f"memoryquest-server-{os.getpid()}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self._deadline = 0.0
 
     @property
     def api_url(self) -> str:
@@ -130,11 +131,22 @@ class TemporaryPrefectServer:
             )
 
     def start(self) -> TemporaryPrefectServer:
+        """Spawn the server and wait until it answers."""
+        self.spawn()
+        return self.wait_until_ready()
+
+    def spawn(self) -> None:
+        """Start the server process without waiting for it (see :meth:`wait_until_ready`)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._deadline = time.monotonic() + self.startup_seconds
+        self.process = self._spawn()
+
+    def wait_until_ready(self) -> TemporaryPrefectServer:
+        """Block until the spawned server answers its health check; respawn on a taken port."""
         import httpx
 
-        self.home.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.startup_seconds
-        self.process = self._spawn()
+        if self.process is None:
+            raise RuntimeError("the temporary Prefect server was not spawned")
         attempts = 1
         with httpx.Client(timeout=2.0) as http:
             while True:
@@ -152,7 +164,7 @@ class TemporaryPrefectServer:
                         return self
                 except httpx.HTTPError:
                     pass
-                if time.monotonic() > deadline:
+                if time.monotonic() > self._deadline:
                     self.stop()
                     raise RuntimeError(
                         f"the temporary Prefect server did not answer within {self.startup_seconds:g} s "
@@ -200,8 +212,13 @@ def drain_prefect_workers() -> None:
 
 
 @contextlib.contextmanager
-def local_prefect_api() -> Iterator[str]:
-    """The configured Prefect API, or a temporary server for the duration of the block; yields its URL."""
+def local_prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[str]:
+    """The configured Prefect API, or a temporary server for the duration of the block; yields its URL.
+
+    ``meanwhile`` runs while a temporary server boots (a few seconds of
+    imports and database setup in its own process), so the caller's own
+    start-up work (imports, loading a model) overlaps it instead of following it.
+    """
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
@@ -211,13 +228,18 @@ def local_prefect_api() -> Iterator[str]:
 
     settings = get_current_settings()
     if settings.api.url:
+        if meanwhile is not None:
+            meanwhile()
         yield str(settings.api.url)
         return
     server = TemporaryPrefectServer(
         Path(settings.home), float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
     )
-    server.start()
+    server.spawn()
     try:
+        if meanwhile is not None:
+            meanwhile()
+        server.wait_until_ready()
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             try:
                 yield server.api_url

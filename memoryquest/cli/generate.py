@@ -130,6 +130,14 @@ def check_endpoint(settings: Settings) -> None:
     asyncio.run(check())
 
 
+def _warm_up(settings: Settings) -> None:
+    """The flow's imports and the embedding model, loaded while a temporary Prefect server boots."""
+    import memoryquest.orchestration  # noqa: F401  (the flow, its stages and Prefect's client)
+    from memoryquest.llm.factory import build_embedding_backend
+
+    build_embedding_backend(settings)
+
+
 def _generate(args: argparse.Namespace) -> int:
     from memoryquest.intake import PersonaSelection
     from memoryquest.prefect_runtime import local_prefect_api
@@ -155,23 +163,26 @@ def _generate(args: argparse.Namespace) -> int:
     )  # before the output directory exists: a refused key leaves nothing behind
     output_dir = prepare_output_dir(Path(settings.output_dir))
     command = shlex.join(["memoryquest", *sys.argv[1:]])
-    with RunLock.acquire(output_dir, command=command):  # the flow takes it again (re-entrant)
+    # The run lock is re-entrant: the flow takes it again.
+    with (
+        RunLock.acquire(output_dir, command=command),
+        local_prefect_api(meanwhile=lambda: _warm_up(settings)),
+    ):
         from memoryquest.orchestration import RUN_REPORT, generate_benchmark
         from memoryquest.run import DATASET_DIR, PUBLISHED_DIR
 
-        with local_prefect_api():
-            output = asyncio.run(
-                generate_benchmark(
-                    settings=settings,
-                    users=list(selection.user_ids) if selection.user_ids else None,
-                    count=selection.count,
-                    publish=not args.no_publish,
-                    allow_failed_audit=args.allow_failed_audit,
-                    progress=args.progress,
-                    progress_seconds=args.progress_seconds,
-                    cost_estimate_usd=args.cost_estimate,
-                )
+        output = asyncio.run(
+            generate_benchmark(
+                settings=settings,
+                users=list(selection.user_ids) if selection.user_ids else None,
+                count=selection.count,
+                publish=not args.no_publish,
+                allow_failed_audit=args.allow_failed_audit,
+                progress=args.progress,
+                progress_seconds=args.progress_seconds,
+                cost_estimate_usd=args.cost_estimate,
             )
+        )
     report = json.loads((Path(output) / RUN_REPORT).read_text(encoding="utf-8"))
     summary = RunSummary.model_validate(report["summary"])
     summary.wall_seconds = time.perf_counter() - started  # the command's, Prefect's start included
