@@ -59,12 +59,16 @@ class LocalEmbedder:
 
     def __init__(
         self,
-        batch_size: int = 64,
+        batch_size: int = 16,
         threads: int | None = None,
         memo_size: int = DEFAULT_MEMO_TEXTS,
         spinning: bool = False,
     ) -> None:
         """``threads``: onnxruntime intra-op threads (default: :func:`default_threads`).
+
+        ``batch_size`` 16: smaller batches measured faster per text than larger
+        ones on 2 cores (persona facts 157/s at 16 against 136/s at 64; dialogue
+        turns 99/s against 84/s), as a batch's activations then stay in cache.
 
         ``spinning=False`` lets idle onnxruntime threads sleep instead of busy-waiting
         for the next operator: the pipeline's own Python thread and numpy's BLAS
