@@ -15,7 +15,9 @@ reference is one piece of personal news among many, not the only one.
 
 The timeline's ``user_references`` variable, when given, lists the texts of
 all of the user's references (every query), so no distractor repeats or
-contradicts any of them.
+contradicts any of them. They also shape the distractors: each pretends to
+matter for a phantom request, worded as the user's own requests of a domain
+those references bridge to, and uses each need as often as they do.
 
 The first event falls 1..lead_days_max days before the earliest reference; the
 rest are spread over the days up to the eve of the query.
