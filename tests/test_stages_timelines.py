@@ -15,6 +15,7 @@ from memoryquest.stages.timelines import (
     EventDraft,
     TimelineDraft,
     build_events,
+    filler_similarity_problems,
     synthesise_timeline,
 )
 from memoryquest.text import contains_verbatim
@@ -208,6 +209,29 @@ async def test_filler_too_close_to_a_reference_is_rejected(run: GeneratedRun) ->
     result = await synthesise_timeline(run.persona("user0"), q, simulated_client(), settings)
     assert result.timeline is None
     assert "similar to reference" in result.rejected[0].detail
+
+
+async def test_a_paraphrase_hidden_in_a_long_filler_description_is_caught(
+    run: GeneratedRun,
+) -> None:
+    """The check reads filler sentence by sentence: one paraphrase among many sentences is not diluted."""
+    q, timeline = timelines(run)[0]
+    filler = next(e for e in timeline.events if e.kind == EventKind.FILLER)
+    reference = q.references[0].text.rstrip(".")
+    paraphrase = f"Lately the user mentioned this: {reference[:1].lower()}{reference[1:]}."
+    padding = " ".join(split_sentences(e.description)[0] for e in timeline.events)
+    hidden = filler.model_copy(
+        update={"description": f"{filler.description} {padding} {paraphrase} {padding}"}
+    )
+    events = [hidden if e.event_id == filler.event_id else e for e in timeline.events]
+    client = simulated_client()
+    settings = GenerationSettings()
+    assert await filler_similarity_problems(timeline.events, q, client, settings) == []
+    problems = await filler_similarity_problems(events, q, client, settings)
+    assert len(problems) == 1 and filler.event_id in problems[0] and "Lately" in problems[0]
+    # The description's one vector would have diluted it below the limit.
+    whole, ref = shared_local_embedder().embed_sync([hidden.description, q.references[0].text])
+    assert float(whole @ ref) < settings.filler_similarity_max
 
 
 async def test_same_seed_same_timeline(run: GeneratedRun) -> None:
