@@ -108,7 +108,8 @@ class GenerationSettings(Section):
         90, ge=1, description="References are dated at most this many days before their query."
     )
     filler_similarity_max: float = Cosine(
-        0.6, "A filler event whose cosine to any reference exceeds this counts as carrying it."
+        0.6,
+        "A filler event with a sentence whose cosine to a reference exceeds this counts as carrying it.",
     )
     reference_turn_similarity_min: float = Cosine(
         0.45, "The turn said to convey a reference must reach this cosine to it."
