@@ -130,11 +130,6 @@ class TemporaryPrefectServer:
                 start_new_session=True,
             )
 
-    def start(self) -> TemporaryPrefectServer:
-        """Spawn the server and wait until it answers."""
-        self.spawn()
-        return self.wait_until_ready()
-
     def spawn(self) -> None:
         """Start the server process without waiting for it (see :meth:`wait_until_ready`)."""
         self.home.mkdir(parents=True, exist_ok=True)

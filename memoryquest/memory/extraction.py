@@ -25,6 +25,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -223,13 +224,19 @@ def facts_to_show(active: Sequence[Fact], batch: Sequence[Session], limit: int) 
     """
     if len(active) <= limit:
         return list(active)
-    turns = [set(content_words(t.content)) for s in batch for t in s.turns if t.role is Role.USER]
-    nearness = [_best_share(set(content_words(f.info)), turns) for f in active]
+    turns = [_word_set(t.content) for s in batch for t in s.turns if t.role is Role.USER]
+    nearness = [_best_share(_word_set(f.info), turns) for f in active]
     chosen = sorted(range(len(active)), key=lambda i: -nearness[i])[:limit]
     return [active[i] for i in sorted(chosen)]
 
 
-def _best_share(fact: set[str], turns: Sequence[set[str]]) -> float:
+@lru_cache(maxsize=16_384)
+def _word_set(text: str) -> frozenset[str]:
+    """Content words of a text, once: every batch compares every active fact again."""
+    return frozenset(content_words(text))
+
+
+def _best_share(fact: frozenset[str], turns: Sequence[frozenset[str]]) -> float:
     """The largest share of the fact's content words that one turn says."""
     if not fact:
         return 0.0

@@ -217,25 +217,22 @@ async def filler_similarity_problems(
     fillers = [e for e in events if e.kind == EventKind.FILLER]
     if not fillers:
         return []
-    owners: list[int] = []
-    sentences: list[str] = []
-    for position, event in enumerate(fillers):
-        for sentence in split_sentences(event.description) or [event.description]:
-            owners.append(position)
-            sentences.append(sentence)
+    said = [split_sentences(e.description) or [e.description] for e in fillers]
     count = len(query.references)
-    vectors = await client.embed([ref.text for ref in query.references] + sentences, stage=STAGE)
+    texts = [ref.text for ref in query.references] + [s for sentences in said for s in sentences]
+    vectors = await client.embed(texts, stage=STAGE)
     cosines = vectors[count:] @ vectors[:count].T  # sentence x reference
     problems = []
-    for position, event in enumerate(fillers):
-        rows = [i for i, owner in enumerate(owners) if owner == position]
-        block = cosines[rows]
+    start = 0
+    for event, sentences in zip(fillers, said, strict=True):
+        block = cosines[start : start + len(sentences)]
+        start += len(sentences)
         row, worst = np.unravel_index(int(block.argmax()), block.shape)
         score = float(block[row, worst])
         if score > settings.filler_similarity_max:
             problems.append(
                 f"filler event {event.event_id} is {score:.3f} similar to reference {int(worst)} "
-                f"(max {settings.filler_similarity_max}) in its sentence {sentences[rows[int(row)]]!r}"
+                f"(max {settings.filler_similarity_max}) in its sentence {sentences[int(row)]!r}"
             )
     return problems
 
