@@ -204,15 +204,21 @@ class Situation(Contract):
     value: str
 
 
-class PersonaTask(Contract):
+class TaskBrief(Contract):
+    """A task as generation prompts show it: the goal and affinity types restate the
+    description and cost tokens in every timeline and query prompt."""
+
     task_id: str
     kind: TaskKind
     description: str
     user_intent: str
-    goal: str
     domains: list[Domain]
-    affinity_types: list[str]
     situations: list[Situation] = Field(default_factory=list)
+
+
+class PersonaTask(TaskBrief):
+    goal: str
+    affinity_types: list[str]
 
 
 class Persona(Row):

@@ -78,10 +78,11 @@ class GenerationSettings(Section):
     turns_max: int = Field(30, ge=2)
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
     memory_facts_shown: int = Field(
-        60,
+        30,
         ge=1,
         description="An extraction call sees at most this many existing facts: those nearest to "
-        "the new sessions' user turns (all of them while there are fewer).",
+        "the new sessions' user turns (all of them while there are fewer). The facts an answer "
+        "updates rank among the nearest dozen.",
     )
     consolidation_new_facts: int = Field(
         50, ge=1, description="Consolidate after this many new facts."

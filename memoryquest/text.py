@@ -84,6 +84,23 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def sentences_covering(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span of the whole sentences of ``text`` that ``start:end`` touches (itself if none)."""
+    touched = [(s, e) for s, e in sentence_spans(text) if s < end and start < e]
+    if not touched:
+        return start, end
+    return touched[0][0], touched[-1][1]
+
+
+def opening_words(text: str, count: int) -> str:
+    """The first ``count`` words of ``text``, exactly as written (all of it when shorter)."""
+    words = list(re.finditer(r"\S+", text))
+    if not words:
+        return ""
+    last = words[min(count, len(words)) - 1]
+    return text[words[0].start() : last.end()]
+
+
 def locate(haystack: str, needle: str) -> tuple[int, int] | None:
     """Span of ``needle`` in ``haystack``: exact, then ignoring case and runs of spaces."""
     needle = needle.strip()

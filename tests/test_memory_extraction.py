@@ -16,6 +16,8 @@ from memoryquest.memory.extraction import (
     build_memory,
     check_answer,
     facts_to_show,
+    shown_names,
+    with_fids,
 )
 from memoryquest.memory.extraction_contracts import (
     Evidence,
@@ -224,3 +226,29 @@ def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -
     assert history[5].session_id in problems[1] and "not in this batch" in problems[1]
     assert "[99] out of range" in problems[2]
     assert "updated twice" in problems[3]
+
+
+def test_shown_facts_go_by_short_names_that_answers_map_back_to_fids() -> None:
+    persona = user0_persona()
+    history = user0_history(persona)
+    known = make_id("fact", "known")
+    names = {"F1": known}
+    evidence = [Evidence(session_id=history[0].session_id, turn_indices=[0])]
+    answer = ExtractionAnswer(
+        facts=[
+            ExtractedFact(
+                fid=fid,
+                info="Prefers an aisle seat",
+                type="Preference",
+                related_entities=[],
+                evidence=evidence,
+            )
+            for fid in ("F1", "F2", "NEW_1")
+        ]
+    )
+    mapped = with_fids(answer, names)
+    assert [f.fid for f in mapped.facts] == [known, "F2", "NEW_1"]
+    changes, problems = check_answer(mapped, history[:1], {known})
+    assert [c.fid for c in changes] == [known, None]
+    assert len(problems) == 1 and "'F2'" in problems[0]
+    assert list(shown_names([])) == []

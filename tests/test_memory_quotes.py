@@ -11,6 +11,7 @@ from memoryquest.contracts import Domain, Fact, FactType, Query, Reference, Refe
 from memoryquest.ids import make_id
 from memoryquest.memory.coverage import uncovered_references, withdraw_uncovered
 from memoryquest.memory.extraction import (
+    QUOTE_WORDS,
     check_answer,
     quote_span,
 )
@@ -20,6 +21,7 @@ from memoryquest.memory.extraction_contracts import (
     ExtractionAnswer,
 )
 from memoryquest.memory.store import FactStore
+from memoryquest.text import opening_words
 
 REFERENCE_SENTENCE = (
     "I found out last month that I'm allergic to tree nuts, so menus need checking."
@@ -99,6 +101,29 @@ def test_a_lightly_trimmed_quote_still_finds_its_sentence(session: Session) -> N
     assert span is not None
     turn, start, end = span
     assert session.turns[turn].content[start:end] == REFERENCE_SENTENCE
+
+
+def test_a_quote_of_the_opening_words_names_the_whole_sentence(session: Session) -> None:
+    opening = opening_words(REFERENCE_SENTENCE, QUOTE_WORDS)
+    assert opening == "I found out last month that"
+    span = quote_span(session, [2], opening)
+    assert span is not None
+    turn, start, end = span
+    assert session.turns[turn].content[start:end] == REFERENCE_SENTENCE
+    answer = ExtractionAnswer(
+        facts=[
+            fact("NEW_1", "Likes solo dinners best", session, opening_words(OTHER_SENTENCE, 6)),
+            fact("NEW_2", "Is allergic to tree nuts", session, opening),
+        ]
+    )
+    changes, problems = check_answer(answer, [session], set())
+    assert problems == []
+    assert [c.credits(session) for c in changes] == [False, True]
+
+
+def test_opening_words_of_another_turn_are_not_found(session: Session) -> None:
+    asked = session.turns[0].content
+    assert quote_span(session, [2], opening_words(asked, QUOTE_WORDS)) is None
 
 
 def query_for(session: Session) -> Query:

@@ -12,7 +12,12 @@ from test_memory_history import user0_history, user0_persona
 from memoryquest.contracts import FactType
 from memoryquest.memory.consolidation import MergedFactAnswer
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
-from memoryquest.memory.extraction import ExtractionAnswer, check_answer, session_view
+from memoryquest.memory.extraction import (
+    QUOTE_WORDS,
+    ExtractionAnswer,
+    check_answer,
+    session_view,
+)
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulate
 from memoryquest.simulator.memory import (
@@ -117,6 +122,7 @@ def test_first_person_statements_become_third_person_facts(
         "Book me a table for two, please.",
         "Hello, I could use some help with sports today.",
         "My interactions with you are usually short.",
+        "Sure, 9:15 AM is fine, set it and I'm done; thanks for the help.",
     ],
 )
 def test_questions_requests_and_small_talk_are_skipped(said: str) -> None:
@@ -202,7 +208,11 @@ def test_entities_are_names_and_topics_never_pronoun_fragments(
 
 
 def _variables(existing: list[dict], sessions: list) -> dict:
-    return {"existing_facts": existing, "sessions": [session_view(s) for s in sessions]}
+    return {
+        "existing_facts": existing,
+        "sessions": [session_view(s) for s in sessions],
+        "quote_words": QUOTE_WORDS,
+    }
 
 
 def test_extraction_answer_fits_the_response_model_and_the_batch() -> None:
@@ -245,7 +255,7 @@ def test_a_repeated_statement_updates_the_existing_fact() -> None:
         {
             "session_id": history[4].session_id,
             "turn_indices": [2],
-            "quote": "I prefer an aisle seat on flights.",
+            "quote": "I prefer an aisle seat on",
         }
     ]
     assert not any("aisle" in f["info"] for f in answer["facts"] if f["fid"].startswith("NEW_"))

@@ -4,9 +4,9 @@ Every ``memory_every_sessions`` sessions (and once more at the end) one LLM
 call sees the new sessions and the active facts nearest to them (at most
 ``memory_facts_shown``) and answers with the facts to
 add (``NEW_<n>``) or update (an existing fid), each citing the turns that
-support it and quoting the user's sentence. Those quotes tie the ground-truth
-chain together at sentence level: a fact is credited to a reference exactly
-when its quote overlaps the sentence that states the reference (the
+support it and quoting the opening words of the user's sentence. Those quotes
+tie the ground-truth chain together at sentence level: a fact is credited to a
+reference exactly when its quoted sentence is the one that states the reference (the
 dialogue stage recorded its span), not merely when it comes from the same
 turn. An answer that cites unknown facts, sessions outside the batch, turns
 that do not exist, or quotes that are not in the cited turns, or that leaves
@@ -48,10 +48,13 @@ from memoryquest.memory.extraction_contracts import (
 )
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
-from memoryquest.text import best_sentence, content_words, locate
+from memoryquest.text import best_sentence, content_words, locate, sentences_covering
 
 TEMPLATE_ID = "memory_extraction"
 STAGE = "memory"
+# A quote copies a sentence's opening words, not the sentence: enough to name it among the
+# turn's sentences, and about a third of the stage's output tokens less.
+QUOTE_WORDS = 6
 NEW_PREFIX = "NEW_"
 
 
@@ -75,13 +78,33 @@ class MemoryStageResult(BaseModel):
 # --------------------------------------------------------------------------- prompt variables
 
 
-def existing_fact_view(fact: Fact) -> dict[str, object]:
+def shown_names(active: Sequence[Fact]) -> dict[str, str]:
+    """Short names for the facts a call shows ("F1", "F2", ...), each to its fid.
+
+    A fid is about a dozen tokens and a call shows dozens of facts; the name is two.
+    """
+    return {f"F{number}": fact.fid for number, fact in enumerate(active, 1)}
+
+
+def existing_fact_view(fact: Fact, name: str) -> dict[str, object]:
     return {
-        "fid": fact.fid,
+        "fid": name,
         "info": fact.info,
         "type": fact.type.value,
         "related_entities": list(fact.related_entities),
     }
+
+
+def with_fids(answer: ExtractionAnswer, names: dict[str, str]) -> ExtractionAnswer:
+    """The answer with each shown fact's short name replaced by its fid (other names kept)."""
+    return answer.model_copy(
+        update={
+            "facts": [
+                fact.model_copy(update={"fid": names.get(fact.fid, fact.fid)})
+                for fact in answer.facts
+            ]
+        }
+    )
 
 
 def session_view(session: Session) -> dict[str, object]:
@@ -102,8 +125,12 @@ def extraction_request(
     return LLMRequest(
         template_id=TEMPLATE_ID,
         variables=ExtractionInputs(
-            existing_facts=[existing_fact_view(f) for f in active],
+            existing_facts=[
+                existing_fact_view(fact, name)
+                for name, fact in zip(shown_names(active), active, strict=True)
+            ],
             sessions=[session_view(s) for s in batch],
+            quote_words=QUOTE_WORDS,
         ).variables(),
         response_model=ExtractionAnswer,
         stage=STAGE,
@@ -182,15 +209,17 @@ def check_answer(
 def quote_span(
     session: Session, turn_indices: Sequence[int], quote: str
 ) -> tuple[int, int, int] | None:
-    """Where a fact's quote sits: (turn, start, end) in one of the cited turns.
+    """The sentence a fact's quote names: (turn, start, end) in one of the cited turns.
 
-    Exact (ignoring case and spacing) first; a model that trims or slightly
-    rewords its quote still gets the one sentence that matches it closely.
+    Exact (ignoring case and spacing) first, widened to the whole sentence(s) it
+    touches; a model that quotes a slightly reworded full sentence still gets the one
+    sentence that matches it closely.
     """
     for index in turn_indices:
-        found = locate(session.turns[index].content, quote)
+        content = session.turns[index].content
+        found = locate(content, quote)
         if found is not None:
-            return index, found[0], found[1]
+            return (index, *sentences_covering(content, *found))
     for index in turn_indices:
         found = best_sentence(session.turns[index].content, quote, min_overlap=0.6)
         if found is not None:
@@ -254,6 +283,7 @@ async def _extract_batch(
 ) -> tuple[list[FactChange], int]:
     """The batch's writes and the number of calls they took; ``active`` is what the call sees."""
     active_fids = {f.fid for f in active}
+    names = shown_names(active)
     anchor = batch[0].session_id
     session_ids = [s.session_id for s in batch]
     for attempt in range(settings.max_regenerations + 1):
@@ -274,6 +304,7 @@ async def _extract_batch(
                 )
             )
             continue
+        answer = with_fids(answer, names)
         changes, problems = check_answer(answer, batch, active_fids)
         if not problems:
             return changes, attempt + 1

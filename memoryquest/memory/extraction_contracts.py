@@ -27,7 +27,8 @@ class Evidence(BaseModel):
     )
     quote: str = Field(
         default="",
-        description="The user's sentence stating the fact, copied exactly from a cited turn.",
+        description="The opening words of the user's sentence stating the fact, copied exactly "
+        "from a cited turn: they name the sentence at a fraction of its output tokens.",
     )
 
 
@@ -58,7 +59,7 @@ class ExtractionAnswer(BaseModel):
 class ExistingFact(TypedDict):
     """A fact already in the store, which an answer may update by its fid."""
 
-    fid: str
+    fid: str  # a short name for this call ("F3"), mapped back to the stored fid
     info: str
     type: str
     related_entities: list[str]
@@ -89,3 +90,4 @@ class ExtractionInputs(PromptInputs):
 
     existing_facts: list[ExistingFact]
     sessions: list[SessionView]
+    quote_words: int = Field(description="How many opening words of a sentence a quote copies.")

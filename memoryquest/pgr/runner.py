@@ -235,11 +235,13 @@ async def refine_until_converged(
 
 
 class _Calls:
-    """Counts the LLM calls of one query run."""
+    """Counts the LLM calls of one query run; they share one prompt-cache scope, the query's,
+    since only its own calls repeat its prompts' request and facts."""
 
-    def __init__(self, client: ModelClient) -> None:
+    def __init__(self, client: ModelClient, query: Query) -> None:
         self.client = client
         self.count = 0
+        self.cache_scope = f"query:{query.query_id}"
 
     async def ask(
         self,
@@ -256,6 +258,7 @@ class _Calls:
             stage=STAGE,
             temperature=temperature,
             seed=seed,
+            cache_scope=self.cache_scope,
         )
         return await self.client.complete(request)
 
@@ -302,10 +305,12 @@ async def run_query(
         )
         if not settings.generate_answers:
             return outcome
-        calls = _Calls(client)
+        calls = _Calls(client, query)
         answer = await _answer(calls, query, _chronological(index, outcome.retrieved_fids), "")
         return outcome.model_copy(update={"answer": answer, "llm_calls": calls.count})
-    return await _run_pgr(query, index, method, Retriever(index, client), _Calls(client), settings)
+    return await _run_pgr(
+        query, index, method, Retriever(index, client), _Calls(client, query), settings
+    )
 
 
 async def run_baseline(
@@ -429,7 +434,9 @@ async def _run_pgr(
         inputs = planning.refine(
             **common.model_dump(),
             previous_steps=steps_view(previous, shape),
-            facts=facts_view(_chronological(index, (f.fid for f in found.ranked()))),
+            # In the order found, not by date: each round's facts then extend the last
+            # round's, so the provider caches the prompt up to the new ones.
+            facts=facts_view([index.item(f.fid) for f in found.ranked()]),
         )
         return await plan(inputs, iteration)
 

@@ -4,8 +4,8 @@ Extraction (``memory_extraction``) reads only the USER turns of the sessions it 
 given, plus the existing facts, and yields at most one fact per sentence:
 
 * Sentences. Each user turn is split with :func:`memoryquest.text.split_sentences`
-  (the splitter the stages use), and every fact quotes the sentence it came from
-  exactly as it stands in the turn, so the stage can tell which sentence a fact
+  (the splitter the stages use), and every fact quotes the opening words of the
+  sentence it came from exactly as they stand in the turn, so the stage can tell which sentence a fact
   was learnt from.
 * Statements. Leading discourse markers ("By the way,", "Oh, also —", "For
   context:") are dropped and a trailing request or aside is cut off ("..., so
@@ -51,7 +51,7 @@ from typing import Any
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulates
-from memoryquest.text import STOPWORDS, content_words, split_sentences
+from memoryquest.text import STOPWORDS, content_words, opening_words, split_sentences
 
 UPDATE_JACCARD = 0.6
 MIN_WORDS = 3
@@ -93,6 +93,8 @@ _IMPERATIVE = re.compile(
     re.IGNORECASE,
 )
 _FIRST_PERSON_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
+# "I'm done" in "9:15 AM is fine, set it and I'm done" closes a request; it says nothing of the user.
+_SIGN_OFF = re.compile(r"\bI'm (?:all )?(?:done|set|good)\b", re.IGNORECASE)
 _TRAILING_REQUEST = re.compile(
     r"(?:,|;|\s+-+|\s+[—–])\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will)\s+you\b.*$"
     r"|(?:,|;|\s+-+|\s+[—–])\s*(?:so\s+|and\s+)?(?:please|any (?:ideas|suggestions|recommendations|tips))\b.*$"
@@ -610,7 +612,7 @@ def statement(sentence: str) -> str | None:
         if lead_in is not None and not _FIRST_PERSON_WORD.search(lead_in.group("lead")):
             tail = _lead_as_tail(lead_in.group("lead"))
             text = lead_in.group("clause")
-        elif not _FIRST_PERSON_WORD.search(text) or _IMPERATIVE.match(text):
+        elif not _FIRST_PERSON_WORD.search(_SIGN_OFF.sub("", text)) or _IMPERATIVE.match(text):
             return None
     text = "My" + text[2:] if text.startswith("my ") else _capitalise(text)
     if _SKIP.match(text) or len(text.split()) < MIN_WORDS:
@@ -781,7 +783,7 @@ def is_request(sentence: str) -> bool:
 def facts_of_turn(
     content: str, domain: str, *, opening: bool = False
 ) -> list[tuple[str, str, str, list[str]]]:
-    """(quote, info, type, entities) for every statement sentence of one user turn.
+    """(sentence, info, type, entities) for every statement sentence of one user turn.
 
     In the conversation's ``opening`` turn the request itself is not a fact about the user.
     """
@@ -818,9 +820,10 @@ def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any
                 continue
             index = int(turn["index"])
             content = str(turn.get("content", ""))
-            for quote, info, fact_type, related in facts_of_turn(
+            for sentence, info, fact_type, related in facts_of_turn(
                 content, domain, opening=index == first_user
             ):
+                quote = opening_words(sentence, inputs.quote_words)
                 tokens = _content_tokens(info)
                 if not tokens:
                     continue

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryquest.contracts import Affinity, Demographics, Domain, Interaction, PersonaTask, TaskKind
+from memoryquest.contracts import Affinity, Demographics, Domain, Interaction, TaskBrief, TaskKind
 from memoryquest.simulator.grammar import (
     MONTHS,
     WEEKDAYS,
@@ -54,7 +54,7 @@ class PersonaMaterial:
     demographics: Demographics
     affinities: list[Affinity]
     interactions: list[Interaction]
-    tasks: list[PersonaTask]
+    tasks: list[TaskBrief]
 
     @classmethod
     def from_variables(cls, variables: dict[str, Any]) -> PersonaMaterial:
@@ -65,7 +65,7 @@ class PersonaMaterial:
             interactions=[
                 Interaction.model_validate(i) for i in variables.get("interactions") or []
             ],
-            tasks=[PersonaTask.model_validate(t) for t in variables.get("tasks") or []],
+            tasks=[TaskBrief.model_validate(t) for t in variables.get("tasks") or []],
         )
 
     def values(self, domain: Domain, name: str) -> list[str]:
@@ -92,7 +92,7 @@ class PersonaMaterial:
                 return item.summary
         return None
 
-    def tasks_in(self, domain: Domain, kind: TaskKind | None = None) -> list[PersonaTask]:
+    def tasks_in(self, domain: Domain, kind: TaskKind | None = None) -> list[TaskBrief]:
         return [t for t in self.tasks if domain in t.domains and (kind is None or t.kind == kind)]
 
 
@@ -367,7 +367,7 @@ def intent_core(intent: str) -> str:
     return lower_first(_second_to_first(text))
 
 
-def task_scenarios(tasks: Iterable[PersonaTask]) -> list[TaskScenario]:
+def task_scenarios(tasks: Iterable[TaskBrief]) -> list[TaskScenario]:
     out: list[TaskScenario] = []
     for task in tasks:
         if not task.domains:

@@ -29,7 +29,7 @@ import datetime as dt
 import random
 from typing import Any
 
-from memoryquest.contracts import Domain, PersonaTask
+from memoryquest.contracts import Domain, TaskBrief
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import World, classify_need, distractor_update, parse_update
 from memoryquest.simulator.needs.bridges import bridged_domain
@@ -141,7 +141,7 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     references = sorted(inputs.references, key=lambda r: (r["date"], r["index"]))
     events_min, events_max = int(inputs.events_min), int(inputs.events_max)
     lead = int(inputs.lead_days_max)
-    tasks = [PersonaTask.model_validate(t) for t in inputs.tasks or []]
+    tasks = [TaskBrief.model_validate(t) for t in inputs.tasks or []]
     scenarios = task_scenarios(tasks)
     by_domain: dict[Domain, list[TaskScenario]] = {}
     for scenario in scenarios:

@@ -13,6 +13,7 @@ from memoryquest.contracts import (
     PersonaTask,
     RejectedCandidate,
     RejectionReason,
+    TaskBrief,
     parse_date,
     parse_domain,
 )
@@ -28,17 +29,8 @@ __all__ = [
 
 
 def task_variables(task: PersonaTask) -> dict[str, Any]:
-    """A task as a model needs it (goal and affinity types add little and cost tokens)."""
-    return {
-        "task_id": task.task_id,
-        "kind": task.kind.value,
-        "domains": [d.value for d in task.domains],
-        "description": task.description,
-        "user_intent": task.user_intent,
-        "goal": task.goal,
-        "affinity_types": list(task.affinity_types),
-        "situations": [s.model_dump(mode="json") for s in task.situations],
-    }
+    """A task as a model needs it: its brief, without the goal and affinity types."""
+    return task.model_dump(mode="json", include=set(TaskBrief.model_fields))
 
 
 def persona_variables(persona: Persona) -> dict[str, Any]:

@@ -107,6 +107,8 @@ def _request(
         stage=STAGE,
         temperature=0.9,
         seed=seed,
+        # The prompts that share a cacheable prefix: the persona's material of one domain.
+        cache_scope=f"persona:{persona.persona_id}:{event.domain.value}",
     )
 
 
