@@ -70,6 +70,7 @@ from memoryquest.run import (
 )
 from memoryquest.settings import Settings
 from memoryquest.stages.state import PersonaState
+from memoryquest.task_results import QuickLoadPickleSerializer
 from memoryquest.task_retries import retry_on_infrastructure_failure
 
 FLOW_NAME = "memoryquest-generate"
@@ -100,6 +101,7 @@ def inputs_digest(state: PersonaState, settings: Settings) -> str:
     retries=2,
     retry_delay_seconds=5,
     persist_result=True,
+    result_serializer=QuickLoadPickleSerializer(),
     cache_policy=STAGE_CACHE,
     retry_condition_fn=retry_on_infrastructure_failure,  # LLM calls are the client's to retry
 )
@@ -164,6 +166,7 @@ async def _generate(
     each persona's stage tasks did."""
     logger = get_run_logger()
     records: dict[str, StageRecord] = {}
+    stage_fingerprints()  # once for the run (it reads every stage's source), not in a first task
     lockstep = lockstep_for(run.personas, client)  # Batch API mode: one batch per step for all
 
     async def tracked(persona: Persona) -> GeneratedDataset:

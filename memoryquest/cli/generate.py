@@ -131,10 +131,13 @@ def check_endpoint(settings: Settings) -> None:
 
 
 def _warm_up(settings: Settings) -> None:
-    """The flow's imports and the embedding model, loaded while a temporary Prefect server boots."""
+    """The flow's imports, the stages' code fingerprints and the embedding model, loaded while a
+    temporary Prefect server boots."""
     import memoryquest.orchestration  # noqa: F401  (the flow, its stages and Prefect's client)
+    from memoryquest.fingerprint import stage_fingerprints
     from memoryquest.llm.factory import build_embedding_backend
 
+    stage_fingerprints()
     build_embedding_backend(settings)
 
 
