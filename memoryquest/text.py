@@ -84,6 +84,18 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_LEAD_IN = re.compile(r"^[^:.!?]{1,60}:\s+(?=\S)")
+
+
+def without_lead_in(sentence: str) -> str:
+    """The sentence after a short framing lead-in ending in a colon ("The user mentions: ...").
+
+    The frame says how something is told, not what: left in, it costs tokens and
+    pulls every framed sentence's vector the same way.
+    """
+    return _LEAD_IN.sub("", sentence, count=1)
+
+
 def sentences_covering(text: str, start: int, end: int) -> tuple[int, int]:
     """The span of the whole sentences of ``text`` that ``start:end`` touches (itself if none)."""
     touched = [(s, e) for s, e in sentence_spans(text) if s < end and start < e]

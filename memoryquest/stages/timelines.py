@@ -56,7 +56,7 @@ from memoryquest.stages.common import (
     task_variables,
 )
 from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
-from memoryquest.text import split_sentences
+from memoryquest.text import split_sentences, without_lead_in
 
 STAGE = "timelines"
 TEMPLATE = "timeline_synthesis"
@@ -212,14 +212,17 @@ async def filler_similarity_problems(
 
     Sentence by sentence: a paraphrase hidden in a long description would be
     diluted in the description's one vector, and short texts cost the model
-    less per token.
+    less per token. A framing lead-in ("In passing, the user shares an update:")
+    is left out for the same two reasons.
     """
     fillers = [e for e in events if e.kind == EventKind.FILLER]
     if not fillers:
         return []
     said = [split_sentences(e.description) or [e.description] for e in fillers]
     count = len(query.references)
-    texts = [ref.text for ref in query.references] + [s for sentences in said for s in sentences]
+    texts = [ref.text for ref in query.references] + [
+        without_lead_in(s) for sentences in said for s in sentences
+    ]
     vectors = await client.embed(texts, stage=STAGE)
     cosines = vectors[count:] @ vectors[:count].T  # sentence x reference
     problems = []

@@ -1,0 +1,41 @@
+"""Text helpers the stages share: lead-ins, opening words, sentence spans."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryquest.text import opening_words, sentences_covering, without_lead_in
+
+
+@pytest.mark.parametrize(
+    ("sentence", "content"),
+    [
+        (
+            "In passing, the user shares an update: Rent went up by $110 a month.",
+            "Rent went up by $110 a month.",
+        ),
+        ("The user mentions: they broke a wrist.", "they broke a wrist."),
+        # Not a frame: a time, no colon, or a colon after a whole clause of content.
+        ("Wakes at 6:45 AM on weekdays.", "Wakes at 6:45 AM on weekdays."),
+        ("Rent went up by $110 a month.", "Rent went up by $110 a month."),
+        (
+            "The boiler broke and there is no hot water at home until the landlord finds a plumber: it is cold.",
+            "The boiler broke and there is no hot water at home until the landlord finds a plumber: it is cold.",
+        ),
+    ],
+)
+def test_a_short_framing_lead_in_is_left_out(sentence: str, content: str) -> None:
+    assert without_lead_in(sentence) == content
+
+
+def test_opening_words_keep_the_text_as_written() -> None:
+    assert opening_words("  I  shop mid-range, mostly online.", 3) == "I  shop mid-range,"
+    assert opening_words("Short one.", 6) == "Short one."
+    assert opening_words("", 6) == ""
+
+
+def test_a_span_widens_to_the_sentences_it_touches() -> None:
+    text = "First one here. Second one follows. Third."
+    start = text.index("Second")
+    assert sentences_covering(text, start, start + 6) == (start, text.index(" Third"))
+    assert sentences_covering(text, 2, text.index("follows")) == (0, text.index(" Third"))
