@@ -55,10 +55,10 @@ def personas() -> list[Persona]:
     return load_users("user0", "user3", "user7")
 
 
-def timeline_variables(persona: Persona, candidate: dict, others: list[str]) -> dict:
-    """The stage's own timeline request for a simulated candidate."""
-    query = Query(
-        query_id="q_0000000000000000",
+def as_query(persona: Persona, candidate: dict, number: int = 0) -> Query:
+    """A simulated candidate as the query the stage keeps."""
+    return Query(
+        query_id=f"q_{number:016x}",
         persona_id=persona.persona_id,
         query_date=candidate["query_date"],
         text=candidate["query"],
@@ -78,7 +78,15 @@ def timeline_variables(persona: Persona, candidate: dict, others: list[str]) -> 
         embedder="none",
         rank=0,
     )
-    return timeline_request(persona, query, GenerationSettings(), 0, others).variables
+
+
+def timeline_variables(
+    persona: Persona, candidate: dict, others: list[str], requests: list[Query] | None = None
+) -> dict:
+    """The stage's own timeline request for a simulated candidate."""
+    return timeline_request(
+        persona, as_query(persona, candidate), GenerationSettings(), 0, others, requests or []
+    ).variables
 
 
 def _material(persona: Persona) -> PersonaMaterial:
@@ -190,7 +198,7 @@ def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
     planned = {bridged_domain(t) for t in others} - {None, Domain(first["domain"])}
     refs = {r["text"] for r in first["references"]}
     pointed = []
-    for seed in range(3):
+    for seed in range(5):
         timeline = timeline_variables(persona, first, others)
         events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
         said = [u for e in events for u in described_updates(e["description"])[1]]
@@ -318,3 +326,34 @@ def test_plain_remarks_bridge_to_the_conversation_as_updates_do(personas: list[P
     bridged = [r for r in remarks if split_bridge(r)[1]]
     assert 0.05 <= len(bridged) / len(remarks) <= 0.4
     assert all(bridged_domain(r) is domain for r in bridged)
+
+
+def test_distractor_bridges_avoid_the_words_of_a_real_request_of_their_domain(
+    personas: list[Persona],
+) -> None:
+    """Given the user's other requests, a distractor pretends to matter for one of them, so its
+    bridge skips that request's words exactly as a reference's bridge skips its own request's."""
+    persona = personas[1]
+    variables = generation_request(persona, GenerationSettings(), 0, []).variables
+    candidates = json.loads(simulate("query_generation", variables, seed=0))["candidates"]
+    first, rest = candidates[0], candidates[1:]
+    others = [r["text"] for c in rest for r in c["references"]]
+    requests = [as_query(persona, c, n) for n, c in enumerate(rest, 1)]
+    refs = {r["text"] for r in first["references"]}
+    checked = 0
+    for seed in range(3):
+        timeline = timeline_variables(persona, first, others, requests)
+        events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
+        for update in (u for e in events for u in described_updates(e["description"])[1]):
+            core, clause = split_bridge(update)
+            domain = bridged_domain(update)
+            if update in refs or not clause or domain is None:
+                continue
+            own = [q.text for q in requests if q.domain == domain]
+            assert own, (update, domain)
+            checked += 1
+            assert any(
+                not shared_content_words(text, update) - shared_content_words(text, core)
+                for text in own
+            ), (update, own)
+    assert checked >= 30

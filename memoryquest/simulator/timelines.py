@@ -16,8 +16,9 @@ reference is one piece of personal news among many, not the only one.
 The timeline's ``user_references`` variable, when given, lists the texts of
 all of the user's references (every query), so no distractor repeats or
 contradicts any of them. They also shape the distractors: each pretends to
-matter for a phantom request, worded as the user's own requests of a domain
-those references bridge to, and uses each need as often as they do.
+matter for a phantom request of a domain those references bridge to — one of
+the user's other requests (``user_requests``) when given, else one worded as
+the user's requests are — and uses each need as often as they do.
 
 The first event falls 1..lead_days_max days before the earliest reference; the
 rest are spread over the days up to the eve of the query.
@@ -29,7 +30,7 @@ import datetime as dt
 import random
 from typing import Any
 
-from memoryquest.contracts import Domain, TaskBrief
+from memoryquest.contracts import Domain, TaskBrief, parse_domain
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import World, classify_need, distractor_update, parse_update
 from memoryquest.simulator.needs.bridges import bridged_domain
@@ -166,12 +167,19 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     reference_needs = [
         parsed.generator.need for parsed in map(parse_update, user_references) if parsed
     ]
+    # The user's other requests themselves, when given: a reference's bridge skips the scenes its
+    # own request names, so a distractor's must skip the scenes of a request the user made.
     phantom_requests: dict[Domain, list[str]] = {}
-    for scenario in planning_scenarios(scenarios, rng):
-        if scenario.primary_domain in bridge_domains:
-            phantom_requests.setdefault(scenario.primary_domain, []).append(
-                compose_query(material, scenario, query_date, rng)
-            )
+    for other in inputs.user_requests or []:
+        domain = parse_domain(str(other["domain"]))
+        if domain is not None and domain in bridge_domains:
+            phantom_requests.setdefault(domain, []).append(str(other["text"]))
+    if not inputs.user_requests:  # else requests worded as the user's requests are
+        for scenario in planning_scenarios(scenarios, rng):
+            if scenario.primary_domain in bridge_domains:
+                phantom_requests.setdefault(scenario.primary_domain, []).append(
+                    compose_query(material, scenario, query_date, rng)
+                )
 
     def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
         wanted = rng.choices(range(len(weights)), weights=weights)[0]

@@ -39,7 +39,7 @@ async def _one_query(
     query: Query,
     client: ModelClient,
     settings: Settings,
-    user_references: list[str],
+    others: list[Query],
 ) -> tuple[Timeline | None, list[Session], list[RejectedCandidate]]:
     """The query's timeline and sessions, or None and the reasons."""
     timeline_result = await synthesise_timeline(
@@ -48,7 +48,8 @@ async def _one_query(
         client,
         settings.generation,
         seed=settings.seed,
-        user_references=user_references,
+        user_references=[ref.text for other in others for ref in other.references],
+        user_requests=others,
     )
     rejected = list(timeline_result.rejected)
     if timeline_result.timeline is None:
@@ -62,21 +63,17 @@ async def _one_query(
     return timeline_result.timeline, dialogue_result.sessions, rejected
 
 
-def _other_references(state: PersonaState, query: Query) -> list[str]:
-    """The texts of the user's references outside ``query``, which its filler must not repeat or contradict."""
-    return [
-        ref.text
-        for other in state.queries
-        if other.query_id != query.query_id
-        for ref in other.references
-    ]
+def _other_queries(state: PersonaState, query: Query) -> list[Query]:
+    """The user's queries besides ``query``: their references are what its filler must not
+    repeat or contradict, and they are what its filler updates may matter to."""
+    return [other for other in state.queries if other.query_id != query.query_id]
 
 
 async def run(state: PersonaState, client: ModelClient, settings: Settings) -> ConversationsResult:
     """Timelines and dialogues for every standing query, merged into one dated history."""
     answers = await asyncio.gather(
         *(
-            _one_query(state.persona, query, client, settings, _other_references(state, query))
+            _one_query(state.persona, query, client, settings, _other_queries(state, query))
             for query in state.queries
         )
     )

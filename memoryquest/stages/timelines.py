@@ -96,12 +96,14 @@ def timeline_request(
     settings: GenerationSettings,
     seed: int,
     user_references: Sequence[str] = (),
+    user_requests: Sequence[Query] = (),
 ) -> LLMRequest[TimelineDraft]:
     """The ``timeline_synthesis`` call for ``query``."""
     inputs = TimelineInputs(
         query=query_variables(query),
         references=reference_variables(query),
         user_references=list(user_references),
+        user_requests=[{"domain": q.domain.value, "text": q.text} for q in user_requests],
         demographics=persona.demographics.model_dump(mode="json"),
         affinities=[a.model_dump(mode="json") for a in persona.affinities],
         tasks=[task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
@@ -248,15 +250,19 @@ async def synthesise_timeline(
     *,
     seed: int = 0,
     user_references: Sequence[str] = (),
+    user_requests: Sequence[Query] = (),
 ) -> TimelineStageResult:
     """The query's timeline, or None plus the rejected attempts when every attempt broke a rule.
 
     ``user_references`` are the texts of the user's other references (every other
     query's): filler updates must neither repeat nor contradict them.
+    ``user_requests`` are those other queries: what filler updates may matter to.
     """
     rejections: list[RejectedCandidate] = []
     for attempt in range(settings.max_regenerations + 1):
-        request = timeline_request(persona, query, settings, seed + attempt, user_references)
+        request = timeline_request(
+            persona, query, settings, seed + attempt, user_references, user_requests
+        )
         try:
             draft = await client.complete(request)
         except LLMOutputError as exc:

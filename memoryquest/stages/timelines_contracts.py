@@ -45,6 +45,14 @@ class TimelineQuery(TypedDict):
 
 
 @with_config(ROW)
+class UserRequest(TypedDict):
+    """Another request of the same user: what a filler update may matter to instead."""
+
+    domain: str
+    text: str
+
+
+@with_config(ROW)
 class TimelineReference(TypedDict):
     """One of the query's references, by its index in the query."""
 
@@ -58,7 +66,8 @@ class TimelineInputs(PromptInputs):
     """One query, its references and the persona's material, for laying out the conversations.
 
     ``user_references`` are the texts of the user's other queries' references,
-    which this timeline's filler must not repeat.
+    which this timeline's filler must not repeat; ``user_requests`` are those
+    queries, which its filler updates may matter to (never to this one).
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
@@ -67,6 +76,7 @@ class TimelineInputs(PromptInputs):
     query: TimelineQuery
     references: list[TimelineReference]
     user_references: list[str] = []
+    user_requests: list[UserRequest] = []
     demographics: dict[str, Any]
     affinities: list[dict[str, Any]]
     tasks: list[dict[str, Any]]
