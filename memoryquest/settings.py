@@ -78,11 +78,11 @@ class GenerationSettings(Section):
     turns_max: int = Field(30, ge=2)
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
     memory_facts_shown: int = Field(
-        30,
+        24,
         ge=1,
         description="An extraction call sees at most this many existing facts: those nearest to "
-        "the new sessions' user turns (all of them while there are fewer). The facts an answer "
-        "updates rank among the nearest dozen.",
+        "the new sessions' user turns (all of them while there are fewer). Of 286 updates in "
+        "9 simulated personas, 97% were of one of the nearest 10 and none ranked past 17.",
     )
     consolidation_new_facts: int = Field(
         50, ge=1, description="Consolidate after this many new facts."

@@ -80,12 +80,11 @@ def as_query(persona: Persona, candidate: dict, number: int = 0) -> Query:
     )
 
 
-def timeline_variables(
-    persona: Persona, candidate: dict, others: list[str], requests: list[Query] | None = None
-) -> dict:
-    """The stage's own timeline request for a simulated candidate."""
+def timeline_variables(persona: Persona, candidate: dict, candidates: list[dict]) -> dict:
+    """The stage's own timeline request for a simulated candidate, among the user's candidates."""
+    queries = [as_query(persona, c, n) for n, c in enumerate(candidates)]
     return timeline_request(
-        persona, as_query(persona, candidate), GenerationSettings(), 0, others, requests or []
+        persona, as_query(persona, candidate), GenerationSettings(), 0, queries
     ).variables
 
 
@@ -158,7 +157,7 @@ def test_timeline_distractors_avoid_the_users_other_references(personas: list[Pe
     candidates = json.loads(simulate("query_generation", variables, seed=0))["candidates"]
     others = [r["text"] for c in candidates[1:] for r in c["references"]]
     first = candidates[0]
-    timeline = timeline_variables(persona, first, others)
+    timeline = timeline_variables(persona, first, candidates)
     events = json.loads(simulate("timeline_synthesis", timeline, seed=0))["events"]
     said = [u for e in events for u in described_updates(e["description"])[1]]
     refs = {r["text"] for r in first["references"]}
@@ -199,7 +198,7 @@ def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
     refs = {r["text"] for r in first["references"]}
     pointed = []
     for seed in range(5):
-        timeline = timeline_variables(persona, first, others)
+        timeline = timeline_variables(persona, first, candidates)
         events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
         said = [u for e in events for u in described_updates(e["description"])[1]]
         pointed += [bridged_domain(u) for u in said if u not in refs and split_bridge(u)[1]]
@@ -337,12 +336,11 @@ def test_distractor_bridges_avoid_the_words_of_a_real_request_of_their_domain(
     variables = generation_request(persona, GenerationSettings(), 0, []).variables
     candidates = json.loads(simulate("query_generation", variables, seed=0))["candidates"]
     first, rest = candidates[0], candidates[1:]
-    others = [r["text"] for c in rest for r in c["references"]]
     requests = [as_query(persona, c, n) for n, c in enumerate(rest, 1)]
     refs = {r["text"] for r in first["references"]}
     checked = 0
-    for seed in range(3):
-        timeline = timeline_variables(persona, first, others, requests)
+    for seed in range(5):
+        timeline = timeline_variables(persona, first, candidates)
         events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
         for update in (u for e in events for u in described_updates(e["description"])[1]):
             core, clause = split_bridge(update)

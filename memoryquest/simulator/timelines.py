@@ -156,7 +156,10 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     world = World(material)
     reference_texts = [str(r["text"]) for r in references]
     avoid_needs = {need for need in (classify_need(t) for t in reference_texts) if need}
-    user_references = [str(t) for t in inputs.user_references or []]
+    # Every request's references and every request are given, this one's too: leave them out.
+    own = set(reference_texts)
+    user_references = [str(t) for t in inputs.user_references or [] if str(t) not in own]
+    user_requests = [r for r in inputs.user_requests or [] if str(r["text"]) != query["text"]]
     avoid_texts = set(reference_texts) | set(user_references)
     # Distractors bridge to the scenes the user's other references bridge to, never this request's.
     bridge_domains = [
@@ -170,11 +173,11 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
     # The user's other requests themselves, when given: a reference's bridge skips the scenes its
     # own request names, so a distractor's must skip the scenes of a request the user made.
     phantom_requests: dict[Domain, list[str]] = {}
-    for other in inputs.user_requests or []:
+    for other in user_requests:
         domain = parse_domain(str(other["domain"]))
         if domain is not None and domain in bridge_domains:
             phantom_requests.setdefault(domain, []).append(str(other["text"]))
-    if not inputs.user_requests:  # else requests worded as the user's requests are
+    if not user_requests:  # else requests worded as the user's requests are
         for scenario in planning_scenarios(scenarios, rng):
             if scenario.primary_domain in bridge_domains:
                 phantom_requests.setdefault(scenario.primary_domain, []).append(

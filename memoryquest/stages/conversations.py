@@ -39,7 +39,7 @@ async def _one_query(
     query: Query,
     client: ModelClient,
     settings: Settings,
-    others: list[Query],
+    user_queries: list[Query],
 ) -> tuple[Timeline | None, list[Session], list[RejectedCandidate]]:
     """The query's timeline and sessions, or None and the reasons."""
     timeline_result = await synthesise_timeline(
@@ -48,8 +48,7 @@ async def _one_query(
         client,
         settings.generation,
         seed=settings.seed,
-        user_references=[ref.text for other in others for ref in other.references],
-        user_requests=others,
+        user_queries=user_queries,
     )
     rejected = list(timeline_result.rejected)
     if timeline_result.timeline is None:
@@ -63,17 +62,11 @@ async def _one_query(
     return timeline_result.timeline, dialogue_result.sessions, rejected
 
 
-def _other_queries(state: PersonaState, query: Query) -> list[Query]:
-    """The user's queries besides ``query``: their references are what its filler must not
-    repeat or contradict, and they are what its filler updates may matter to."""
-    return [other for other in state.queries if other.query_id != query.query_id]
-
-
 async def run(state: PersonaState, client: ModelClient, settings: Settings) -> ConversationsResult:
     """Timelines and dialogues for every standing query, merged into one dated history."""
     answers = await asyncio.gather(
         *(
-            _one_query(state.persona, query, client, settings, _other_queries(state, query))
+            _one_query(state.persona, query, client, settings, state.queries)
             for query in state.queries
         )
     )

@@ -95,15 +95,14 @@ def timeline_request(
     query: Query,
     settings: GenerationSettings,
     seed: int,
-    user_references: Sequence[str] = (),
-    user_requests: Sequence[Query] = (),
+    user_queries: Sequence[Query] = (),
 ) -> LLMRequest[TimelineDraft]:
     """The ``timeline_synthesis`` call for ``query``."""
     inputs = TimelineInputs(
         query=query_variables(query),
         references=reference_variables(query),
-        user_references=list(user_references),
-        user_requests=[{"domain": q.domain.value, "text": q.text} for q in user_requests],
+        user_references=[ref.text for other in user_queries for ref in other.references],
+        user_requests=[{"domain": q.domain.value, "text": q.text} for q in user_queries],
         demographics=persona.demographics.model_dump(mode="json"),
         affinities=[a.model_dump(mode="json") for a in persona.affinities],
         tasks=[task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
@@ -249,20 +248,17 @@ async def synthesise_timeline(
     settings: GenerationSettings,
     *,
     seed: int = 0,
-    user_references: Sequence[str] = (),
-    user_requests: Sequence[Query] = (),
+    user_queries: Sequence[Query] = (),
 ) -> TimelineStageResult:
     """The query's timeline, or None plus the rejected attempts when every attempt broke a rule.
 
-    ``user_references`` are the texts of the user's other references (every other
-    query's): filler updates must neither repeat nor contradict them.
-    ``user_requests`` are those other queries: what filler updates may matter to.
+    ``user_queries`` are all of the user's queries (this one among them, so every
+    timeline of a user sends the same list, which a provider caches): filler updates
+    must neither repeat nor contradict their references, and may matter to the others.
     """
     rejections: list[RejectedCandidate] = []
     for attempt in range(settings.max_regenerations + 1):
-        request = timeline_request(
-            persona, query, settings, seed + attempt, user_references, user_requests
-        )
+        request = timeline_request(persona, query, settings, seed + attempt, user_queries)
         try:
             draft = await client.complete(request)
         except LLMOutputError as exc:

@@ -65,9 +65,11 @@ class TimelineReference(TypedDict):
 class TimelineInputs(PromptInputs):
     """One query, its references and the persona's material, for laying out the conversations.
 
-    ``user_references`` are the texts of the user's other queries' references,
+    ``user_references`` are the texts of all the user's queries' references,
     which this timeline's filler must not repeat; ``user_requests`` are those
-    queries, which its filler updates may matter to (never to this one).
+    queries, which its filler updates may matter to (never to this one). Both
+    hold this query too, so they are the same for every timeline of the user
+    and sit in the prompt's cached prefix.
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
