@@ -377,3 +377,41 @@ async def test_a_tree_that_stays_unusable_is_a_clear_error(
         await run_query(
             query, sample.facts, RetrievalMethod.PGR_TOT, broken, PGRSettings(), index_cache=cache
         )
+
+
+class ScopeRecordingBackend(SimulatedChatBackend):
+    """The simulator, noting each call's prompt-cache scope and the facts of each tree refinement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[str | None] = []
+        self.refined_facts: list[list[str]] = []
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        self.scopes.append(call.request.prompt_cache_scope())
+        if call.request.template_id == "pgr_tot_refine":
+            self.refined_facts.append([f["info"] for f in call.request.variables["facts"]])
+        return await super().chat(call)
+
+
+async def test_a_query_runs_calls_share_one_prompt_cache_scope_and_refinements_extend_their_facts(
+    sample: GeneratedDataset, cache: IndexCache
+) -> None:
+    """Its calls repeat its request and facts, so they go under one key, and each refinement's
+    facts list the earlier round's first (in the order found), so the prompt prefix repeats."""
+    backend = ScopeRecordingBackend()
+    query = sample.queries[0]
+    await run_query(
+        query,
+        sample.facts,
+        RetrievalMethod.PGR_TOT,
+        ModelClient(backend, shared_local_embedder()),
+        PGRSettings(delta=0),
+        index_cache=cache,
+    )
+    assert backend.scopes and set(backend.scopes) == {f"query:{query.query_id}"}
+    seen = backend.refined_facts
+    assert len(seen) >= 2
+    assert any(len(later) > len(earlier) for earlier, later in zip(seen, seen[1:], strict=False))
+    for earlier, later in zip(seen, seen[1:], strict=False):
+        assert later[: len(earlier)] == earlier

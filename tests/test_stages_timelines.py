@@ -17,6 +17,7 @@ from memoryquest.stages.timelines import (
     build_events,
     filler_similarity_problems,
     synthesise_timeline,
+    timeline_request,
 )
 from memoryquest.text import contains_verbatim
 
@@ -232,6 +233,23 @@ async def test_a_paraphrase_hidden_in_a_long_filler_description_is_caught(
     # The description's one vector would have diluted it below the limit.
     whole, ref = shared_local_embedder().embed_sync([hidden.description, q.references[0].text])
     assert float(whole @ ref) < settings.filler_similarity_max
+
+
+def test_every_timeline_of_a_user_sends_the_same_persona_block_under_one_cache_key(
+    run: GeneratedRun,
+) -> None:
+    """The user's material, requests and references come first and are the same for each of their
+    timelines, so the provider caches them once per persona."""
+    queries = [q for q in run.kept() if q.persona_id == run.persona("user0").persona_id]
+    persona = run.persona("user0")
+    requests = [
+        timeline_request(persona, q, run.settings.generation, 0, queries) for q in queries[:3]
+    ]
+    assert {r.prompt_cache_scope() for r in requests} == {f"persona:{persona.persona_id}"}
+    blocks = [
+        {k: v for k, v in r.variables.items() if k not in ("query", "references")} for r in requests
+    ]
+    assert blocks[0]["user_requests"] and all(b == blocks[0] for b in blocks)
 
 
 async def test_same_seed_same_timeline(run: GeneratedRun) -> None:

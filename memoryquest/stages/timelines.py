@@ -117,6 +117,7 @@ def timeline_request(
         stage=STAGE,
         temperature=0.8,
         seed=seed,
+        cache_scope=f"persona:{persona.persona_id}",  # its timelines share the persona block
     )
 
 
