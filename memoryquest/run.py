@@ -143,20 +143,16 @@ def run_manifest(run: Run, dataset: GeneratedDataset, client: ModelClient) -> Ru
 
 def summary_rows(dataset: GeneratedDataset) -> list[dict[str, Any]]:
     """One row per persona: how many rows of each table it has."""
-    rows = []
-    for persona in dataset.personas:
-        pid = persona.persona_id
-        rows.append(
-            {
-                "user": persona.source_user_id,
-                "persona_id": pid,
-                "queries": sum(q.persona_id == pid for q in dataset.queries),
-                "sessions": sum(s.persona_id == pid for s in dataset.sessions),
-                "facts": sum(f.persona_id == pid for f in dataset.facts),
-                "rejected": sum(r.persona_id == pid for r in dataset.rejected),
-            }
-        )
-    return rows
+    tables = ("queries", "sessions", "facts", "rejected")
+    counts = {p.persona_id: dict.fromkeys(tables, 0) for p in dataset.personas}
+    for table in tables:
+        for row in getattr(dataset, table):
+            if row.persona_id in counts:
+                counts[row.persona_id][table] += 1
+    return [
+        {"user": p.source_user_id, "persona_id": p.persona_id, **counts[p.persona_id]}
+        for p in dataset.personas
+    ]
 
 
 async def finish_run(
@@ -169,8 +165,6 @@ async def finish_run(
     (the saved dataset stays) unless ``allow_failed_audit``. A dataset without
     a single query is saved but not published: there is nothing to audit.
     """
-    from memoryquest.publish import publish_dataset  # matplotlib: only when a run gets this far
-
     dataset_dir = dataset.save(run.output_dir / DATASET_DIR)
     await acreate_table_artifact(
         table=summary_rows(dataset), key="memoryquest-personas", description="Per-persona output"
@@ -183,6 +177,8 @@ async def finish_run(
     if publish and not dataset.queries:
         get_run_logger().error("no query was kept: nothing to publish")
     elif publish:
+        from memoryquest.publish import publish_dataset  # matplotlib: only when a run publishes
+
         publish_dataset(
             dataset,
             run.output_dir / PUBLISHED_DIR,

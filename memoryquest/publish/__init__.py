@@ -29,7 +29,7 @@ from pydantic import BaseModel
 import memoryquest
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
-from memoryquest.dataset import GeneratedDataset, swap_into_place
+from memoryquest.dataset import GeneratedDataset, swap_into_place, write_jsonl
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
 from memoryquest.publish.card import CardInputs, render_card
@@ -38,7 +38,6 @@ from memoryquest.publish.parquet import (
     parquet_name,
     read_parquet,
     sha256_file,
-    write_jsonl,
     write_parquet,
 )
 from memoryquest.publish.redact import redact

@@ -11,7 +11,6 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-import jsonlines
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
@@ -43,13 +42,6 @@ def write_parquet(rows: Sequence[BaseModel], schema: pa.Schema, path: Path) -> N
 
 def read_parquet(path: Path, model: type[ModelT]) -> list[ModelT]:
     return table_to_rows(pq.read_table(path), model)
-
-
-def write_jsonl(rows: Sequence[BaseModel], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with jsonlines.open(path, mode="w") as writer:
-        for row in rows:
-            writer.write(row.model_dump(mode="json"))
 
 
 def sha256_file(path: Path) -> str:
