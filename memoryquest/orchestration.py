@@ -70,7 +70,7 @@ from memoryquest.run import (
 )
 from memoryquest.settings import Settings
 from memoryquest.stages.state import PersonaState
-from memoryquest.task_results import QuickLoadPickleSerializer
+from memoryquest.task_results import QuickLoadPickleSerializer, release_loaded_results
 from memoryquest.task_retries import retry_on_infrastructure_failure
 
 FLOW_NAME = "memoryquest-generate"
@@ -188,8 +188,11 @@ async def _generate(
         return part
 
     dataset = GeneratedDataset()
-    for part in await asyncio.gather(*(tracked(p) for p in run.personas)):
-        dataset.extend(part)
+    try:
+        for part in await asyncio.gather(*(tracked(p) for p in run.personas)):
+            dataset.extend(part)
+    finally:
+        release_loaded_results()
     return dataset, records
 
 

@@ -1,4 +1,4 @@
-"""Stage task results: Prefect's pickle bytes, loaded with the cyclic GC paused."""
+"""Stage task results: Prefect's pickle bytes, loaded with the cyclic GC paused and the heap frozen."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from prefect.serializers import PickleSerializer, Serializer
 from test_memory_history import user0_history, user0_persona
 
 from memoryquest.orchestration import STAGE_TASKS
-from memoryquest.task_results import QuickLoadPickleSerializer
+from memoryquest.task_results import QuickLoadPickleSerializer, release_loaded_results
+
+
+@pytest.fixture(autouse=True)
+def unfrozen_afterwards() -> Iterator[None]:
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture
@@ -60,3 +66,21 @@ def test_stored_records_name_it_and_every_stage_task_uses_it() -> None:
         isinstance(task.result_serializer, QuickLoadPickleSerializer)
         for task in STAGE_TASKS.values()
     )
+
+
+def test_the_loaded_objects_are_left_out_of_later_collections() -> None:
+    history = [
+        session.model_copy(deep=True)
+        for _ in range(20)
+        for session in user0_history(user0_persona())
+    ]
+    blob = QuickLoadPickleSerializer().dumps(history)
+    frozen_before = gc.get_freeze_count()
+    loaded = QuickLoadPickleSerializer().loads(blob)
+    # Unfrozen, the load's objects would all be counted as new: the next allocation would start
+    # a collection that scans every one of them.
+    assert gc.get_count()[0] < 1_000
+    assert gc.get_freeze_count() - frozen_before >= len(history)
+    assert gc.is_tracked(loaded) and loaded == history
+    release_loaded_results()
+    assert gc.get_freeze_count() == 0
