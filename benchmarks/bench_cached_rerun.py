@@ -119,7 +119,7 @@ def main() -> None:
     task_ms = sorted(1000 * seconds for seconds in cached_task_seconds(report))
     if task_ms:
         print(
-            f"| ms per cached task (its own wall time, {len(task_ms)} tasks) | median "
+            f"| ms per cached task (its own wall time, {len(task_ms)} tasks, every persona's at once on one event loop) | median "
             f"{statistics.median(task_ms):.0f} ms, mean {statistics.fmean(task_ms):.0f} ms, "
             f"max {task_ms[-1]:.0f} ms (goal ≤ 50) |"
         )
