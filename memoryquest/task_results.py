@@ -28,6 +28,8 @@ from typing import Any
 from prefect.serializers import PickleSerializer
 from pydantic import Field
 
+from memoryquest.heap import collector_paused
+
 
 class QuickLoadPickleSerializer(PickleSerializer[Any]):
     """Prefect's pickle serializer; loading pauses the cyclic GC and freezes the heap (its type names
@@ -36,15 +38,10 @@ class QuickLoadPickleSerializer(PickleSerializer[Any]):
     type: str = Field(default="memoryquest-pickle", frozen=True)
 
     def loads(self, blob: bytes) -> Any:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             result = super().loads(blob)
             gc.freeze()
             return result
-        finally:
-            if was_enabled:
-                gc.enable()
 
 
 def release_loaded_results() -> None:
