@@ -190,3 +190,22 @@ def prefect_in_process(prefect_api: dict[str, str]) -> Iterator[dict[str, str]]:
             yield prefect_api
         finally:
             drain_prefect_workers()
+
+
+# --------------------------------------------------------------------------- garbage collector
+
+
+@pytest.fixture
+def collections() -> Iterator[list[int]]:
+    """Generations of the cyclic collections that start while the test runs."""
+    import gc
+
+    started: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(note)
+    yield started
+    gc.callbacks.remove(note)

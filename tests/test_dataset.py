@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,20 +28,6 @@ def test_every_table_and_the_manifest_round_trip(dataset: GeneratedDataset, tmp_
         assert getattr(loaded, name) == getattr(dataset, name), name
         assert getattr(dataset, name), f"the fixture has no {name} rows: the check proves nothing"
     assert loaded.manifest == dataset.manifest
-
-
-@pytest.fixture
-def collections() -> Iterator[list[int]]:
-    """Generations of the cyclic collections that start while the test runs."""
-    started: list[int] = []
-
-    def note(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    gc.callbacks.append(note)
-    yield started
-    gc.callbacks.remove(note)
 
 
 def test_loading_starts_at_most_one_young_collection(

@@ -19,20 +19,6 @@ def unfrozen_afterwards() -> Iterator[None]:
     gc.unfreeze()
 
 
-@pytest.fixture
-def collections() -> Iterator[list[int]]:
-    """Generations of the cyclic collections that start while the test runs."""
-    started: list[int] = []
-
-    def note(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    gc.callbacks.append(note)
-    yield started
-    gc.callbacks.remove(note)
-
-
 def test_a_real_history_round_trips_as_prefects_own_pickle(collections: list[int]) -> None:
     # Fifty separate copies of a real history: enough objects for the collector to start.
     history = [
