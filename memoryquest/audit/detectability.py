@@ -156,6 +156,14 @@ def exclusive_ngrams(
 # --------------------------------------------------------------------------- classifier
 
 
+def load_classifier() -> None:
+    """Import scikit-learn's pieces now (about 1.5 s) rather than at the first classifier."""
+    import sklearn.feature_extraction.text  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    import sklearn.metrics  # noqa: F401
+    import sklearn.model_selection  # noqa: F401
+
+
 def _capped(labels: Sequence[bool], groups: Sequence[str], cap: int, seed: int) -> list[int]:
     """Indices kept: every positive, and at most ``cap`` negatives per group (seeded)."""
     rng = random.Random(seed)

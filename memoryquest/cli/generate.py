@@ -130,15 +130,25 @@ def check_endpoint(settings: Settings) -> None:
     asyncio.run(check())
 
 
-def _warm_up(settings: Settings) -> None:
+def _warm_up(settings: Settings, publish: bool) -> None:
     """The flow's imports, the stages' code fingerprints and the embedding model, loaded while a
-    temporary Prefect server boots."""
+    temporary Prefect server boots.
+
+    A publishing run also loads what it needs at the very end (matplotlib, pyarrow and
+    the audit's scikit-learn, about 2 s): the server's boot leaves a core idle now, and
+    the end of the run is single-threaded.
+    """
     import memoryquest.orchestration  # noqa: F401  (the flow, its stages and Prefect's client)
     from memoryquest.fingerprint import stage_fingerprints
     from memoryquest.llm.factory import build_embedding_backend
 
     stage_fingerprints()
     build_embedding_backend(settings)
+    if publish:
+        import memoryquest.publish  # noqa: F401
+        from memoryquest.audit.detectability import load_classifier
+
+        load_classifier()
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -169,7 +179,7 @@ def _generate(args: argparse.Namespace) -> int:
     # The run lock is re-entrant: the flow takes it again.
     with (
         RunLock.acquire(output_dir, command=command),
-        local_prefect_api(meanwhile=lambda: _warm_up(settings)),
+        local_prefect_api(meanwhile=lambda: _warm_up(settings, publish=not args.no_publish)),
     ):
         from memoryquest.orchestration import RUN_REPORT, generate_benchmark
         from memoryquest.run import DATASET_DIR, PUBLISHED_DIR
