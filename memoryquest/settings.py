@@ -205,7 +205,11 @@ class PGRSettings(Section):
 
 
 class AuditSettings(Section):
-    """Thresholds of ``memoryquest audit``; crossing one fails ``validate`` and ``publish``."""
+    """Thresholds of ``memoryquest audit``; crossing one fails ``validate`` and ``publish``.
+
+    The ``*_min`` / ``*_max`` targets below the thresholds only report: a missed
+    target is named by the audit and on the card, and fails nothing.
+    """
 
     ngram_min: int = Field(2, ge=1, description="Shortest word n-gram checked for exclusivity.")
     ngram_max: int = Field(5, ge=1, description="Longest word n-gram checked for exclusivity.")
@@ -230,11 +234,41 @@ class AuditSettings(Section):
     repeated_sentence_min: int = Field(
         5, ge=2, description="A sentence counts as repeated at this many occurrences."
     )
+    # Targets: what a usable benchmark shows. Missing one is reported (audit, card), not a failure.
+    query_only_recall_min: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Target: dense query-only recall at least this; below it the query finds its references hardly better than chance, and the set measures noise.",
+    )
+    query_only_recall_max: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="Target: dense query-only recall at most this; above it the query's own words find the references, and the set is trivial.",
+    )
+    distinct_2_min: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Target: distinct-2 of user turns, on the audit's fixed-size word sample, at least this (natural chat is about 0.3).",
+    )
+    repeated_sentence_share_max: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Target: at most this share of user-turn sentences are repeated ones.",
+    )
 
     @model_validator(mode="after")
     def _ngram_range(self) -> AuditSettings:
         if self.ngram_min > self.ngram_max:
             raise ValueError(f"ngram_min ({self.ngram_min}) is above ngram_max ({self.ngram_max})")
+        if self.query_only_recall_min > self.query_only_recall_max:
+            raise ValueError(
+                f"query_only_recall_min ({self.query_only_recall_min}) is above "
+                f"query_only_recall_max ({self.query_only_recall_max})"
+            )
         return self
 
 

@@ -121,6 +121,58 @@ def test_markdown_has_one_row_per_check(report: AuditReport) -> None:
     assert ("**FAIL**" in text) == (not report.passed)
 
 
+# --------------------------------------------------------------------------- targets
+
+
+def _band(low: float, high: float) -> Settings:
+    return Settings(audit=AuditSettings(query_only_recall_min=low, query_only_recall_max=high))
+
+
+def test_query_only_recall_outside_its_band_is_a_missed_target_that_fails_nothing(
+    dataset: GeneratedDataset, report: AuditReport
+) -> None:
+    recall = report.check("dense_query_only_recall").value
+    assert recall is not None
+    inside = audit_dataset(dataset, _band(max(recall - 0.01, 0.0), min(recall + 0.01, 1.0)))
+    assert inside.check("dense_query_only_recall").on_target is True
+    assert not any(m.startswith("dense_query_only_recall") for m in inside.targets_missed)
+    for band in ((recall + 0.01, 1.0), (0.0, recall - 0.01)):
+        if not 0.0 <= band[0] <= band[1] <= 1.0:
+            continue  # a recall of 0 or 1 leaves no band on that side
+        missed = audit_dataset(dataset, _band(*band))
+        check = missed.check("dense_query_only_recall")
+        assert check.on_target is False and check.target == f"{band[0]:g}–{band[1]:g}"
+        assert (
+            f"dense_query_only_recall {recall:.3g} (target {check.target})" in missed.targets_missed
+        )
+        assert missed.passed == report.passed and missed.failures == report.failures
+        text = audit_markdown(missed)
+        assert "**Benchmark targets missed: " in text and "| **missed** |" in text
+
+
+def test_user_turn_variety_is_held_to_its_targets(
+    dataset: GeneratedDataset, report: AuditReport
+) -> None:
+    distinct = report.check("distinct_n_user_turns")
+    assert distinct.value == report.diversity[0].distinct_2_sample and distinct.target == "≥ 0.25"
+    assert report.check("distinct_n_assistant_turns").target is None  # reported only
+    above = Settings(audit=AuditSettings(distinct_2_min=min((distinct.value or 0) + 0.01, 1.0)))
+    assert audit_dataset(dataset, above).check("distinct_n_user_turns").on_target is False
+    repeated = report.check("repeated_sentences_user_turns").value
+    assert repeated is not None
+    strict = Settings(audit=AuditSettings(repeated_sentence_share_max=max(repeated - 0.01, 0.0)))
+    if repeated > 0:
+        assert (
+            audit_dataset(dataset, strict).check("repeated_sentences_user_turns").on_target is False
+        )
+    assert report.check("repeated_sentences_user_turns").on_target is (repeated <= 0.25)
+
+
+def test_a_band_upside_down_is_rejected() -> None:
+    with pytest.raises(ValueError, match="query_only_recall_min"):
+        AuditSettings(query_only_recall_min=0.8, query_only_recall_max=0.7)
+
+
 # --------------------------------------------------------------------------- mutations
 
 
@@ -246,6 +298,16 @@ def test_cli_exit_code_follows_the_gates(
     assert main(["audit", str(broken)]) == 1
     out = capsys.readouterr().out
     assert "FAIL stale_references: 1 of " in out
+    unreachable = [
+        "--set",
+        "audit.query_only_recall_min=1",
+        "--set",
+        "audit.query_only_recall_max=1",
+    ]
+    assert (
+        main(["audit", str(saved), *PERMISSIVE, *unreachable]) == 0
+    )  # a missed target fails nothing
+    assert "MISSED target dense_query_only_recall " in capsys.readouterr().out
 
 
 def test_cli_json_and_write(

@@ -244,8 +244,12 @@ def test_audit_beside_the_plots(page: Page, published: Path) -> None:
     page.wait_for_selector("table.checks")
     assert page.locator("table.checks tbody tr").count() == len(audit["checks"])
     failed = [c for c in audit["checks"] if c["threshold"] is not None and not c["passed"]]
-    assert page.locator("table.checks tr.fail").count() == len(failed)
-    assert page.locator(".verdict.pass" if audit["passed"] else ".verdict.fail").count() == 1
+    missed = [c for c in audit["checks"] if c.get("on_target") is False]
+    assert page.locator("table.checks tr.fail").count() == len(failed) + len(missed)
+    verdict = page.locator("p.verdict").first
+    assert verdict.get_attribute("class") == ("verdict pass" if audit["passed"] else "verdict fail")
+    targets = page.locator("p.verdict", has_text="Benchmark targets missed")
+    assert targets.count() == (1 if audit["targets_missed"] else 0)
     images = page.locator(".plots img")
     assert images.count() == 2
     for i in range(2):

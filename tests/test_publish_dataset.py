@@ -25,7 +25,7 @@ from memoryquest.publish import (
 from memoryquest.publish import plots as publish_plots
 from memoryquest.publish.parquet import sha256_file
 from memoryquest.publish.splits import SPLITS
-from memoryquest.settings import Settings
+from memoryquest.settings import AuditSettings, Settings
 
 try:
     from tests.publish_fixture import build_publish_fixture
@@ -444,6 +444,24 @@ def test_publishing_a_failed_audit_anyway_says_so_first(published: Path) -> None
     manifest = json.loads((published / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["audit"]["passed"] is False
     assert manifest["audit"]["seconds"] is None  # timing would break byte-reproducibility
+
+
+def test_a_missed_benchmark_target_is_named_on_the_card_and_in_the_manifest(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
+    unreachable = AuditSettings(query_only_recall_min=1.0, query_only_recall_max=1.0)
+    root = tmp_path / "out"
+    publish_dataset(dataset, root, Settings(audit=unreachable), allow_failed_audit=True)
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    missed = manifest["audit"]["targets_missed"]
+    assert any(m.startswith("dense_query_only_recall ") for m in missed)
+    card = (root / "README.md").read_text(encoding="utf-8")
+    stamp = next(
+        line for line in card.splitlines() if line.startswith("**Note: this dataset misses")
+    )
+    assert all(m in stamp for m in missed)
+    assert card.index(stamp) < card.index("# MemoryQuest")
+    assert f"It missed {len(missed)} of the targets" in card and "| **missed** |" in card
 
 
 def test_the_publish_command_refuses_a_failed_audit_in_one_line(

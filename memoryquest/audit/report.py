@@ -33,6 +33,14 @@ class AuditCheck(BaseModel):
     )
     passed: bool
     detail: str
+    target: str | None = Field(
+        default=None,
+        description="The benchmark target the value is held to ('0.3–0.7', '≥ 0.25'); null for none. A target only reports.",
+    )
+    on_target: bool | None = Field(
+        default=None,
+        description="Whether the value meets its target; null without a target or a value.",
+    )
 
 
 class DatasetSize(BaseModel):
@@ -47,6 +55,10 @@ class DatasetSize(BaseModel):
 class AuditReport(BaseModel):
     passed: bool
     failures: list[str] = Field(description="One line per failed check: '<check>: <reason>'.")
+    targets_missed: list[str] = Field(
+        default_factory=list,
+        description="One line per check that misses its target: '<check>: <value> (target <target>)'. Fails nothing.",
+    )
     checks: list[AuditCheck]
     size: DatasetSize
     exclusive_ngrams: ExclusiveNgrams
@@ -73,9 +85,17 @@ def _number(value: float | None) -> str:
 
 
 def _limit(check: AuditCheck) -> str:
+    if check.target is not None:
+        return f"target {check.target}"
     if check.threshold is None or check.fails_if is None:
         return "—"
     return f"fails if {'≥' if check.fails_if == '>=' else '>'} {_number(check.threshold)}"
+
+
+def _result(check: AuditCheck) -> str:
+    if check.target is not None:
+        return {True: "met", False: "**missed**", None: "—"}[check.on_target]
+    return "—" if check.threshold is None else ("pass" if check.passed else "**FAIL**")
 
 
 def _cell(text: str) -> str:
@@ -95,13 +115,22 @@ def audit_markdown(report: AuditReport) -> str:
         f"{size.sessions} sessions, {size.turns} turns, {size.facts} facts"
         + (f" ({report.seconds:.1f} s)." if report.seconds is not None else "."),
         "",
+    ]
+    if report.targets_missed:
+        targets = sum(c.target is not None for c in report.checks)
+        lines += [
+            f"**Benchmark targets missed: {len(report.targets_missed)} of {targets}** — "
+            + "; ".join(report.targets_missed)
+            + ". A missed target fails nothing, but results on this dataset say less than they seem to.",
+            "",
+        ]
+    lines += [
         "| Check | Value | Limit | Result | Detail |",
         "|---|---:|---|---|---|",
     ]
     for check in report.checks:
-        result = "—" if check.threshold is None else ("pass" if check.passed else "**FAIL**")
         lines.append(
-            f"| {check.name} | {_number(check.value)} | {_limit(check)} | {result} | {_cell(check.detail)} |"
+            f"| {check.name} | {_number(check.value)} | {_limit(check)} | {_result(check)} | {_cell(check.detail)} |"
         )
     top = report.exclusive_ngrams.top[:MARKDOWN_NGRAMS]
     if top:

@@ -46,6 +46,8 @@ def _audit(args: argparse.Namespace) -> int:
         print(audit_markdown(report), end="")
         for failure in report.failures:
             print(f"FAIL {failure}")
+        for missed in report.targets_missed:
+            print(f"MISSED target {missed}")
     if args.write:
         target = Path(args.dataset_dir) / AUDIT_FILE
         target.write_text(

@@ -240,6 +240,7 @@ def _build(
             licence_file=LICENCE_FILE if licence is not None else None,
             audit_markdown=audit_markdown(audit),
             audit_failures=audit.failures,
+            audit_targets_missed=audit.targets_missed,
         )
     )
     (root / CARD_FILE).write_text(card, encoding="utf-8")

@@ -74,6 +74,7 @@ class CardInputs:
     audit_failures: Sequence[
         str
     ] = ()  # failed gates, when publishing anyway (--allow-failed-audit)
+    audit_targets_missed: Sequence[str] = ()  # benchmark targets the audit found missed
 
 
 def _q(text: str) -> str:
@@ -622,15 +623,23 @@ def _licence_section(inputs: CardInputs) -> list[str]:
 
 
 def _audit_stamp(inputs: CardInputs) -> list[str]:
-    """A dataset that failed its audit says so before anything else."""
-    if not inputs.audit_failures:
-        return []
-    return [
-        "**WARNING: this dataset FAILED its validity audit and was published anyway (--allow-failed-audit): "
-        + "; ".join(inputs.audit_failures)
-        + ".** Results on it may reward shortcuts rather than memory retrieval.",
-        "",
-    ]
+    """A dataset that failed its audit, or missed one of its targets, says so before anything else."""
+    lines = []
+    if inputs.audit_failures:
+        lines += [
+            "**WARNING: this dataset FAILED its validity audit and was published anyway (--allow-failed-audit): "
+            + "; ".join(inputs.audit_failures)
+            + ".** Results on it may reward shortcuts rather than memory retrieval.",
+            "",
+        ]
+    if inputs.audit_targets_missed:
+        lines += [
+            "**Note: this dataset misses benchmark targets of its validity audit: "
+            + "; ".join(inputs.audit_targets_missed)
+            + ".** See the Validity audit section for what each target guards against.",
+            "",
+        ]
+    return lines
 
 
 def _audit_section(inputs: CardInputs) -> list[str]:
@@ -642,6 +651,11 @@ def _audit_section(inputs: CardInputs) -> list[str]:
             "",
         ]
     verdict = "failed" if inputs.audit_failures else "passed"
+    targets = (
+        f" It missed {len(inputs.audit_targets_missed)} of the targets a usable benchmark meets"
+        if inputs.audit_targets_missed
+        else " It met the targets a usable benchmark meets"
+    )
     return [
         "## Validity audit",
         "",
@@ -649,7 +663,11 @@ def _audit_section(inputs: CardInputs) -> list[str]:
         "breaking any invariant: wording that marks the turns stating a reference (n-grams found only there, "
         "and a classifier trained on other users), query words that already point at the references "
         "(BM25 beside dense query-only recall), templated text (distinct n-grams, repeated sentences), and "
-        "references that memory does not cover on the query date or that expired before it.",
+        "references that memory does not cover on the query date or that expired before it."
+        + targets
+        + ": dense query-only recall inside a band (below it the query finds its references hardly better "
+        "than chance, so the set measures noise; above it the set is trivial), and varied user turns "
+        "(distinct-2 on a fixed-size sample, few repeated sentences). A missed target fails nothing.",
         "",
         inputs.audit_markdown.strip(),
         "",

@@ -798,14 +798,21 @@
         null,
         checks.map((c) => {
           const gated = c.threshold !== null && c.threshold !== undefined;
-          const limit = gated && c.fails_if ? "fails if " + (c.fails_if === ">=" ? "≥ " : "> ") + renderValue(c.threshold, 9) : "—";
+          const targeted = typeof c.target === "string";
+          const limit = targeted
+            ? "target " + c.target
+            : gated && c.fails_if ? "fails if " + (c.fails_if === ">=" ? "≥ " : "> ") + renderValue(c.threshold, 9) : "—";
+          const result = targeted
+            ? c.on_target === true ? "met" : c.on_target === false ? "missed" : "—"
+            : gated ? (c.passed ? "pass" : "FAIL") : "—";
+          const tone = targeted ? (c.on_target === false ? "fail" : c.on_target ? "pass" : "") : gated ? (c.passed ? "pass" : "fail") : "";
           return h(
             "tr",
-            { class: gated ? (c.passed ? "pass" : "fail") : "" },
+            { class: tone },
             h("td", { class: "mono" }, c.name),
             h("td", { class: "num" }, renderValue(c.value, 9)),
             h("td", null, limit),
-            h("td", null, gated ? (c.passed ? "pass" : "FAIL") : "—"),
+            h("td", null, result),
             h("td", null, c.detail),
           );
         }),
@@ -824,9 +831,13 @@
         parts.push(h("p", { class: "verdict " + (audit.passed ? "pass" : "fail") }, audit.passed ? "Passed" : "Failed", Array.isArray(audit.failures) && audit.failures.length ? " — " + audit.failures.length + " failed gate(s)" : ""));
       }
       if (Array.isArray(audit.failures) && audit.failures.length) parts.push(h("ul", { class: "failures" }, audit.failures.map((f) => h("li", null, String(f)))));
+      if (Array.isArray(audit.targets_missed) && audit.targets_missed.length) {
+        parts.push(h("p", { class: "verdict fail" }, "Benchmark targets missed: " + audit.targets_missed.length + " (a missed target fails nothing)"));
+        parts.push(h("ul", { class: "failures" }, audit.targets_missed.map((f) => h("li", null, String(f)))));
+      }
       if (Array.isArray(audit.checks)) parts.push(renderChecks(audit.checks));
       for (const [key, value] of Object.entries(audit)) {
-        if (key === "passed" || key === "failures" || key === "checks") continue;
+        if (key === "passed" || key === "failures" || key === "checks" || key === "targets_missed") continue;
         parts.push(h("details", { class: "audit-section" }, h("summary", null, key.replace(/_/g, " ")), renderValue(value, 0)));
       }
     }
