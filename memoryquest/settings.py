@@ -245,7 +245,7 @@ class AuditSettings(Section):
         0.7,
         ge=0,
         le=1,
-        description="Target: dense query-only recall at most this; above it the query's own words find the references, and the set is trivial.",
+        description="Target: dense query-only recall at most this; above it the query alone finds the references, and the set is trivial.",
     )
     distinct_2_min: float = Field(
         0.25,
