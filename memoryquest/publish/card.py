@@ -622,24 +622,22 @@ def _licence_section(inputs: CardInputs) -> list[str]:
     return lines
 
 
+def _stamp(lead: str, items: Sequence[str], tail: str) -> list[str]:
+    """One bold line naming ``items`` (none: no line)."""
+    return [f"**{lead}: " + "; ".join(items) + f".** {tail}", ""] if items else []
+
+
 def _audit_stamp(inputs: CardInputs) -> list[str]:
     """A dataset that failed its audit, or missed one of its targets, says so before anything else."""
-    lines = []
-    if inputs.audit_failures:
-        lines += [
-            "**WARNING: this dataset FAILED its validity audit and was published anyway (--allow-failed-audit): "
-            + "; ".join(inputs.audit_failures)
-            + ".** Results on it may reward shortcuts rather than memory retrieval.",
-            "",
-        ]
-    if inputs.audit_targets_missed:
-        lines += [
-            "**Note: this dataset misses benchmark targets of its validity audit: "
-            + "; ".join(inputs.audit_targets_missed)
-            + ".** See the Validity audit section for what each target guards against.",
-            "",
-        ]
-    return lines
+    return _stamp(
+        "WARNING: this dataset FAILED its validity audit and was published anyway (--allow-failed-audit)",
+        inputs.audit_failures,
+        "Results on it may reward shortcuts rather than memory retrieval.",
+    ) + _stamp(
+        "Note: this dataset misses benchmark targets of its validity audit",
+        inputs.audit_targets_missed,
+        "See the Validity audit section for what each target guards against.",
+    )
 
 
 def _audit_section(inputs: CardInputs) -> list[str]:
@@ -651,10 +649,11 @@ def _audit_section(inputs: CardInputs) -> list[str]:
             "",
         ]
     verdict = "failed" if inputs.audit_failures else "passed"
+    # An unmeasured target (no query-only rows, say) is neither met nor missed.
     targets = (
         f" It missed {len(inputs.audit_targets_missed)} of the targets a usable benchmark meets"
         if inputs.audit_targets_missed
-        else " It met the targets a usable benchmark meets"
+        else " It missed none of the targets a usable benchmark meets that it could measure"
     )
     return [
         "## Validity audit",
