@@ -207,7 +207,7 @@ def _diversity_checks(result: Diversity, settings: AuditSettings) -> list[AuditC
         f"comparable across dataset sizes); distinct-1/2/3 {result.distinct_1:.3f} / {result.distinct_2:.3f} / "
         f"{result.distinct_3:.3f} over all {result.turns} turns"
     )
-    # The targets are for what the user says; the assistant's turns are reported only.
+    # The targets are for what the user says; the assistant's turns are reported only.
     targeted = result.role == Role.USER.value
     repeated = f"of {result.sentences} sentences, share in a sentence seen {settings.repeated_sentence_min}+ times"
     if result.most_repeated:
