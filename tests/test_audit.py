@@ -209,6 +209,10 @@ def test_a_marker_planted_in_every_reference_turn_fails_exclusive_ngram(
     assert f"exclusive_ngram: '{top.ngram}' covers 100% of reference turns" in after.failures[0]
     assert after.failures[0].endswith("(>= 10%)")
     assert after.check("classifier_auc_user_turns").value == pytest.approx(1.0)
+    # and the classifier names what gives the references away
+    user_turns = next(c for c in after.classifiers if c.material == "user_turns")
+    assert set(words(" ".join(user_turns.leans_on[:2]))) <= MARKER_WORDS
+    assert f"leans on '{user_turns.leans_on[0]}'" in after.check("classifier_auc_user_turns").detail
 
 
 def test_a_reference_expired_before_its_query_is_stale(

@@ -146,6 +146,8 @@ def test_a_separable_material_scores_auc_one_across_users() -> None:
     assert score.auc == pytest.approx(1.0)
     assert score.scheme == "leave-one-user-out (3 users)" and score.folds == 3
     assert (score.positives, score.negatives) == (15, 45)
+    # what it leans on is the word only references use
+    assert score.leans_on[:2] in (["adore", "i adore"], ["i adore", "adore"])
 
 
 def test_indistinguishable_material_scores_auc_one_half() -> None:

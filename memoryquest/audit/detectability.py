@@ -38,6 +38,9 @@ time: the offline 30-user dataset has ~22k user turns and ~11k facts, and
 with the cap each material fits on ~11k texts (about a second for five folds).
 """
 
+LEANS_ON_TERMS = 6
+"""Terms listed as what the classifier leans on."""
+
 MAX_FOLDS = 5
 MIN_TRAIN_DF = 2
 MIN_MARKER_EXCHANGES = 3
@@ -74,6 +77,13 @@ class ClassifierScore(BaseModel):
     negatives: int = Field(description="After the per-user cap.")
     within_user: bool = Field(
         description="True when the dataset has one user, so train and test share it."
+    )
+    leans_on: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Word 1-2 grams the classifier, fit on every user, weighs most towards references,"
+            " strongest first: what gives them away when the AUC is high. Empty when not measured."
+        ),
     )
 
 
@@ -178,26 +188,41 @@ def _capped(labels: Sequence[bool], groups: Sequence[str], cap: int, seed: int) 
     return sorted(kept)
 
 
-def _fold_scores(
-    counts: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray, seed: int
-) -> np.ndarray:
-    """Fit TF-IDF and a class-balanced logistic regression on ``train`` rows; decision scores of ``test`` rows.
+def _fit(counts: Any, y: np.ndarray, rows: np.ndarray, seed: int) -> tuple[Any, Any, np.ndarray]:
+    """TF-IDF and a class-balanced logistic regression fit on ``rows``; (tfidf, model, columns kept).
 
-    Terms found in fewer than two training texts are dropped and idf comes
-    from the training rows only, so nothing of the test users is learnt.
+    Terms found in fewer than two of those texts are dropped and idf comes
+    from those rows only.
     """
     from sklearn.feature_extraction.text import TfidfTransformer
     from sklearn.linear_model import LogisticRegression
 
-    train_counts = counts[train]
-    columns = np.flatnonzero(np.asarray((train_counts > 0).sum(axis=0)).ravel() >= MIN_TRAIN_DF)
+    fit_counts = counts[rows]
+    columns = np.flatnonzero(np.asarray((fit_counts > 0).sum(axis=0)).ravel() >= MIN_TRAIN_DF)
     tfidf = TfidfTransformer(sublinear_tf=True)
     # The dual problem is ~10x faster here (far more n-gram features than texts), same AUC.
     model = LogisticRegression(
         class_weight="balanced", solver="liblinear", dual=True, random_state=seed
     )
-    model.fit(tfidf.fit_transform(train_counts[:, columns]), y[train])
+    model.fit(tfidf.fit_transform(fit_counts[:, columns]), y[rows])
+    return tfidf, model, columns
+
+
+def _fold_scores(
+    counts: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray, seed: int
+) -> np.ndarray:
+    """Decision scores of ``test`` rows from a fit on ``train`` rows: nothing of the test users is learnt."""
+    tfidf, model, columns = _fit(counts, y, train, seed)
     return np.asarray(model.decision_function(tfidf.transform(counts[test][:, columns])))
+
+
+def _leans_on(counts: Any, vocabulary: np.ndarray, y: np.ndarray, seed: int) -> list[str]:
+    """The terms with the largest positive weights in a fit on every row (only those that occur in a reference)."""
+    _, model, columns = _fit(counts, y, np.arange(len(y)), seed)
+    weights = np.asarray(model.coef_).ravel()
+    in_positive = np.asarray((counts[y][:, columns] > 0).sum(axis=0)).ravel() > 0
+    order = [i for i in np.argsort(-weights, kind="stable") if weights[i] > 0 and in_positive[i]]
+    return [str(vocabulary[columns[i]]) for i in order[:LEANS_ON_TERMS]]
 
 
 def classifier_auc(
@@ -244,14 +269,16 @@ def classifier_auc(
             within_user=within_user,
         )
     # Word 1-2 gram counts, tokenised once for all folds (vocabulary only; no label is looked at).
-    counts = CountVectorizer(
+    vectorizer = CountVectorizer(
         tokenizer=words, lowercase=False, token_pattern=None, ngram_range=(1, 2)
-    ).fit_transform(x)
+    )
+    counts = vectorizer.fit_transform(x)
     aucs: list[float] = []
     for train, test in GroupKFold(n_splits=folds).split(x, y, g):
         if len(set(y[train].tolist())) < 2 or len(set(y[test].tolist())) < 2:
             continue
         aucs.append(float(roc_auc_score(y[test], _fold_scores(counts, y, train, test, seed))))
+    leans_on = _leans_on(counts, vectorizer.get_feature_names_out(), y, seed) if aucs else []
     return ClassifierScore(
         material=material,
         auc=float(np.mean(aucs)) if aucs else None,
@@ -260,4 +287,5 @@ def classifier_auc(
         positives=positives,
         negatives=negatives,
         within_user=within_user,
+        leans_on=leans_on,
     )

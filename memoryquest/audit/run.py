@@ -147,10 +147,12 @@ def _classifier_check(score: ClassifierScore, settings: AuditSettings) -> AuditC
             name=name, value=None, threshold=limit, fails_if=">", passed=True, detail=detail
         )
     passed = score.auc <= limit
+    leans_on = ", ".join(f"'{term}'" for term in score.leans_on)
     detail = (
         f"{noun} AUC {score.auc:.3f}"
         + ("" if passed else f" (> {limit:g})")
         + f"; {score.scheme}; {counts}"
+        + (f"; leans on {leans_on}" if leans_on else "")
     )
     return AuditCheck(
         name=name, value=score.auc, threshold=limit, fails_if=">", passed=passed, detail=detail
