@@ -210,13 +210,14 @@ def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
 def test_distractors_are_chosen_as_references_of_a_phantom_request(
     personas: list[Persona],
 ) -> None:
-    """A distractor takes a need of one of the user's request domains, best grounded, and bridges there."""
+    """A distractor takes a need of one of the user's request domains, any of its entries, and bridges there."""
     material = _material(personas[0])
     world = World(material)
     phantom = Domain.RESTAURANTS
     bearing = domain_needs(phantom)
     needs: list[str] = []
     pointed: list[Domain | None] = []
+    below_best = 0
     for seed in range(60):
         update = distractor_update(
             World(material), Domain.SHOPPING, SAID_ON, random.Random(seed), set(), set(), [phantom]
@@ -225,14 +226,11 @@ def test_distractors_are_chosen_as_references_of_a_phantom_request(
         needs.append(update.need)
         if split_bridge(update.text)[1]:
             pointed.append(bridged_domain(update.text))
-        # the best-grounded generator of the need comes first, as for a reference
-        best = max(
-            g.grounding(world)
-            for g in bank()
-            if g.need == update.need and g.usable(world) and Domain.SHOPPING in g.domains
-        )
-        assert parse_update(update.text).generator.grounding(world) == best  # type: ignore[union-attr]
+        # any entry of the need, as for a reference: not always the best-grounded one
+        best = max(g.grounding(world) for g in bank() if g.need == update.need and g.usable(world))
+        below_best += parse_update(update.text).generator.grounding(world) < best  # type: ignore[union-attr]
     assert sum(n in bearing for n in needs) / len(needs) >= 0.9
+    assert below_best >= 10
     assert pointed and all(d == phantom for d in pointed)
     # spread over the needs, as a user's references are: no few needs keep coming back
     counts = Counter(needs)
@@ -251,7 +249,7 @@ def _shopping_distractor(
 def test_distractor_needs_follow_the_users_references(personas: list[Persona]) -> None:
     """Distractors use each need as often as the user's references do, not evenly."""
     world = World(_material(personas[0]))
-    usable = sorted({g.need for g in bank() if g.usable(world) and Domain.SHOPPING in g.domains})
+    usable = sorted({g.need for g in bank() if g.usable(world)})
     common, rare = usable[0], usable[1]
     needs = []
     for seed in range(80):

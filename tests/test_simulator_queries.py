@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from memoryquest.contracts import Domain, Persona
+from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
-from memoryquest.simulator.needs import TIME_SLOTS, classify_need, parse_update
-from memoryquest.simulator.persona_grounding import task_scenarios
+from memoryquest.simulator.needs import TIME_SLOTS, World, bank, classify_need, parse_update
+from memoryquest.simulator.persona_grounding import PersonaMaterial, task_scenarios
 from memoryquest.stages.common import normalise_text, persona_variables
 from memoryquest.text import shared_content_words
 
@@ -150,6 +150,41 @@ def test_no_user_repeats_or_contradicts_a_reference() -> None:
         assert len(set(groups)) == len(groups), Counter(groups).most_common(2)
         skeletons = [skeleton(t) for t in refs]
         assert len(set(skeletons)) == len(skeletons)
+
+
+def test_references_are_placed_in_the_persona_task_domains_whether_or_not_they_fit() -> None:
+    """A reference is told in one of the user's own conversations, as a distractor is; not only where it fits."""
+    placed_elsewhere = total = 0
+    for index, c in all_candidates():
+        hosted = {
+            d.value
+            for t in personas()[index].tasks
+            if t.kind == TaskKind.SINGLE_DOMAIN
+            for d in t.domains
+        }
+        for r in c["references"]:
+            parsed = parse_update(r["text"])
+            assert parsed is not None
+            if len(hosted - {c["domain"]}) >= SETTINGS.references_max:
+                assert r["domain"] in hosted, (r["domain"], sorted(hosted))
+            total += 1
+            placed_elsewhere += Domain(r["domain"]) not in parsed.generator.domains
+    assert placed_elsewhere / total >= 0.2
+
+
+def test_references_take_any_entry_of_their_need_not_the_best_grounded_first() -> None:
+    """Taking the best-grounded entries would leave distractors the rest, and the entry would give a reference away."""
+    below_best = total = 0
+    for index, c in all_candidates():
+        world = World(PersonaMaterial.from_variables(persona_variables(personas()[index])))
+        for r in c["references"]:
+            parsed = parse_update(r["text"])
+            assert parsed is not None
+            need = parsed.generator.need
+            best = max(g.grounding(world) for g in bank() if g.need == need and g.usable(world))
+            total += 1
+            below_best += parsed.generator.grounding(world) < best
+    assert below_best / total >= 0.2
 
 
 def test_wording_varies_across_users() -> None:

@@ -13,8 +13,15 @@ those this user has used least, and each gets one life update from the bank.
 So every reference is relevant by construction, and the relevance judge,
 reading only the wording, agrees. Each update:
 
-* comes up in a different domain, never the request's own, preferring
-  domains where the persona has tasks (the timeline sets it in one of them);
+* comes up in a conversation of another of the persona's task domains,
+  never the request's own (the timeline sets it in one of the persona's
+  tasks there), whether or not the update would typically come up there:
+  distractors are placed the same way, so fitting its conversation does not
+  single a reference out;
+* is drawn at random among the need's entries the user has left, as a
+  distractor is: preferring the best-grounded entries would leave distractors
+  the less-grounded rest, and which entries a text uses would then tell the
+  two apart;
 * shares at most one content word with the request when the bank allows,
   never more than two (no echo of the request's words);
 * is dated within ``reference_window_days`` before the request, on its own
@@ -304,12 +311,19 @@ def _day_offsets(count: int, high: int, rng: random.Random) -> list[int]:
 def _domain_for(
     update: LifeUpdate, query_domain: Domain, taken: set[Domain], world: World, ledger: Ledger
 ) -> Domain | None:
-    """A conversation domain for the update: not the request's, not taken; persona tasks and rarely used first."""
-    options = [d for d in update.domains if d != query_domain and d not in taken]
+    """A conversation domain for the update: one of the persona's task domains, not the request's, not taken.
+
+    The least used first, then one the update would typically come up in.
+    Only a persona with no other task domain falls back on the update's own
+    domains.
+    """
+    hosted = sorted(world.task_domains(), key=lambda d: d.value)
+    options = [d for d in hosted if d != query_domain and d not in taken]
+    if not options:
+        options = [d for d in update.domains if d != query_domain and d not in taken]
     if not options:
         return None
-    hosted = world.task_domains()
-    return min(options, key=lambda d: (d not in hosted, ledger.domains[d], update.domains.index(d)))
+    return min(options, key=lambda d: (ledger.domains[d], d not in update.domains))
 
 
 def plan_references(
@@ -341,7 +355,7 @@ def plan_references(
             continue
         options = candidates(world, need, groups)
         rng.shuffle(options)
-        best: tuple[tuple[bool, int], LifeUpdate, Domain, int] | None = None
+        best: tuple[bool, LifeUpdate, Domain, int] | None = None
         for generator in options:
             pool = bounded_days if generator.limits or _has_time_core(generator) else any_days
             free = [o for o in pool if o not in used_offsets]
@@ -358,8 +372,8 @@ def plan_references(
             domain = _domain_for(update, query_domain, taken_domains, world, ledger)
             if domain is None:
                 continue
-            # No echo first, then the update the persona grounds best (its own affinities).
-            rank = (shared > 1, -update.grounding)
+            # No echo first; otherwise the first in the shuffled order (see the module docstring).
+            rank = shared > 1
             if best is None or rank < best[0]:
                 best = (rank, update, domain, offset)
         if best is None:

@@ -87,9 +87,10 @@ class Generator:
     """One kind of life update: its need category, its exclusive group and where it can come up.
 
     ``group`` is exclusive within a user: one allergy, one car situation, one
-    job change. ``domains`` are the conversations it would naturally come up
-    in. ``span_days`` bounds how far past the earliest allowed day a
-    time-bounded update may run.
+    job change. ``domains`` are the conversations it would typically come up
+    in: a reference placed there is preferred, but news is told in passing
+    wherever the user is chatting. ``span_days`` bounds how far past the
+    earliest allowed day a time-bounded update may run.
     """
 
     need: str
@@ -498,7 +499,7 @@ def _phantom_order(
     specific needs (sight, documents) over the broad ones (schedule), and
     distractors drawn evenly would give themselves away by their words. With
     no references yet, needs bearing on ``phantom`` come first, in a random
-    order. Within a need the best-grounded generator first, as for a reference.
+    order. Within a need in random order, as for a reference.
     """
     weights = Counter(reference_needs)
     bearing = domain_needs(phantom)
@@ -508,7 +509,6 @@ def _phantom_order(
     keys: dict[str, tuple[int, float]] = {}
     for need, members in by_need.items():
         rng.shuffle(members)
-        members.sort(key=lambda g: -g.grounding(world))
         draw = rng.random()
         if weights[need]:
             # Weighted sampling without replacement: larger draw ** (1 / weight) first.
@@ -575,19 +575,19 @@ def distractor_update(
     request's scenes in words that request does not use
     (:func:`bridge_to_request`), even for a need of another domain. So the
     needs, the grounding and the scenes of distractors follow those of
-    references, and a reader cannot tell them apart by wording. It comes up
-    naturally in ``domain``, avoids the need categories in ``avoid_needs``
+    references, and a reader cannot tell them apart by wording. It is said in
+    a conversation in ``domain`` whether or not the update would typically
+    come up there, as a reference is (news is told in passing, wherever the
+    user is chatting): requiring the fit would leave the conversations of a
+    few domains short of news and favour the needs that fit many. It avoids
+    the need categories in ``avoid_needs``
     (so it cannot stand in for a reference of the timeline's query), every
     group behind ``avoid_texts`` (the user's references: no near-duplicate,
     no contradiction) and those texts themselves. None when nothing fits.
     """
     avoid = {normalise_text(t) for t in avoid_texts}
     used = groups_of(avoid_texts)
-    options = [
-        g
-        for g in _variants(world)
-        if domain in g.domains and g.need not in avoid_needs and g.group not in used
-    ]
+    options = [g for g in _variants(world) if g.need not in avoid_needs and g.group not in used]
     phantom = _phantom_domain(world, domain, bridge_domains, rng)
     for generator in _phantom_order(world, options, phantom, reference_needs, rng):
         # Still true on the phantom request's date, as far ahead as a reference's request may be.

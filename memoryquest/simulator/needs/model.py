@@ -122,7 +122,7 @@ NEEDS: dict[str, Need] = {
                 "budget spending savings saving rent refund debt loan overdraft tuition paycheck salary income "
                 "pension allowance instalment installment bill bills",
                 "money spend save cost costs expense expenses afford euros zloty dollars rand "
-                "pesos fee fees income benefit cash deposit premium",
+                "pesos fee fees income benefit cash deposit premium owed",
                 "price prices cheaper paid pay essentials shares claim",
             ),
         ),
