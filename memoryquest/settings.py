@@ -51,6 +51,11 @@ def Cosine(default: float, description: str = "") -> Any:  # noqa: N802 - reads 
     return Field(default, ge=-1.0, le=1.0, description=description or None)
 
 
+def Share(default: float, description: str = "") -> Any:  # noqa: N802 - reads like a type
+    """A share or rate: a finite number in [0, 1]."""
+    return Field(default, ge=0, le=1, description=description or None)
+
+
 class Section(BaseModel):
     # allow_inf_nan=False: NaN compares false with everything, so a NaN threshold silently disables its check.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -213,11 +218,9 @@ class AuditSettings(Section):
 
     ngram_min: int = Field(2, ge=1, description="Shortest word n-gram checked for exclusivity.")
     ngram_max: int = Field(5, ge=1, description="Longest word n-gram checked for exclusivity.")
-    exclusive_ngram_share_max: float = Field(
+    exclusive_ngram_share_max: float = Share(
         0.10,
-        ge=0,
-        le=1,
-        description="Fail when an n-gram found only around reference turns covers at least this share of them.",
+        "Fail when an n-gram found only around reference turns covers at least this share of them.",
     )
     classifier_auc_max: float = Field(
         0.65,
@@ -235,29 +238,21 @@ class AuditSettings(Section):
         5, ge=2, description="A sentence counts as repeated at this many occurrences."
     )
     # Targets: what a usable benchmark shows. Missing one is reported (audit, card), not a failure.
-    query_only_recall_min: float = Field(
+    query_only_recall_min: float = Share(
         0.3,
-        ge=0,
-        le=1,
-        description="Target: dense query-only recall at least this; below it the query finds its references hardly better than chance, and the set measures noise.",
+        "Target: dense query-only recall at least this; below it the query finds its references hardly better than chance, and the set measures noise.",
     )
-    query_only_recall_max: float = Field(
+    query_only_recall_max: float = Share(
         0.7,
-        ge=0,
-        le=1,
-        description="Target: dense query-only recall at most this; above it the query alone finds the references, and the set is trivial.",
+        "Target: dense query-only recall at most this; above it the query alone finds the references, and the set is trivial.",
     )
-    distinct_2_min: float = Field(
+    distinct_2_min: float = Share(
         0.25,
-        ge=0,
-        le=1,
-        description="Target: distinct-2 of user turns, on the audit's fixed-size word sample, at least this (natural chat is about 0.3).",
+        "Target: distinct-2 of user turns, on the audit's fixed-size word sample, at least this (natural chat is about 0.3).",
     )
-    repeated_sentence_share_max: float = Field(
+    repeated_sentence_share_max: float = Share(
         0.25,
-        ge=0,
-        le=1,
-        description="Target: at most this share of user-turn sentences are repeated ones.",
+        "Target: at most this share of user-turn sentences are repeated ones.",
     )
 
     @model_validator(mode="after")
@@ -386,9 +381,9 @@ class CacheSettings(Section):
 
 
 class PublishSettings(Section):
-    train: float = Field(0.8, ge=0, le=1)
-    validation: float = Field(0.1, ge=0, le=1)
-    test: float = Field(0.1, ge=0, le=1)
+    train: float = Share(0.8)
+    validation: float = Share(0.1)
+    test: float = Share(0.1)
     split_seed: int = 13
 
     @model_validator(mode="after")

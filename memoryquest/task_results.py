@@ -16,8 +16,8 @@ reference counting still frees them. On cached re-runs of the 30 bundled
 personas the stage tasks took 3.4-4.8 s (7 runs) instead of 4.3-6.3 s (11
 runs). The run gives the frozen objects back to the collector with
 :func:`release_loaded_results` once its stage tasks are done, so cyclic
-garbage that happened to be frozen is collected in the end. The bytes on disk are the same as Prefect's own pickle
-serializer writes.
+garbage that happened to be frozen is collected in the end. The bytes on
+disk are the same as Prefect's own pickle serializer writes.
 """
 
 from __future__ import annotations

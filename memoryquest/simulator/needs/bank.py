@@ -485,7 +485,6 @@ def groups_of(texts: Iterable[str]) -> set[str]:
 
 
 def _phantom_order(
-    world: World,
     options: Sequence[Generator],
     phantom: Domain,
     reference_needs: Sequence[str],
@@ -580,16 +579,16 @@ def distractor_update(
     come up there, as a reference is (news is told in passing, wherever the
     user is chatting): requiring the fit would leave the conversations of a
     few domains short of news and favour the needs that fit many. It avoids
-    the need categories in ``avoid_needs``
-    (so it cannot stand in for a reference of the timeline's query), every
-    group behind ``avoid_texts`` (the user's references: no near-duplicate,
-    no contradiction) and those texts themselves. None when nothing fits.
+    the need categories in ``avoid_needs`` (so it cannot stand in for a
+    reference of the timeline's query), every group behind ``avoid_texts``
+    (the user's references: no near-duplicate, no contradiction) and those
+    texts themselves. None when nothing fits.
     """
     avoid = {normalise_text(t) for t in avoid_texts}
     used = groups_of(avoid_texts)
     options = [g for g in _variants(world) if g.need not in avoid_needs and g.group not in used]
     phantom = _phantom_domain(world, domain, bridge_domains, rng)
-    for generator in _phantom_order(world, options, phantom, reference_needs, rng):
+    for generator in _phantom_order(options, phantom, reference_needs, rng):
         # Still true on the phantom request's date, as far ahead as a reference's request may be.
         horizon = date + dt.timedelta(
             days=rng.randint(REFERENCE_LEAD_DAYS_MIN, BOUNDED_WINDOW_DAYS)
