@@ -124,6 +124,14 @@ def test_markdown_has_one_row_per_check(report: AuditReport) -> None:
 # --------------------------------------------------------------------------- targets
 
 
+def test_query_only_recalls_are_shown_beside_chance(report: AuditReport) -> None:
+    chance = report.leakage.chance_recall
+    assert chance is not None and 0.0 < chance <= 1.0
+    said = f"; {chance:.3g} by chance ({report.leakage.k} facts drawn at random)"
+    for name in ("bm25_query_only_recall", "dense_query_only_recall"):
+        assert said in report.check(name).detail
+
+
 def _band(low: float, high: float) -> Settings:
     return Settings(audit=AuditSettings(query_only_recall_min=low, query_only_recall_max=high))
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 
 import pytest
 
-from memoryquest.audit.leakage import dense_recalls, leakage, query_recall
+from memoryquest.audit.leakage import chance_recall, dense_recalls, leakage, query_recall
 from memoryquest.contracts import (
     Domain,
     FactType,
@@ -115,6 +116,31 @@ def test_query_recall_counts_references_credited_in_the_top_k() -> None:
     assert query_recall(q, [], 20) == 0.0
 
 
+def test_chance_recall_is_the_mean_over_every_draw_of_k_facts() -> None:
+    q = query(
+        "Book a vegetarian dinner in Porto", "Keeps a vegetarian diet", "Dislikes loud places"
+    )
+    veg, loud = (r.reference_id for r in q.references)
+    memory = [
+        item(0, "Keeps a vegetarian diet", veg),
+        item(1, "Went vegetarian in March", veg),
+        item(2, "Avoids loud bars and clubs", loud),
+        item(3, "Lives in Porto near the river"),
+        item(4, "Sold the car in May"),
+    ]
+    for k in range(1, 7):
+        draws = list(itertools.combinations(memory, min(k, len(memory))))
+        found = [
+            sum(any(r.reference_id in m.source_reference_ids for m in d) for r in q.references)
+            for d in draws
+        ]
+        expected = sum(found) / len(draws) / len(q.references)
+        assert chance_recall(q, memory, k) == pytest.approx(expected)
+    assert chance_recall(q, memory, 1) == pytest.approx((2 / 5 + 1 / 5) / 2)
+    assert chance_recall(q, memory, 5) == 1.0  # every fact drawn
+    assert chance_recall(q, memory[3:], 20) == 0.0  # nothing credits either reference
+
+
 def result(
     query_id: str,
     method: RetrievalMethod,
@@ -171,6 +197,8 @@ def test_leakage_reports_bm25_dense_and_shared_words() -> None:
     report = leakage([q], memory, [], k=20)
     assert report.bm25_recall == pytest.approx(0.5) and report.bm25_recall_exact == 0.0
     assert report.dense_recall is None and report.dense_queries == 0
+    assert report.chance_recall == 1.0  # k = 20 draws take both facts
+    assert leakage([q], memory, [], k=1).chance_recall == pytest.approx(0.5)
     assert report.references == 2 and report.shared_words_max == 2  # vegetarian, porto
     assert report.shared_words_mean == pytest.approx(1.0) and report.references_sharing_3_plus == 0
     with_dense = leakage(

@@ -5,11 +5,17 @@ query-only recall (the validation table) measures that for one embedder;
 BM25 on the query text measures it for plain word matching, which a low-γ
 filter on embeddings does not control. Shared content words between a query
 and each reference are the direct cause of lexical leakage.
+
+Both are read against chance: the recall that k facts drawn at random from
+the same memory would have. A query-only recall near it means the query's
+words and meaning point at its references no more than at any other fact, so
+the set measures noise rather than difficulty.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
@@ -37,6 +43,10 @@ class Leakage(BaseModel):
         description="Mean query-only recall under the provenance judge from the validation table; null when absent."
     )
     dense_queries: int = Field(description="Queries with a dense query-only result.")
+    chance_recall: float | None = Field(
+        default=None,
+        description="Mean over queries of the expected recall of k facts drawn at random from the memory on the query date.",
+    )
     references: int
     shared_words_mean: float | None
     shared_words_max: int
@@ -60,6 +70,26 @@ def query_recall(
     return sum(r.reference_id in found for r in query.references) / len(query.references)
 
 
+def chance_recall(query: Query, memory: Sequence[MemoryItem], k: int) -> float:
+    """Expected share of ``query``'s references credited among ``k`` facts drawn at random from ``memory``.
+
+    A reference credited by m of the N facts is missed only when all k draws
+    fall among the other N - m: probability C(N - m, k) / C(N, k).
+    """
+    if not query.references:
+        return 0.0
+    size = len(memory)
+    credited = Counter(ref for item in memory for ref in set(item.source_reference_ids))
+    draws = min(k, size)
+
+    def found(m: int) -> float:
+        return 1.0 - math.comb(size - m, draws) / math.comb(size, draws) if m else 0.0
+
+    return math.fsum(found(credited[r.reference_id]) for r in query.references) / len(
+        query.references
+    )
+
+
 def dense_recalls(validation: Sequence[ValidationResult]) -> dict[str, float]:
     """Query id -> recall of plain query-only retrieval (K = query_only_k) under the provenance judge."""
     return {
@@ -80,6 +110,7 @@ def leakage(
     """BM25 and dense query-only recall side by side, plus query-reference word overlap."""
     tokens = lru_cache(maxsize=None)(content_words)  # snapshots of one user share most facts
     recalls = [query_recall(q, memories[q.query_id], k, tokens) for q in queries]
+    chance = [chance_recall(q, memories[q.query_id], k) for q in queries]
     dense = dense_recalls(validation)
     dense_values = [dense[q.query_id] for q in queries if q.query_id in dense]
     shared = [len(shared_content_words(q.text, r.text)) for q in queries for r in q.references]
@@ -90,6 +121,7 @@ def leakage(
         bm25_recall_exact=sum(r == 1.0 for r in recalls) / len(recalls) if recalls else None,
         dense_recall=math.fsum(dense_values) / len(dense_values) if dense_values else None,
         dense_queries=len(dense_values),
+        chance_recall=math.fsum(chance) / len(chance) if chance else None,
         references=len(shared),
         shared_words_mean=math.fsum(shared) / len(shared) if shared else None,
         shared_words_max=max(shared, default=0),

@@ -170,6 +170,10 @@ def _leakage_checks(result: Leakage, settings: AuditSettings) -> list[AuditCheck
         if result.dense_recall is not None
         else "no query-only provenance rows in the validation table"
     )
+    if result.chance_recall is not None:
+        chance = f"; {result.chance_recall:.3g} by chance ({result.k} facts drawn at random)"
+        exact += chance
+        dense += chance
     low, high = settings.query_only_recall_min, settings.query_only_recall_max
     shared = (
         f"content words a reference shares with its query: max {result.shared_words_max}; "
