@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 import re
 
 import pytest
+from generation_fixture import load_users
 from test_memory_history import user0_history, user0_persona
 
-from memoryquest.contracts import FactType
+from memoryquest.contracts import Domain, FactType
 from memoryquest.memory.consolidation import MergedFactAnswer
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction import (
@@ -30,9 +32,13 @@ from memoryquest.simulator.memory import (
     is_request,
     jaccard,
     merge_facts,
+    proper_names,
     statements,
     third_person,
 )
+from memoryquest.simulator.needs import World, distractor_update, infer_domains, say_update
+from memoryquest.simulator.needs.bridges import split_bridge
+from memoryquest.simulator.persona_grounding import PersonaMaterial
 
 
 @pytest.mark.parametrize(
@@ -196,7 +202,8 @@ def test_the_opening_request_is_not_a_fact_but_what_follows_is() -> None:
             "Last Saturday I watched the Toronto Blue Jays with Marta",
             ["Toronto Blue Jays", "Marta", "messaging"],
         ),
-        ("My friends and I chat on Telegram every Friday", ["Telegram", "messaging"]),
+        # Friends make it a statement about companions, not the chat: no conversation domain.
+        ("My friends and I chat on Telegram every Friday", ["Telegram", "friends"]),
     ],
 )
 def test_entities_are_names_and_topics_never_pronoun_fragments(
@@ -205,6 +212,74 @@ def test_entities_are_names_and_topics_never_pronoun_fragments(
     found = entities(clause, "Messaging")
     assert found[: len(expected)] == expected
     assert not any(re.search(r"\b(?:I|I'm|My|Friday|Saturday)\b", e) for e in found), found
+
+
+def test_names_in_a_list_are_separate_and_titles_keep_their_words() -> None:
+    assert proper_names(
+        "I follow Johnson & Johnson, Apple Inc and Microsoft Corporation closely"
+    ) == [
+        "Johnson & Johnson",
+        "Apple Inc",
+        "Microsoft Corporation",
+    ]
+    assert proper_names("My favourite books are The Handmaid's Tale, Beloved and Matilda") == [
+        "The Handmaid's Tale",
+        "Beloved",
+        "Matilda",
+    ]
+    assert proper_names("I love Harry Potter and the Prisoner of Azkaban") == [
+        "Harry Potter and the Prisoner of Azkaban"
+    ]
+    assert (
+        third_person("My favourite book is I Know Why the Caged Bird Sings")
+        == "User's favourite book is I Know Why the Caged Bird Sings"
+    )
+    assert (
+        third_person("I watched Call Me by Your Name with my sister")
+        == "Watched Call Me by Your Name with their sister"
+    )
+
+
+def test_topics_are_head_nouns_of_the_statement() -> None:
+    found = entities("I keep an EpiPen on me now that celery gave me a bad reaction", "Restaurants")
+    assert found == ["EpiPen", "reaction"]  # a diet constraint: not filed under the chat's domain
+    assert entities("I went to some art exhibitions on Friday", "Events") == [
+        "events",
+        "exhibitions",
+    ]
+
+
+def test_entities_of_said_updates_come_from_the_update_not_its_bridge_or_chat() -> None:
+    (persona,) = load_users("user3")
+    world = World(
+        PersonaMaterial(
+            persona.demographics, persona.affinities, persona.interactions, persona.tasks
+        )
+    )
+    checked = 0
+    for seed in range(60):
+        update = distractor_update(
+            world,
+            Domain.SHOPPING,
+            dt.date(2024, 5, 1),
+            random.Random(seed),
+            set(),
+            set(),
+            bridge_domains=[Domain.MUSIC],
+        )
+        assert update is not None
+        said = say_update(update.text, random.Random(seed))
+        core, clause = split_bridge(said)
+        if not clause:
+            continue
+        (statement_,) = statements(said)
+        found = {w.casefold() for e in entities(statement_, "Shopping") for w in e.split()}
+        bridge_only = {w.casefold() for w in clause.split()} - {w.casefold() for w in core.split()}
+        assert not found & bridge_only, (said, found & bridge_only)
+        if Domain.SHOPPING not in infer_domains(core):
+            assert "shopping" not in found, said
+        checked += 1
+    assert checked >= 30
 
 
 def _variables(existing: list[dict], sessions: list) -> dict:

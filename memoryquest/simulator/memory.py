@@ -22,9 +22,13 @@ given, plus the existing facts, and yields at most one fact per sentence:
   moves to the end. The fact is the whole sentence: never clauses joined by ";".
 * Type, by the first matching cue family: Event, Preference, Interest, Goal,
   Identity, else Activity.
-* Related entities: proper names from inside the sentence (runs of capitalised
-  words, never the sentence's first word, never "I"/"I'm", weekdays, months or
-  AM/PM), then the session's domain, then a topic noun or two.
+* Related entities, from the statement without its trailing consequence
+  clause (", which complicates late gigs" says what it bears on, not what it
+  is about): proper names (runs of capitalised words, never the sentence's
+  first word, never "I"/"I'm", weekdays, months or AM/PM; a list's items
+  apart), then the domain its words point to (the conversation's only for a
+  statement that is no personal constraint), then the head noun of a noun
+  phrase or two ("a bad reaction" -> "reaction").
 * Upsert. Facts are compared by Jaccard over content-word stems
   (:func:`memoryquest.text.content_words`); a statement at Jaccard >=
   ``UPDATE_JACCARD`` to an existing fact updates that fid (the
@@ -51,6 +55,8 @@ from typing import Any
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulates
+from memoryquest.simulator.needs import classify_need, infer_domains
+from memoryquest.simulator.needs.bridges import core_of
 from memoryquest.text import STOPWORDS, content_words, opening_words, split_sentences
 
 UPDATE_JACCARD = 0.6
@@ -276,11 +282,13 @@ _LATER_FIRST_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bI'll\b", "they'll"),
         (r"\bI am\b", "they are"),
         (r"\bI was\b", "they were"),
-        (r"\bI\b", "they"),
-        (r"\b[Mm]yself\b", "themselves"),
-        (r"\b[Mm]ine\b", "theirs"),
-        (r"\b[Mm]y\b", "their"),
-        (r"\b[Mm]e\b", "them"),
+        # Capitalised words after "I" or a capitalised "Me"/"My" inside a clause are a title's
+        # ("I Know Why the Caged Bird Sings", "Call Me by Your Name"): left as they are.
+        (r"\bI\b(?!\s+[A-Z])", "they"),
+        (r"(?:^M|\bm)yself\b", "themselves"),
+        (r"(?:^M|\bm)ine\b", "theirs"),
+        (r"(?:^M|\bm)y\b", "their"),
+        (r"(?:^M|\bm)e\b", "them"),
     )
 )
 
@@ -319,7 +327,8 @@ _IDENTITY = re.compile(
 )
 
 # Entities: runs of capitalised tokens (with a few lower-case joiners inside a name).
-_TOKEN = re.compile(r"[A-Za-z0-9][\w'&.+/-]*")
+_TOKEN = re.compile(r"[A-Za-z0-9][\w'&.+/-]*|&")
+_BREAK = re.compile(r"\s*([,;:()\u2014\u2013]|\s-\s)")
 _JOINERS = frozenset({"of", "the", "de", "du", "la", "van", "von", "and", "&"})
 _CALENDAR_WORDS = frozenset(
     [
@@ -647,9 +656,16 @@ def _clean_entity(value: str) -> str:
 
 def proper_names(text: str) -> list[str]:
     """Runs of capitalised words inside ``text`` (not its first word): names, places, brands."""
-    tokens = [(m.group(0), m.start()) for m in _TOKEN.finditer(text)]
+    # Each token with the punctuation right after it, if any: a list's items ("Tale, Beloved")
+    # and a name before a clause break are separate names, and once a comma has closed a name,
+    # "and" ends the list's last item instead of joining two ("Beloved and Matilda").
+    tokens = [
+        (m.group(0), after.group(1) if (after := _BREAK.match(text, m.end())) else "")
+        for m in _TOKEN.finditer(text)
+    ]
     names: list[str] = []
     run: list[str] = []
+    listing = False
 
     def close() -> None:
         while run and run[-1].lower() in _JOINERS:
@@ -660,7 +676,7 @@ def proper_names(text: str) -> list[str]:
                 names.append(name)
         run.clear()
 
-    for position, (token, _start) in enumerate(tokens):
+    for position, (token, mark) in enumerate(tokens):
         bare = token.rstrip(".,'")
         lower = bare.lower()
         capital = bare[:1].isupper() or (bare[:1].isdigit() and bool(run))
@@ -669,30 +685,184 @@ def proper_names(text: str) -> list[str]:
             continue
         if capital:
             run.append(bare)
-        elif run and lower in _JOINERS:
+        elif run and lower in _JOINERS and not (listing and lower == "and"):
             run.append(lower)
         else:
             close()
-        if token.endswith((",", ".")):
+            listing = listing and lower == "and"
+        if mark or token.endswith("."):
+            listing = mark == "," and bool(run)
             close()
     close()
     return names
 
 
+_DETERMINERS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "my",
+        "his",
+        "her",
+        "their",
+        "our",
+        "your",
+        "some",
+        "any",
+        "no",
+        "another",
+        "this",
+        "these",
+        "those",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "new",
+    }
+)
+"""Words that open a noun phrase: the phrase's last word before a break is its head noun."""
+_PHRASE_BREAKS = frozenset(
+    {
+        "till",
+        "right",
+        "next",
+        "coming",
+        "still",
+        "went",
+        "means",
+        "gives",
+        "named",
+        "paid",
+        "late",
+        "near",
+        "across",
+        "ago",
+        "away",
+        "about",
+        "back",
+        "down",
+        "off",
+        "over",
+        "around",
+        "instead",
+        "anymore",
+        "though",
+        "even",
+        "just",
+        "more",
+        "less",
+        "most",
+        "much",
+        "many",
+        "other",
+        "same",
+        "such",
+        "own",
+        "only",
+        "very",
+        "already",
+        "soon",
+        "up",
+        "out",
+        "whole",
+        "entire",
+        "first",
+        "last",
+        "few",
+        "lot",
+        "bit",
+    }
+)
+"""Words that end a noun phrase (or that it never ends on): adverbs, particles, quantifiers."""
+_ABSTRACT_NOUNS = frozenset(
+    {
+        "annoyance",
+        "strain",
+        "case",
+        "version",
+        "change",
+        "changes",
+        "way",
+        "part",
+        "kind",
+        "sort",
+        "bit",
+        "lot",
+        "number",
+        "couple",
+        "amount",
+        "rest",
+        "time",
+        "times",
+        "thing",
+        "things",
+        "deal",
+        "point",
+        "reason",
+        "problem",
+        "issue",
+        "idea",
+    }
+)
+"""Nouns too general to say what a statement is about."""
+_PHRASE_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
+
+
 def _topics(clause: str) -> list[str]:
-    """A couple of content words that name what the statement is about."""
-    candidates: list[str] = []
-    for word in re.findall(r"[A-Za-z][A-Za-z-]+", clause.split(maxsplit=1)[-1]):
-        if not word[0].islower() or len(word) < 4 or word in STOPWORDS or word in _NOT_TOPICS:
+    """A couple of head nouns of the statement's noun phrases ("a bad reaction" -> "reaction").
+
+    Only phrases a determiner opens count, so verbs, adverbs and adjectives
+    standing alone never become topics.
+    """
+    tokens = re.findall(r"[A-Za-z0-9][\w'+/-]*|[^\sA-Za-z0-9]", clause)
+    heads: list[str] = []
+    index = 0
+    while index < len(tokens):
+        if tokens[index].lower() not in _DETERMINERS and not tokens[index].isdigit():
+            index += 1
             continue
-        if word.endswith(("ly", "ed", "ing")) and not word.endswith(("ring", "thing")):
-            continue
-        candidates.append(word)
+        index += 1
+        phrase: list[str] = []
+        while index < len(tokens) and _PHRASE_WORD.fullmatch(tokens[index]):
+            word = tokens[index]
+            if word in STOPWORDS or word in _DETERMINERS or word in _PHRASE_BREAKS:
+                break
+            if phrase and word.endswith(("ly", "ed")):
+                break
+            phrase.append(tokens[index])
+            index += 1
+        if phrase:
+            heads.append(phrase[-1])
+    candidates = [
+        w
+        for w in heads
+        if len(w) >= 4
+        and w not in _NOT_TOPICS
+        and w not in _ABSTRACT_NOUNS
+        and not w.endswith("ly")
+    ]
     unique = list(dict.fromkeys(candidates))
     return sorted(unique, key=lambda w: (-len(w), unique.index(w)))[:MAX_TOPICS]
 
 
 def entities(clause: str, domain: str) -> list[str]:
+    """Names, the domain the statement is about and a topic noun or two, from the statement's core.
+
+    A trailing consequence clause (", which complicates late gigs") says what
+    the fact bears on, not what it is about, so it adds nothing. The domain is
+    the one the statement's own words point to; the conversation's only for a
+    statement that is no personal constraint (it is then about what the user
+    was chatting about), so news told in passing is not filed under the chat.
+    """
+    core = core_of(clause)
     found: list[str] = []
     seen: set[str] = set()
 
@@ -702,11 +872,14 @@ def entities(clause: str, domain: str) -> list[str]:
             seen.add(value.lower())
             found.append(value)
 
-    for name in proper_names(clause):
+    for name in proper_names(core):
         keep(name)
-    if domain:
+    about = infer_domains(core, limit=1)
+    if about:
+        keep(about[0].value.lower())
+    elif domain and classify_need(core) is None:
         keep(domain.lower())
-    for word in _topics(clause):
+    for word in _topics(core):
         if not any(word in entity.lower() for entity in found):
             keep(word)
     return found[:MAX_ENTITIES]
