@@ -23,7 +23,14 @@ from memoryquest.simulator.dialogues import assistant_turn, split_description
 from memoryquest.simulator.memory import facts_of_turn, statement
 from memoryquest.simulator.needs import classify_need
 from memoryquest.simulator.persona_grounding import PersonaMaterial, interaction_sentences
-from memoryquest.simulator.phrasing import ANSWERS, VOLUNTEERED, Options, parse_topic, with_lead
+from memoryquest.simulator.phrasing import (
+    ANSWERS,
+    TASTE_DOMAINS,
+    VOLUNTEERED,
+    Options,
+    parse_topic,
+    with_lead,
+)
 from memoryquest.simulator.timelines import UPDATE_MARKER, described_updates
 from memoryquest.stages.common import persona_variables, task_variables
 from memoryquest.text import contains_verbatim, ngrams, normalise_text, split_sentences, words
@@ -353,6 +360,50 @@ def test_the_user_opens_with_the_request_and_the_assistant_works_on_it(
             for r in replies[:-1]
         ), replies
         assert not re.search(r"\b(?:booked|reserved|cart)\b", " ".join(replies), re.IGNORECASE)
+
+
+def test_the_assistant_says_the_request_back_to_the_user(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    said_back = 0
+    for session in all_sessions:
+        activity, _, _ = split_description(session.event["description"])
+        topic = parse_topic(activity, Domain(session.event["domain"]))
+        if not re.search(r"\b(?:my|me|myself)\b", topic.request):
+            continue
+        replies = " ".join(t["content"] for t in session.turns if t["role"] == "assistant")
+        assert topic.request not in replies, replies  # "help you share my location"
+        said_back += topic.request_to_user in replies
+    assert said_back >= 5
+
+
+TASTE_ONLY = re.compile(
+    r"in the spirit of|Fans of|People who follow|one of your favorites|If you liked|"
+    r"in common with|came up next to|shares a lot with|Since you enjoy"
+)
+
+
+def test_picks_are_likened_only_to_works_and_artists(all_sessions: tuple[Session, ...]) -> None:
+    likened = preferred = 0
+    for session in all_sessions:
+        replies = " ".join(t["content"] for t in session.turns if t["role"] == "assistant")
+        if Domain(session.event["domain"]) in TASTE_DOMAINS:
+            likened += bool(TASTE_ONLY.search(replies))
+        else:
+            assert not TASTE_ONLY.search(replies), replies  # "People who follow WiFi ..."
+            preferred += bool(re.search(r"preference for|liking for|box for you", replies))
+    assert likened >= 5 and preferred >= 5
+
+
+def test_an_acknowledgement_before_the_opener_is_a_sentence_of_its_own(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    openers = [t["content"] for s in all_sessions for t in s.turns[1:2]]
+    assert sum(". " in o for o in openers) >= 5
+    for opener in openers:
+        assert not re.search(r", and (?:[A-Z]|happy|sure|of course|let's|glad|okay)", opener), (
+            opener
+        )
 
 
 def test_user_turns_are_personal_without_pasting_the_interaction_summary(

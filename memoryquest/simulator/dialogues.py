@@ -34,6 +34,7 @@ from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain
 from memoryquest.simulator import phrasing, simulates
+from memoryquest.simulator.grammar import sentence
 from memoryquest.simulator.needs import say_update as needs_say_update
 from memoryquest.simulator.phrasing import Options, Setting, Topic, Voice
 from memoryquest.simulator.timelines import described_updates
@@ -205,7 +206,8 @@ def assistant_turn(
         lead = phrasing.lead_word(rng)
     if k == 0:
         opener = phrasing.assistant_opener(topic, rng)
-        lead = f"{lead.rstrip(' .!,')}, and {phrasing.lower_start(opener)}" if lead else opener
+        # An acknowledgement is its own sentence before the opener ("Got it. Happy to help ...").
+        lead = f"{sentence(lead)} {opener}" if lead else opener
     if last and k > 0:
         parts.append(phrasing.assistant_closing(topic, options, rng, lead=lead))
         return " ".join(parts), ""

@@ -1131,6 +1131,33 @@ class Topic:
     background: str = ""  # first-person circumstance from the task: "I'm going on a trip"
     options: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def request_to_user(self) -> str:
+        """The request as the assistant words it back: "share your current location"."""
+        return addressed(self.request)
+
+
+_FIRST_TO_SECOND = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r"\bI'm\b", "you're"),
+        (r"\bI've\b", "you've"),
+        (r"\bI am\b", "you are"),
+        (r"\bI\b(?!\s+[A-Z])", "you"),
+        (r"\bmyself\b", "yourself"),
+        (r"\bmine\b", "yours"),
+        (r"\bmy\b", "your"),
+        (r"\bme\b", "you"),
+    )
+)
+
+
+def addressed(text: str) -> str:
+    """``text`` in the user's words, said back to them: "my", "me", "I" become "your", "you"."""
+    for pattern, replacement in _FIRST_TO_SECOND:
+        text = pattern.sub(replacement, text)
+    return text
+
 
 # (domain, pattern on the activity, kind, thing, option templates or () for the domain's)
 _TOPICS: tuple[tuple[Domain, str, str, str, tuple[str, ...]], ...] = (
@@ -1882,7 +1909,7 @@ _PROPOSAL_FRAMES = (
     "Near the top: {o}.",
     "You might enjoy {o}.",
 )
-_REASONS = (
+_TASTE_REASONS = (
     "It's in the spirit of {value}, which you like.",
     "Fans of {value} tend to like it.",
     "It's close to {value}, one of your favorites.",
@@ -1893,6 +1920,18 @@ _REASONS = (
     "It came up next to {value} in a few lists.",
     "It shares a lot with {value}.",
 )
+"""Why a pick suits a taste in works, artists and genres ("Fans of Coldplay tend to like it")."""
+_PREFERENCE_REASONS = (
+    "It fits your preference for {value}.",
+    "You've mentioned {value} before, and this has it covered.",
+    "It lines up with what you like: {value}.",
+    "It ticks the {value} box for you.",
+    "That suits your preference for {value}.",
+    "It takes your liking for {value} into account.",
+)
+"""Why a pick suits any other favourite (an amenity, a contact group, a kind of event)."""
+TASTE_DOMAINS = frozenset({Domain.BOOKS, Domain.GAMES, Domain.MEDIA, Domain.MOVIES, Domain.MUSIC})
+"""Domains whose favourites are works, artists and genres, so a pick can be likened to them."""
 _COMMERCIAL_DETAILS = (
     "It's about {price}.",
     "Reviews put it at {rating} out of 5.",
@@ -2039,7 +2078,7 @@ _PERSONAL_QUESTIONS = (
     "{lead} anything going on {when} that I should plan around?",
     "{lead} anything new on your side {when}?",
     "How does your {span} look {when}?",
-    "{lead} anything changed for you {when} that matters here?",
+    "{lead} anything new for you {when} that matters here?",
     "What else should I know about your {span} {when}?",
     "{lead} anything coming up {when} that could get in the way?",
     "How are things with you {when}?",
@@ -2533,7 +2572,7 @@ def user_closing(topic: Topic, options: Options, rng: random.Random, lead: str =
 
 
 def assistant_opener(topic: Topic, rng: random.Random) -> str:
-    return pick(rng, _ASSISTANT_OPENERS).format(thing=topic.thing, request=topic.request)
+    return pick(rng, _ASSISTANT_OPENERS).format(thing=topic.thing, request=topic.request_to_user)
 
 
 def acknowledgement(topic: Topic, rng: random.Random) -> str:
@@ -2567,7 +2606,8 @@ def reason(topic: Topic, options: Options, rng: random.Random) -> str:
     value = options.any_value(rng)
     if value in {"the usual", "the classics", "the basics"}:
         return ""
-    return fill_slots(options.fresh("reason", _REASONS, rng), options, rng, value=value)
+    reasons = _TASTE_REASONS if topic.domain in TASTE_DOMAINS else _PREFERENCE_REASONS
+    return fill_slots(options.fresh("reason", reasons, rng), options, rng, value=value)
 
 
 def detail(topic: Topic, options: Options, rng: random.Random) -> str:
