@@ -406,6 +406,18 @@ def test_an_acknowledgement_before_the_opener_is_a_sentence_of_its_own(
         )
 
 
+def test_a_closing_after_a_lead_goes_on_in_lower_case(all_sessions: tuple[Session, ...]) -> None:
+    closings = [s.turns[-1]["content"] for s in all_sessions if s.turns[-1]["role"] == "assistant"]
+    joined = [c for c in closings if re.match(r"[^—;,]{2,40}(?: — |, |; )", c)]
+    assert len(joined) >= 20
+    for closing in joined:
+        # "Sounds good, Happy exploring" / "Thanks for the detail; Message out"
+        assert not re.search(
+            r"(?: — |, |; )(?:Happy|Message|Tell|Added|Done|Saved|Sent|Glad|Ordered|Reserved)\b",
+            closing,
+        ), closing
+
+
 def test_user_turns_are_personal_without_pasting_the_interaction_summary(
     all_sessions: tuple[Session, ...],
 ) -> None:

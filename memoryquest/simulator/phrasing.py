@@ -2644,4 +2644,9 @@ def assistant_closing(topic: Topic, options: Options, rng: random.Random, lead: 
     tail = fill_slots(pick(rng, _ASSISTANT_TAILS), options, rng)
     if tail:
         text = f"{text}{pick(rng, (' — ', '; '))}{tail[:1].lower()}{tail[1:]}"
-    return sentence(_join_clause(lead, text, rng)) if lead else sentence(text)
+    if not lead:
+        return sentence(text)
+    # Every closing opens on an ordinary word ("Happy exploring", "Added to ..."), never a name.
+    if not re.match(r"I\b|I'", text):
+        text = text[:1].lower() + text[1:]
+    return sentence(_join_clause(lead, text, rng))
