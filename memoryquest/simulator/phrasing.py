@@ -2323,7 +2323,7 @@ _FOLLOW_UPS: dict[str, tuple[str, ...]] = {
         "Anything else in the {value} vein?",
         "Is {title} very long?",
         "How does it compare with {value}?",
-        "Anything by someone like {value}?",
+        "Anything else for someone who likes {value}?",
         "Is {short} good for a {part} like this?",
         "Any hidden gems besides {title}?",
     ),
