@@ -249,7 +249,8 @@ def _shopping_distractor(
 def test_distractor_needs_follow_the_users_references(personas: list[Persona]) -> None:
     """Distractors use each need as often as the user's references do, not evenly."""
     world = World(_material(personas[0]))
-    usable = sorted({g.need for g in bank() if g.usable(world)})
+    bearing = domain_needs(Domain.RESTAURANTS)
+    usable = sorted({g.need for g in bank() if g.usable(world) and g.need in bearing})
     common, rare = usable[0], usable[1]
     needs = []
     for seed in range(80):
@@ -261,6 +262,23 @@ def test_distractor_needs_follow_the_users_references(personas: list[Persona]) -
     counts = Counter(needs)
     assert (counts[common] + counts[rare]) / len(needs) >= 0.9  # needs no reference uses come last
     assert counts[common] > 1.8 * counts[rare] > 0
+
+
+def test_a_distractor_need_bears_on_the_domain_its_bridge_names(personas: list[Persona]) -> None:
+    """Even when the user's references use needs of other domains: no air miles for the morning alarm."""
+    world = World(_material(personas[0]))
+    elsewhere = sorted(
+        {g.need for g in bank() if g.usable(world)} - domain_needs(Domain.RESTAURANTS)
+    )
+    bridged = 0
+    for seed in range(60):
+        update = _shopping_distractor(
+            world, seed, Domain.RESTAURANTS, reference_needs=elsewhere * 3 + ["diet"]
+        )
+        assert update is not None
+        assert update.need in domain_needs(Domain.RESTAURANTS), update.text
+        bridged += bridged_domain(update.text) == Domain.RESTAURANTS
+    assert bridged >= 40
 
 
 def test_time_bounded_distractors_last_as_long_as_references_do(personas: list[Persona]) -> None:

@@ -492,19 +492,25 @@ def _phantom_order(
 ) -> list[Generator]:
     """``options`` in the order a reference of a request in ``phantom`` would take them.
 
-    Needs come in a weighted random order, each as often as the user's own
-    references use it (``reference_needs``, one entry per reference), so the
-    needs of distractors follow those of references: references prefer the
-    specific needs (sight, documents) over the broad ones (schedule), and
-    distractors drawn evenly would give themselves away by their words. With
-    no references yet, needs bearing on ``phantom`` come first, in a random
-    order. Within a need in random order, as for a reference.
+    Only needs bearing on ``phantom`` are taken when the user has any left, as
+    a reference takes only needs bearing on its request: a distractor's bridge
+    then names something its need can get in the way of (an allergy and meals
+    out, not air miles and the morning alarm). Needs come in a weighted random
+    order, each as often as the user's own references use it
+    (``reference_needs``, one entry per reference), so the needs of
+    distractors follow those of references: references prefer the specific
+    needs (sight, documents) over the broad ones (schedule), and distractors
+    drawn evenly would give themselves away by their words. With no
+    references yet, in a random order. Within a need in random order, as for
+    a reference.
     """
     weights = Counter(reference_needs)
     bearing = domain_needs(phantom)
     by_need: dict[str, list[Generator]] = {}
     for generator in options:
         by_need.setdefault(generator.need, []).append(generator)
+    if bearing & by_need.keys():
+        by_need = {need: members for need, members in by_need.items() if need in bearing}
     keys: dict[str, tuple[int, float]] = {}
     for need, members in by_need.items():
         rng.shuffle(members)
@@ -568,11 +574,11 @@ def distractor_update(
     Chosen as a reference of a phantom request would be: a request in one of
     ``bridge_domains`` (the domains the user's references bridge to, see
     :func:`_phantom_domain`), whose wording is one of ``phantom_requests`` of
-    that domain. Its need is drawn as often as the user's references use it
-    (:func:`_phantom_order`), its time limit lies as far ahead as a
-    reference's request, and its bridge clause points at the phantom
-    request's scenes in words that request does not use
-    (:func:`bridge_to_request`), even for a need of another domain. So the
+    that domain. Its need bears on that domain and is drawn as often as the
+    user's references use it (:func:`_phantom_order`), its time limit lies as
+    far ahead as a reference's request, and its bridge clause points at the
+    phantom request's scenes in words that request does not use
+    (:func:`bridge_to_request`). So the
     needs, the grounding and the scenes of distractors follow those of
     references, and a reader cannot tell them apart by wording. It is said in
     a conversation in ``domain`` whether or not the update would typically
