@@ -360,3 +360,49 @@ def shift_person(text: str, person: str = "first", *, they_is_user: bool = False
     out = _agree_coordinated(out)
     out = re.sub(r"\bi\b", "I", out)
     return sentence(out)
+
+
+_SPEAKER_FORMS = (
+    (r"\bI'm\b", "{subj_be}"),
+    (r"\bI've\b", "{subj}'ve"),
+    (r"\bI'd\b", "{subj}'d"),
+    (r"\bI'll\b", "{subj}'ll"),
+    (r"\bI am\b", "{subj} are"),
+    (r"\bI was\b", "{subj} were"),
+    # A capitalised word after "I", or a capitalised "Me"/"My" inside a clause, belongs to a
+    # title ("I Know Why the Caged Bird Sings", "Call Me by Your Name"): left as it is.
+    (r"\bI\b(?!\s+[A-Z])", "{subj}"),
+    (r"(?:^M|\bm)yself\b", "{refl}"),
+    (r"(?:^M|\bm)ine\b", "{pron}"),
+    (r"(?:^M|\bm)y\b", "{poss}"),
+    (r"(?:^M|\bm)e\b", "{obj}"),
+)
+_PERSON_WORDS = {
+    "second": {
+        "subj": "you",
+        "subj_be": "you're",
+        "obj": "you",
+        "poss": "your",
+        "pron": "yours",
+        "refl": "yourself",
+    },
+    "third": {
+        "subj": "they",
+        "subj_be": "they're",
+        "obj": "them",
+        "poss": "their",
+        "pron": "theirs",
+        "refl": "themselves",
+    },
+}
+_FROM_FIRST_PERSON = {
+    person: tuple((re.compile(pattern), form.format(**forms)) for pattern, form in _SPEAKER_FORMS)
+    for person, forms in _PERSON_WORDS.items()
+}
+
+
+def from_first_person(text: str, person: str) -> str:
+    """The speaker's "I", "my", "me" ... in ``text`` said of them in the ``"second"`` or ``"third"`` person."""
+    for pattern, replacement in _FROM_FIRST_PERSON[person]:
+        text = pattern.sub(replacement, text)
+    return text

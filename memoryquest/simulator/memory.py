@@ -55,7 +55,9 @@ from typing import Any
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulates
+from memoryquest.simulator.grammar import from_first_person
 from memoryquest.simulator.needs import classify_need, infer_domains
+from memoryquest.simulator.needs.bank import NUMBER_WORDS
 from memoryquest.simulator.needs.bridges import core_of
 from memoryquest.text import STOPWORDS, content_words, opening_words, split_sentences
 
@@ -273,25 +275,6 @@ _STARTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^I do\b", "Does"),
     )
 )
-_LATER_FIRST_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), replacement)
-    for pattern, replacement in (
-        (r"\bI'm\b", "they're"),
-        (r"\bI've\b", "they've"),
-        (r"\bI'd\b", "they'd"),
-        (r"\bI'll\b", "they'll"),
-        (r"\bI am\b", "they are"),
-        (r"\bI was\b", "they were"),
-        # Capitalised words after "I" or a capitalised "Me"/"My" inside a clause are a title's
-        # ("I Know Why the Caged Bird Sings", "Call Me by Your Name"): left as they are.
-        (r"\bI\b(?!\s+[A-Z])", "they"),
-        (r"(?:^M|\bm)yself\b", "themselves"),
-        (r"(?:^M|\bm)ine\b", "theirs"),
-        (r"(?:^M|\bm)y\b", "their"),
-        (r"(?:^M|\bm)e\b", "them"),
-    )
-)
-
 _EVENT = re.compile(
     r"\b(?:injur\w*|broke (?:my|a|an)|broken|sprain\w*|surgery|operation|diagnos\w*|hospital\w*|sick|illness|"
     r"pregnan\w*|new baby|had a baby|moved|moving|relocat\w*|lost (?:my|a|an|the|our)|laid off|got fired|"
@@ -538,9 +521,7 @@ def _capitalise(text: str) -> str:
 
 
 def _later_first_person(text: str) -> str:
-    for pattern, replacement in _LATER_FIRST_PERSON:
-        text = pattern.sub(replacement, text)
-    return text
+    return from_first_person(text, "third")
 
 
 def third_person(clause: str) -> str:
@@ -698,35 +679,8 @@ def proper_names(text: str) -> list[str]:
 
 
 _DETERMINERS = frozenset(
-    {
-        "a",
-        "an",
-        "the",
-        "my",
-        "his",
-        "her",
-        "their",
-        "our",
-        "your",
-        "some",
-        "any",
-        "no",
-        "another",
-        "this",
-        "these",
-        "those",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "new",
-    }
+    {"a", "an", "the", "my", "his", "her", "their", "our", "your", "some", "any", "no"}
+    | {"another", "this", "these", "those", "new", *NUMBER_WORDS[1:11]}
 )
 """Words that open a noun phrase: the phrase's last word before a break is its head noun."""
 _PHRASE_BREAKS = frozenset(

@@ -33,6 +33,7 @@ from memoryquest.simulator.grammar import (
     WEEKDAYS,
     clean_value,
     fix_articles,
+    from_first_person,
     join_list,
     name_key,
     ordinal,
@@ -1137,26 +1138,9 @@ class Topic:
         return addressed(self.request)
 
 
-_FIRST_TO_SECOND = tuple(
-    (re.compile(pattern), replacement)
-    for pattern, replacement in (
-        (r"\bI'm\b", "you're"),
-        (r"\bI've\b", "you've"),
-        (r"\bI am\b", "you are"),
-        (r"\bI\b(?!\s+[A-Z])", "you"),
-        (r"\bmyself\b", "yourself"),
-        (r"\bmine\b", "yours"),
-        (r"\bmy\b", "your"),
-        (r"\bme\b", "you"),
-    )
-)
-
-
 def addressed(text: str) -> str:
     """``text`` in the user's words, said back to them: "my", "me", "I" become "your", "you"."""
-    for pattern, replacement in _FIRST_TO_SECOND:
-        text = pattern.sub(replacement, text)
-    return text
+    return from_first_person(text, "second")
 
 
 # (domain, pattern on the activity, kind, thing, option templates or () for the domain's)
