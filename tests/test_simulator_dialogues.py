@@ -418,6 +418,15 @@ def test_a_closing_after_a_lead_goes_on_in_lower_case(all_sessions: tuple[Sessio
         ), closing
 
 
+def test_no_word_is_doubled_where_a_favourite_meets_its_template(
+    all_sessions: tuple[Session, ...],
+) -> None:
+    doubled = re.compile(r"\b([a-z][a-z']{2,})\s+\1(?![\w-])")  # "reclining seats seats"
+    for session in all_sessions:
+        for turn in session.turns:
+            assert not doubled.search(turn["content"]), turn["content"]
+
+
 def test_user_turns_are_personal_without_pasting_the_interaction_summary(
     all_sessions: tuple[Session, ...],
 ) -> None:

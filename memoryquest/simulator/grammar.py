@@ -55,8 +55,8 @@ def fix_articles(text: str) -> str:
 
 
 def sentence(text: str) -> str:
-    """Capitalised, single-spaced, ending in punctuation."""
-    text = re.sub(r"\s+", " ", text).strip()
+    """Capitalised, single-spaced, no word said twice by accident, ending in punctuation."""
+    text = undoubled(re.sub(r"\s+", " ", text).strip())
     if not text:
         return text
     text = text[0].upper() + text[1:]
@@ -406,3 +406,12 @@ def from_first_person(text: str, person: str) -> str:
     for pattern, replacement in _FROM_FIRST_PERSON[person]:
         text = pattern.sub(replacement, text)
     return text
+
+
+_DOUBLED_WORD = re.compile(r"\b([a-z][a-z']{2,})\s+\1(?![\w-])")
+
+
+def undoubled(text: str) -> str:
+    """``text`` without a word said twice where two filled pieces meet ("reclining seats seats",
+    "sleeping over over the coming weeks"); names ("Banyana Banyana") and "off off-peak" stay."""
+    return _DOUBLED_WORD.sub(r"\1", text)
