@@ -671,7 +671,8 @@ _ATTRIBUTES: dict[str, AttributeVoice] = {
 # Standing arrangements per attribute (keyed by the attribute's noun): the areas life updates touch.
 _STEADY: dict[str, tuple[str, ...]] = {
     "diet": ("my diet is {v1}, so menus take a bit of checking", "I eat {v1} at home and out"),
-    "budget": ("my budget for going out is {v1} a month", "money for tickets is {v1} at most"),
+    # Values are ranges or words ("under $50", "budget-friendly", "free"), never a monthly sum.
+    "budget": ("I keep tickets and nights out {v1}", "I look for tickets that are {v1}"),
     "airline": ("I collect {v1} miles when I fly", "my frequent-flyer account is with {v1}"),
     "hotels": ("I'm a member of the {v1} rewards programme", "my hotel points are with {v1}"),
     "wake-up time": ("I go to bed early to be up at {v1}", "my sleep is built around a {v1} alarm"),
