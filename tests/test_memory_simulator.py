@@ -247,6 +247,8 @@ def test_topics_are_head_nouns_of_the_statement() -> None:
         "events",
         "exhibitions",
     ]
+    found = entities("I'm stuck with a new flatmate who plays metal music late at night", "Music")
+    assert "flatmate" in found and "plays" not in found
 
 
 def test_entities_of_said_updates_come_from_the_update_not_its_bridge_or_chat() -> None:

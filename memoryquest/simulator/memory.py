@@ -733,11 +733,47 @@ _PHRASE_BREAKS = frozenset(
         "few",
         "lot",
         "bit",
+        # verbs that follow a subject noun: "the flatmate plays", "the knee needs"
+        "needs",
+        "plays",
+        "comes",
+        "goes",
+        "gets",
+        "takes",
+        "makes",
+        "keeps",
+        "leaves",
+        "shifts",
+        "runs",
+        "starts",
+        "ends",
+        "works",
+        "lives",
+        "stays",
+        "feels",
+        "looks",
+        "seems",
+        "says",
+        "wants",
+        "likes",
+        "loves",
+        "hates",
+        "uses",
+        "has",
+        "does",
+        "joins",
+        "hurts",
+        "costs",
+        "settles",
+        "sits",
+        "falls",
+        "breaks",
     }
 )
 """Words that end a noun phrase (or that it never ends on): adverbs, particles, quantifiers."""
 _ABSTRACT_NOUNS = frozenset(
-    {
+    {"minutes", "hours", "seconds"}
+    | {
         "annoyance",
         "strain",
         "case",
