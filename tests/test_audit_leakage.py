@@ -101,10 +101,14 @@ def query(text: str, *reference_texts: str) -> Query:
     )
 
 
-def test_query_recall_counts_references_credited_in_the_top_k() -> None:
-    q = query(
+def vegetarian_dinner() -> Query:
+    return query(
         "Book a vegetarian dinner in Porto", "Keeps a vegetarian diet", "Dislikes loud places"
     )
+
+
+def test_query_recall_counts_references_credited_in_the_top_k() -> None:
+    q = vegetarian_dinner()
     veg, loud = (r.reference_id for r in q.references)
     memory = [
         item(0, "Keeps a vegetarian diet", veg),
@@ -117,9 +121,7 @@ def test_query_recall_counts_references_credited_in_the_top_k() -> None:
 
 
 def test_chance_recall_is_the_mean_over_every_draw_of_k_facts() -> None:
-    q = query(
-        "Book a vegetarian dinner in Porto", "Keeps a vegetarian diet", "Dislikes loud places"
-    )
+    q = vegetarian_dinner()
     veg, loud = (r.reference_id for r in q.references)
     memory = [
         item(0, "Keeps a vegetarian diet", veg),
