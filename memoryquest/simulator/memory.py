@@ -770,7 +770,7 @@ _PHRASE_BREAKS = frozenset(
         "breaks",
     }
 )
-"""Words that end a noun phrase (or that it never ends on): adverbs, particles, quantifiers."""
+"""Words that end a noun phrase (or that it never ends on): adverbs, particles, quantifiers, verbs."""
 _ABSTRACT_NOUNS = frozenset(
     {"minutes", "hours", "seconds"}
     | {
