@@ -170,10 +170,11 @@ def _leakage_checks(result: Leakage, settings: AuditSettings) -> list[AuditCheck
         if result.dense_recall is not None
         else "no query-only provenance rows in the validation table"
     )
-    if result.chance_recall is not None:
-        chance = f"; {result.chance_recall:.3g} by chance ({result.k} facts drawn at random)"
-        exact += chance
-        dense += chance
+    chance = (
+        ""
+        if result.chance_recall is None
+        else f"; {result.chance_recall:.3g} by chance ({result.k} facts drawn at random)"
+    )
     low, high = settings.query_only_recall_min, settings.query_only_recall_max
     shared = (
         f"content words a reference shares with its query: max {result.shared_words_max}; "
@@ -185,14 +186,14 @@ def _leakage_checks(result: Leakage, settings: AuditSettings) -> list[AuditCheck
             value=result.bm25_recall,
             threshold=None,
             passed=True,
-            detail=f"BM25 on the query text, top {result.k} of the memory on the query date, {result.queries} queries{exact}",
+            detail=f"BM25 on the query text, top {result.k} of the memory on the query date, {result.queries} queries{exact}{chance}",
         ),
         AuditCheck(
             name="dense_query_only_recall",
             value=result.dense_recall,
             threshold=None,
             passed=True,
-            detail=dense,
+            detail=dense + chance,
             target=f"{low:g}–{high:g}",
             on_target=None if result.dense_recall is None else low <= result.dense_recall <= high,
         ),

@@ -473,6 +473,27 @@ _NOT_TOPICS = frozenset(
         "mostly",
         "actually",
         "probably",
+        # nouns too general to say what a statement is about
+        "minutes",
+        "hours",
+        "seconds",
+        "annoyance",
+        "strain",
+        "case",
+        "version",
+        "change",
+        "changes",
+        "way",
+        "number",
+        "couple",
+        "amount",
+        "rest",
+        "deal",
+        "point",
+        "reason",
+        "problem",
+        "issue",
+        "idea",
     ]
 )
 
@@ -771,38 +792,6 @@ _PHRASE_BREAKS = frozenset(
     }
 )
 """Words that end a noun phrase (or that it never ends on): adverbs, particles, quantifiers, verbs."""
-_ABSTRACT_NOUNS = frozenset(
-    {"minutes", "hours", "seconds"}
-    | {
-        "annoyance",
-        "strain",
-        "case",
-        "version",
-        "change",
-        "changes",
-        "way",
-        "part",
-        "kind",
-        "sort",
-        "bit",
-        "lot",
-        "number",
-        "couple",
-        "amount",
-        "rest",
-        "time",
-        "times",
-        "thing",
-        "things",
-        "deal",
-        "point",
-        "reason",
-        "problem",
-        "issue",
-        "idea",
-    }
-)
-"""Nouns too general to say what a statement is about."""
 _PHRASE_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
 
 
@@ -827,18 +816,11 @@ def _topics(clause: str) -> list[str]:
                 break
             if phrase and word.endswith(("ly", "ed")):
                 break
-            phrase.append(tokens[index])
+            phrase.append(word)
             index += 1
         if phrase:
             heads.append(phrase[-1])
-    candidates = [
-        w
-        for w in heads
-        if len(w) >= 4
-        and w not in _NOT_TOPICS
-        and w not in _ABSTRACT_NOUNS
-        and not w.endswith("ly")
-    ]
+    candidates = [w for w in heads if len(w) >= 4 and w not in _NOT_TOPICS and not w.endswith("ly")]
     unique = list(dict.fromkeys(candidates))
     return sorted(unique, key=lambda w: (-len(w), unique.index(w)))[:MAX_TOPICS]
 

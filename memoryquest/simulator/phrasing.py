@@ -1136,12 +1136,7 @@ class Topic:
     @property
     def request_to_user(self) -> str:
         """The request as the assistant words it back: "share your current location"."""
-        return addressed(self.request)
-
-
-def addressed(text: str) -> str:
-    """``text`` in the user's words, said back to them: "my", "me", "I" become "your", "you"."""
-    return from_first_person(text, "second")
+        return from_first_person(self.request, "second")
 
 
 # (domain, pattern on the activity, kind, thing, option templates or () for the domain's)
