@@ -20,6 +20,7 @@ from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.dialogues import assistant_turn, split_description
+from memoryquest.simulator.grammar import fix_articles
 from memoryquest.simulator.memory import facts_of_turn, statement
 from memoryquest.simulator.needs import classify_need
 from memoryquest.simulator.persona_grounding import PersonaMaterial, interaction_sentences
@@ -425,6 +426,12 @@ def test_no_word_is_doubled_where_a_favourite_meets_its_template(
     for session in all_sessions:
         for turn in session.turns:
             assert not doubled.search(turn["content"]), turn["content"]
+
+
+def test_articles_follow_the_words_filled_in_after_them(all_sessions: tuple[Session, ...]) -> None:
+    for session in all_sessions:
+        for turn in session.turns:
+            assert fix_articles(turn["content"]) == turn["content"], turn["content"]
 
 
 def test_user_turns_are_personal_without_pasting_the_interaction_summary(

@@ -22,6 +22,7 @@ import pytest
 from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
+from memoryquest.simulator.grammar import fix_articles
 from memoryquest.simulator.needs import TIME_SLOTS, World, bank, classify_need, parse_update
 from memoryquest.simulator.persona_grounding import PersonaMaterial, task_scenarios
 from memoryquest.stages.common import normalise_text, persona_variables
@@ -228,6 +229,11 @@ def test_openers_and_closers_vary() -> None:
     openers = Counter(" ".join(c["query"].split()[:2]) for _, c in all_candidates())
     assert len(openers) >= 10
     assert openers.most_common(1)[0][1] <= 0.2 * sum(openers.values())
+
+
+def test_requests_use_the_article_their_filled_in_words_call_for() -> None:
+    wrong = [c["query"] for _, c in all_candidates() if fix_articles(c["query"]) != c["query"]]
+    assert not wrong, wrong[:3]
 
 
 def test_candidates_are_deterministic_per_seed() -> None:

@@ -44,8 +44,15 @@ def join_list(values: Sequence[str], conjunction: str = "and") -> str:
     return f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
 
 
-_VOWEL_SOUND = re.compile(r"\b([Aa]) (?=(?!one\b|one-|uni|use|usu|eu|ur)[AEIOUaeiou])")
-_CONSONANT_SOUND = re.compile(r"\b([Aa])n (?=(?:one\b|one-|uni|use|usu|eu)|[^AEIOUaeiou\W\d])")
+# Spelling and sound part ways: "a useful", "a European", "an hour", "an urban".
+_VOWEL_LETTER_CONSONANT_SOUND = r"(?i:one\b|one-|uni|use|usu|eu|ur[aeiouy])"
+_SILENT_H = r"(?i:hour|honest|heir|honou)"
+_VOWEL_SOUND = re.compile(
+    rf"\b([Aa]) (?=(?!{_VOWEL_LETTER_CONSONANT_SOUND})[AEIOUaeiou]|{_SILENT_H})"
+)
+_CONSONANT_SOUND = re.compile(
+    rf"\b([Aa])n (?={_VOWEL_LETTER_CONSONANT_SOUND}|(?!{_SILENT_H})[^AEIOUaeiou\W\d])"
+)
 
 
 def fix_articles(text: str) -> str:
@@ -55,8 +62,8 @@ def fix_articles(text: str) -> str:
 
 
 def sentence(text: str) -> str:
-    """Capitalised, single-spaced, no word said twice by accident, ending in punctuation."""
-    text = undoubled(re.sub(r"\s+", " ", text).strip())
+    """Capitalised, single-spaced, no word said twice by accident, the right articles, ending in punctuation."""
+    text = fix_articles(undoubled(re.sub(r"\s+", " ", text).strip()))
     if not text:
         return text
     text = text[0].upper() + text[1:]

@@ -44,6 +44,7 @@ from typing import Any
 
 from memoryquest.contracts import Domain, TaskKind
 from memoryquest.simulator import simulates
+from memoryquest.simulator.grammar import fix_articles
 from memoryquest.simulator.needs import (
     BOUNDED_WINDOW_DAYS,
     NEEDS,
@@ -233,7 +234,7 @@ def _hook(material: PersonaMaterial, scenario: TaskScenario, rng: random.Random)
         for affinity, template in _HOOKS.get(domain, ()):
             value = clean_value(material.value(domain, affinity, rng))
             if value:
-                options.append(template.format(v=value))
+                options.append(fix_articles(template.format(v=value)))
     return rng.choice(options) if options else ""
 
 
