@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from memoryquest.simulator.phrasing import (
     VOLUNTEERED,
     Options,
     parse_topic,
+    title,
     with_lead,
 )
 from memoryquest.simulator.timelines import UPDATE_MARKER, described_updates
@@ -396,6 +398,23 @@ def test_picks_are_likened_only_to_works_and_artists(all_sessions: tuple[Session
     assert likened >= 5 and preferred >= 5
 
 
+def test_works_get_no_opening_times_or_distances(all_sessions: tuple[Session, ...]) -> None:
+    venue_only = re.compile(
+        r"It starts at|The next opening is|minutes from|slot at .* is the quietest"
+    )
+    works = 0
+    for session in all_sessions:
+        if Domain(session.event["domain"]) not in TASTE_DOMAINS:
+            continue
+        for turn in session.turns:
+            if turn["role"] == "assistant":
+                works += 1
+                assert not venue_only.search(turn["content"]), turn[
+                    "content"
+                ]  # "a book starts at 8:50"
+    assert works >= 20
+
+
 def test_an_acknowledgement_before_the_opener_is_a_sentence_of_its_own(
     all_sessions: tuple[Session, ...],
 ) -> None:
@@ -426,6 +445,12 @@ def test_no_word_is_doubled_where_a_favourite_meets_its_template(
     for session in all_sessions:
         for turn in session.turns:
             assert not doubled.search(turn["content"]), turn["content"]
+
+
+def test_invented_titles_spell_their_plurals() -> None:
+    titles = {title(random.Random(seed)) for seed in range(2000)}
+    misspelt = [t for t in titles if re.search(r"(?:xs|sss|[^aeiou]ys)\b", t)]
+    assert not misspelt, misspelt[:5]
 
 
 def test_articles_follow_the_words_filled_in_after_them(all_sessions: tuple[Session, ...]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryquest.simulator.grammar import fix_articles, sentence
+from memoryquest.simulator.grammar import fix_articles, plural, sentence
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,17 @@ def test_words_that_start_with_a_consonant_sound_keep_a(text: str) -> None:
 
 def test_a_composed_sentence_gets_its_articles_fixed() -> None:
     assert sentence("we could try a  urban walk") == "We could try an urban walk."
+
+
+@pytest.mark.parametrize(
+    ("noun", "many"),
+    [
+        ("Fox", "Foxes"),
+        ("Ferry", "Ferries"),
+        ("Compass", "Compasses"),
+        ("Field", "Fields"),
+        ("Day", "Days"),
+    ],
+)
+def test_plural_follows_the_spelling_of_the_noun(noun: str, many: str) -> None:
+    assert plural(noun) == many

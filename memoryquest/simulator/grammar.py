@@ -76,6 +76,15 @@ def lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
+def plural(noun: str) -> str:
+    """'Fox' -> 'Foxes', 'Ferry' -> 'Ferries', 'Compass' -> 'Compasses', 'Field' -> 'Fields'."""
+    if re.search(r"(?:s|x|z|ch|sh)$", noun, re.IGNORECASE):
+        return noun + "es"
+    if re.search(r"[^aeiou]y$", noun, re.IGNORECASE):
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
 def ordinal(day: int) -> str:
     suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
     return f"{day}{suffix}"

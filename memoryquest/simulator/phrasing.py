@@ -37,6 +37,7 @@ from memoryquest.simulator.grammar import (
     join_list,
     name_key,
     ordinal,
+    plural,
     sentence,
     shift_person,
 )
@@ -1809,9 +1810,9 @@ def title(rng: random.Random) -> str:
         rng,
         (
             f"The {a} {n}",
-            f"{n} of {m}s",
+            f"{n} of {plural(m)}",
             f"A {n} for {pick(rng, _FIRST_NAMES)}",
-            f"{a} {n}s",
+            f"{a} {plural(n)}",
             f"The {n} and the {m}",
             f"{pick(rng, _FIRST_NAMES)}'s {n}",
         ),
@@ -1930,6 +1931,17 @@ _COMMERCIAL_DETAILS = (
     "It's {price}, or a bit more with extras.",
     "There are {count} left at that price.",
 )
+_WORK_DETAILS = (
+    "It's about {price}.",
+    "Reviews put it at {rating} out of 5.",
+    "It's rated {rating} by {count}00 people.",
+    "People rate it {rating} on average.",
+    "{name} from the reviews called it the best of the bunch.",
+    "It's been on a few best-of lists since {month}.",
+    "It got a lot of attention back in {month}.",
+    "The price is around {price}.",
+)
+"""Details of a work (a book, an album, a film, a game): no opening times or distances."""
 _DETAILS: dict[str, tuple[str, ...]] = {
     "booking": _COMMERCIAL_DETAILS,
     "recommend": _COMMERCIAL_DETAILS,
@@ -2591,7 +2603,10 @@ def reason(topic: Topic, options: Options, rng: random.Random) -> str:
 
 
 def detail(topic: Topic, options: Options, rng: random.Random) -> str:
-    return sentence(fill_slots(pick(rng, _DETAILS[topic.kind]), options, rng))
+    details = _DETAILS[topic.kind]
+    if details is _COMMERCIAL_DETAILS and topic.domain in TASTE_DOMAINS:
+        details = _WORK_DETAILS
+    return sentence(fill_slots(pick(rng, details), options, rng))
 
 
 def topic_question(topic: Topic, options: Options, rng: random.Random) -> str:
