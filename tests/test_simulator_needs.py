@@ -30,6 +30,7 @@ from memoryquest.simulator.needs import (
     request_needs,
     say_update,
 )
+from memoryquest.simulator.needs.bank import TIME_SLOTS, occurrence_on
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.relevance import stated_end
 from memoryquest.stages.common import contains_verbatim, normalise_text
@@ -271,6 +272,33 @@ def test_distractors_come_from_the_same_bank_and_avoid_what_they_must(
         )
         is None
     )
+
+
+def test_every_mention_of_a_distractor_spell_names_the_same_last_day_and_details(
+    personas: list[Persona],
+) -> None:
+    """A voucher said to expire on September 7 in one chat does not expire on November 4 in the next."""
+    world = world_of(personas[3])
+    spells: dict[tuple[str, int], set[tuple[object, ...]]] = {}
+    for day in range(240):
+        date = SAID_ON + dt.timedelta(days=day)
+        update = distractor_update(world, Domain.SHOPPING, date, random.Random(day), set(), set())
+        assert update is not None
+        generator = next(g for g in bank() if g.group == update.group)
+        if update.valid_until is None or "until" not in dict(update.slots):
+            continue  # a duration ("for the next six weeks") is said from the day it is said
+        # the last day said is the last day of one of the persona's spells of the situation
+        spell = occurrence_on(world, generator, update.valid_until)
+        assert spell.ends == update.valid_until
+        details = tuple(sorted((k, v) for k, v in update.slots if k not in TIME_SLOTS))
+        spells.setdefault((update.group, spell.index), set()).add(details)
+    assert len(spells) >= 10
+    assert sum(len(seen) for seen in spells.values()) == len(spells), spells
+    # a later spell is a new occurrence, with details of its own
+    by_group: dict[str, set[tuple[object, ...]]] = {}
+    for (group, _), seen in spells.items():
+        by_group.setdefault(group, set()).update(seen)
+    assert any(len(details) > 1 for details in by_group.values())
 
 
 def _wordings(template: str) -> list[str]:

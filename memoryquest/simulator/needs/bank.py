@@ -12,7 +12,10 @@ Content choices (which core, which allergen, which weekday) are seeded by the
 persona and the generator's group, not by the call: whichever call or stage
 asks, one user has one allergy, one pet and one commute, so two statements
 about the same user never contradict each other. Only the wording of time
-limits follows the caller's generator.
+limits follows the caller's generator. A distractor, which a user may mention
+in many conversations, is one :class:`Occurrence` of its situation: every
+mention of it names the same last day, and a later occurrence (the next
+visit, a new voucher) has details of its own.
 
 The stored text can always be read back (:func:`parse_update`): each generator
 compiles to one regular expression over all its part combinations, so the
@@ -49,6 +52,9 @@ BOUNDED_WINDOW_DAYS = 45
 """A time-bounded reference is dated at most this many days before its request."""
 PROFILE_FIRST = 0.7
 """Share of personas for whom a generator's wordings that read their own affinities come first."""
+
+OCCURRENCE_EPOCH = dt.date(2000, 1, 3)
+"""Day zero of the occurrences of time-bounded situations (any fixed day does)."""
 
 TIME_SLOTS = frozenset({"until", "span", "month"})
 """Slots filled from the dates: a last day ("May 20", "the 20th"), a duration ("six weeks"), a month's end."""
@@ -204,10 +210,16 @@ def _time_slots(
     not_before: dt.date,
     span_days: tuple[int, int],
     rng: random.Random,
+    ends: dt.date | None = None,
 ) -> tuple[dict[str, str], dt.date] | None:
-    """Fill the time slots so the update still holds on ``not_before`` (and lasts a week at least)."""
+    """Fill the time slots so the update still holds on ``not_before`` (and lasts a week at least).
+
+    With ``ends`` the last day is given (None when it comes too soon); else it is drawn.
+    """
     earliest = max(not_before, date + dt.timedelta(days=7))
-    target = earliest + dt.timedelta(days=rng.randint(*span_days))
+    if ends is not None and ends < earliest:
+        return None
+    target = ends or earliest + dt.timedelta(days=rng.randint(*span_days))
     if "span" in names:
         days = (target - date).days + 1
         if days <= 12 * 7:
@@ -225,6 +237,35 @@ def _time_slots(
     return {"until": f"{MONTHS[target.month - 1]} {target.day}"}, target
 
 
+def time_bounded(generator: Generator) -> bool:
+    """Does every update of ``generator`` expire (a time limit, or a date in every core)?"""
+    return bool(generator.limits) or all(TIME_SLOTS & set(core.slots()) for core in generator.cores)
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One spell of a time-bounded situation in a persona's life: its number and its last day."""
+
+    index: int
+    ends: dt.date
+
+
+def occurrence_on(world: World, generator: Generator, date: dt.date) -> Occurrence:
+    """The spell of ``generator``'s situation under way on ``date`` for this persona.
+
+    Spells follow one another, each a week longer than the generator's
+    ``span_days`` allow an update to run past its first possible day, so the
+    one under way on a day is fixed by the persona and the group alone: two
+    mentions of the same spell name the same last day.
+    """
+    seeded = world.rng("occurrences", generator.group)
+    length = seeded.randint(7 + generator.span_days[0], 7 + generator.span_days[1])
+    offset = seeded.randrange(length)
+    index = ((date - OCCURRENCE_EPOCH).days - offset) // length
+    ends = OCCURRENCE_EPOCH + dt.timedelta(days=offset + (index + 1) * length - 1)
+    return Occurrence(index, ends)
+
+
 def fill(
     generator: Generator,
     world: World,
@@ -233,16 +274,23 @@ def fill(
     rng: random.Random,
     *,
     with_detail: bool | None = None,
+    occurrence: Occurrence | None = None,
 ) -> LifeUpdate | None:
     """The generator made concrete for this persona, said on ``date`` and still true on ``not_before``.
 
     ``rng`` only words the time limit; everything else is seeded by the
     persona and the group. ``with_detail`` forces or suppresses the optional
-    detail part (None: the persona's seeded choice).
+    detail part (None: the persona's seeded choice). With an ``occurrence``
+    the update ends on its last day (None when that comes before
+    ``not_before``), and a :func:`time_bounded` generator's details are
+    those of that spell.
     """
     if not generator.usable(world):
         return None
-    content = world.rng("group", generator.group)
+    spell: tuple[object, ...] = ()
+    if occurrence is not None and time_bounded(generator):
+        spell = ("occurrence", occurrence.index)
+    content = world.rng("group", generator.group, *spell)
     cores = [c for c in generator.cores if c.when is None or c.when(world)]
     content.shuffle(cores)
     if content.random() < PROFILE_FIRST:  # mostly a wording that uses the persona's own affinities
@@ -275,7 +323,7 @@ def fill(
             slot_rng = (
                 world.rng("slot", name)
                 if source.shared
-                else world.rng("group", generator.group, name)
+                else world.rng("group", generator.group, name, *spell)
             )
             value = source.fill(world, slot_rng)
             if not value:
@@ -287,12 +335,19 @@ def fill(
         valid_until: dt.date | None = None
         time_names = {n for n in names if n in TIME_SLOTS}
         if time_names:
-            timed = _time_slots(time_names, date, not_before, generator.span_days, rng)
+            timed = _time_slots(
+                time_names,
+                date,
+                not_before,
+                generator.span_days,
+                rng,
+                occurrence.ends if occurrence is not None else None,
+            )
             if timed is None:
                 continue
             extra_slots, valid_until = timed
             slots.update(extra_slots)
-        wording = world.rng("wording", generator.group)
+        wording = world.rng("wording", generator.group, *spell)
         text = fix_articles(
             join_parts(_choose_wording(part.text, wording).format(**slots) for part in chosen)
         )
@@ -599,7 +654,15 @@ def distractor_update(
         horizon = date + dt.timedelta(
             days=rng.randint(REFERENCE_LEAD_DAYS_MIN, BOUNDED_WINDOW_DAYS)
         )
-        update = fill(generator, world, date, horizon, rng)
+        # The spell still under way on that day: one of this persona's, whenever it is mentioned.
+        update = fill(
+            generator,
+            world,
+            date,
+            horizon,
+            rng,
+            occurrence=occurrence_on(world, generator, horizon),
+        )
         if update is not None and normalise_text(update.text) not in avoid:
             requests = (phantom_requests or {}).get(phantom, ())
             request = rng.choice(requests) if requests else ""
