@@ -30,6 +30,8 @@ from memoryquest.simulator.phrasing import (
     TASTE_DOMAINS,
     VOLUNTEERED,
     Options,
+    Setting,
+    Voice,
     parse_topic,
     title,
     with_lead,
@@ -451,6 +453,31 @@ def test_invented_titles_spell_their_plurals() -> None:
     titles = {title(random.Random(seed)) for seed in range(2000)}
     misspelt = [t for t in titles if re.search(r"(?:xs|sss|[^aeiou]ys)\b", t)]
     assert not misspelt, misspelt[:5]
+
+
+def test_favourites_no_generic_frame_fits_are_said_in_their_own_words() -> None:
+    """No "I've stuck with WiFi since December", no "I got into classmates after a friend recommended it"."""
+    generic = re.compile(
+        r"stuck with|go-to is still|whenever I can|after a friend recommended it|"
+        r"a while ago and I'm still on it|for me\b|a favorite of mine for years"
+    )
+    said = 0
+    for persona in load_users(*(f"user{i}" for i in range(30))):
+        for affinity in persona.affinities:
+            voice = Voice([affinity], persona.demographics, affinity.domain, Setting())
+            if not voice.attributes or voice.attributes[0][0].noun not in {
+                "amenities",
+                "contacts",
+                "destinations",
+                "cuisines",
+            }:
+                continue
+            rng = random.Random(0)
+            for _ in range(40):
+                remark = voice.preference(rng)
+                said += 1
+                assert not generic.search(remark), remark
+    assert said >= 200
 
 
 def test_articles_follow_the_words_filled_in_after_them(all_sessions: tuple[Session, ...]) -> None:

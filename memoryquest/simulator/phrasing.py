@@ -747,6 +747,11 @@ _PREFERENCE_FRAMES = (
     "since {month} it's been {v1} for me",
     "{v1} has been a favorite of mine for years",
 )
+_NO_GENERIC_FRAMES = frozenset(
+    {"amenities", "extras", "contacts", "destinations", "sectors", "categories", "cuisines"}
+)
+"""Favourites (by noun) no generic frame fits: "I've stuck with WiFi since December",
+"I got into classmates after a friend recommended it"."""
 _PLURAL_FRAMES = (
     "I'm into {v1} and {v2}",
     "my favorites are still {v1} and {v2}",
@@ -861,7 +866,7 @@ class Voice:
             body = (
                 pick(rng, _PLURAL_FRAMES).replace("{v1}", shuffled[0]).replace("{v2}", shuffled[1])
             )
-        elif voice.plural and roll < 0.45:
+        elif voice.plural and voice.noun not in _NO_GENERIC_FRAMES and roll < 0.45:
             body = (
                 pick(rng, _PREFERENCE_FRAMES)
                 .replace("{noun}", voice.noun)
