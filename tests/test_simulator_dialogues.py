@@ -24,7 +24,11 @@ from memoryquest.simulator.dialogues import assistant_turn, split_description
 from memoryquest.simulator.grammar import fix_articles
 from memoryquest.simulator.memory import facts_of_turn, statement
 from memoryquest.simulator.needs import classify_need
-from memoryquest.simulator.persona_grounding import PersonaMaterial, interaction_sentences
+from memoryquest.simulator.persona_grounding import (
+    PersonaMaterial,
+    interaction_sentences,
+    task_scenarios,
+)
 from memoryquest.simulator.phrasing import (
     ANSWERS,
     TASTE_DOMAINS,
@@ -478,6 +482,27 @@ def test_favourites_no_generic_frame_fits_are_said_in_their_own_words() -> None:
                 said += 1
                 assert not generic.search(remark), remark
     assert said >= 200
+
+
+def test_requests_read_from_task_descriptions_are_whole_and_agree() -> None:
+    """'research and comparing ... specific companies I are' was read from 'researching and comparing ... they are ...'."""
+    activity = (
+        "The user is interested in researching and comparing the performance of specific "
+        "companies they are considering investing in."
+    )
+    assert parse_topic(activity, Domain.FINANCE).request == (
+        "research and compare the performance of specific companies"
+    )
+    broken = re.compile(
+        r"\b(?:I|you) (?:are|were)\b|\b(?:I|you|I am|you are)$|^\w+ing\b|^\w+ and \w+ing\b"
+    )
+    requests = [
+        parse_topic(scenario.activity, scenario.domains[0]).request
+        for persona in load_users(*(f"user{i}" for i in range(30)))
+        for scenario in task_scenarios(persona.tasks)
+    ]
+    assert len(requests) >= 300
+    assert not [r for r in requests if broken.search(r)]
 
 
 def test_articles_follow_the_words_filled_in_after_them(all_sessions: tuple[Session, ...]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryquest.simulator.grammar import fix_articles, plural, sentence
+from memoryquest.simulator.grammar import fix_articles, plural, sentence, shift_person
 
 
 @pytest.mark.parametrize(
@@ -55,3 +55,17 @@ def test_a_composed_sentence_gets_its_articles_fixed() -> None:
 )
 def test_plural_follows_the_spelling_of_the_noun(noun: str, many: str) -> None:
     assert plural(noun) == many
+
+
+@pytest.mark.parametrize(
+    ("person", "said"),
+    [
+        ("first", "I say I was late and I am tired."),
+        ("second", "You say you were late and you are tired."),
+    ],
+)
+def test_they_said_of_the_user_takes_the_verb_of_the_new_person(person: str, said: str) -> None:
+    assert (
+        shift_person("The user says they were late and they are tired", person, they_is_user=True)
+        == said
+    )

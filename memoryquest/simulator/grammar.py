@@ -233,9 +233,9 @@ def _agree(text: str, subject: str, be: str, was: str) -> str:
     def fix(match: re.Match[str]) -> str:
         lead, adverbs, verb = match.group(1), match.group(2) or "", match.group(3)
         lower = verb.lower()
-        if lower == "is":
+        if lower in ("is", "are"):  # "they are" said of the user becomes "I are" before this
             new = be
-        elif lower == "was":
+        elif lower in ("was", "were"):
             new = was
         else:
             new = base_form(verb)

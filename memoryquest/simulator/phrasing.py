@@ -1446,6 +1446,8 @@ def _trim(text: str) -> str:
     cut = _VERB_CUT.search(text)
     if cut and cut.start() > 12:
         text = text[: cut.start()]
+        # what a cut leaves of a relative clause: "companies I am (considering ...)"
+        text = re.sub(r"\s+(?:that |which |who )?(?:I|you)(?: am| are|'m|'re)?\s*$", "", text)
     return text.strip(" ,.")
 
 
@@ -1480,7 +1482,13 @@ def parse_topic(activity: str, domain: Domain) -> Topic:
                 elif verb:
                     request = f"{verb} {body}"
                 else:
-                    request = re.sub(r"^(\w+?)ing\b", lambda m: _base(m.group(1)), body)
+                    request = re.sub(
+                        r"^(\w+?)ing\b(?: and (\w+?)ing\b)?",
+                        lambda m: (
+                            _base(m.group(1)) + (f" and {_base(m.group(2))}" if m.group(2) else "")
+                        ),
+                        body,
+                    )
                 break
     request = _trim(re.sub(r"\s+and (?:need|want)s? .*$", "", request)) if request else ""
     if not request:
