@@ -1,9 +1,10 @@
 """The published explorer in a real headless Chromium, opened from disk (file://).
 
-The browser is Debian's ``chromium`` driven through Playwright's Python API
-with ``executable_path`` (Playwright's own browser download is not used). When
-it is missing these tests fail: CI installs it (``.ci/run``); locally run
-``apt-get install chromium``.
+The browser is driven through Playwright's Python API with ``executable_path``:
+``MEMORYQUEST_CHROMIUM``, else a system Chromium (Debian's ``chromium``), else
+Playwright's own download. ``make test`` provides one
+(``scripts/ensure-browser.sh``); when none is there these tests fail and say
+what to install.
 
 Screenshots and load timings are kept under ``output/test-artifacts/``
 (override with ``MEMORYQUEST_TEST_ARTIFACTS``).
@@ -45,17 +46,25 @@ ARTIFACTS = Path(
 VIEWPORT = {"width": 1500, "height": 950}
 
 
-def chromium_path() -> str:
+def chromium_path(playwright_chromium: str) -> str:
+    """The browser to launch; ``playwright_chromium`` is where Playwright's own download would be.
+
+    Same order as ``scripts/ensure-browser.sh`` looks.
+    """
     found = (
         os.environ.get("MEMORYQUEST_CHROMIUM")
         or shutil.which("chromium")
         or shutil.which("chromium-browser")
     )
-    if found is None and Path("/usr/bin/chromium").is_file():
-        found = "/usr/bin/chromium"
+    if found is None:
+        found = next(
+            (p for p in ("/usr/bin/chromium", playwright_chromium) if Path(p).is_file()), None
+        )
     if found is None:
         pytest.fail(
-            "Chromium is not installed: `apt-get install -y chromium` (Debian), or set MEMORYQUEST_CHROMIUM"
+            "Chromium is not installed: `make test` installs it, or `apt-get install -y chromium`"
+            " (Debian), or `.venv/bin/python -m playwright install chromium`,"
+            " or set MEMORYQUEST_CHROMIUM"
         )
     return found
 
@@ -74,7 +83,8 @@ def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactor
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
-            executable_path=chromium_path(), args=["--no-sandbox"]
+            executable_path=chromium_path(playwright.chromium.executable_path),
+            args=["--no-sandbox"],
         )
         try:
             yield launched
