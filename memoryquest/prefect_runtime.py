@@ -59,6 +59,10 @@ os.execv(sys.executable, [sys.executable, "-m", "uvicorn", *sys.argv[2:]])
 PORT_IN_USE = 3  # uvicorn's exit code when it cannot bind
 
 
+class PrefectServerError(RuntimeError):
+    """The temporary Prefect server did not come up (the message names its log file)."""
+
+
 def apply_defaults() -> None:
     """Set the project's Prefect defaults in the environment, keeping anything already set."""
     for name, value in PREFECT_DEFAULTS.items():
@@ -151,7 +155,7 @@ class TemporaryPrefectServer:
                     self.process = self._spawn()
                     continue
                 if code is not None:
-                    raise RuntimeError(
+                    raise PrefectServerError(
                         f"the temporary Prefect server exited with code {code} while starting; see {self.log_path}"
                     )
                 try:
@@ -161,7 +165,7 @@ class TemporaryPrefectServer:
                     pass
                 if time.monotonic() > self._deadline:
                     self.stop()
-                    raise RuntimeError(
+                    raise PrefectServerError(
                         f"the temporary Prefect server did not answer within {self.startup_seconds:g} s "
                         f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); see {self.log_path}"
                     )

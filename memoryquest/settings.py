@@ -274,6 +274,17 @@ class Backend(StrEnum):
     AZURE = "azure"
 
 
+class ServerKind(StrEnum):
+    """What serves the OpenAI-compatible API; decides which request fields it is sent (memoryquest.llm.servers)."""
+
+    AUTO = "auto"  # from the base URL, then from what the server's /models answers
+    OPENAI = "openai"
+    AZURE = "azure"
+    VLLM = "vllm"
+    OLLAMA = "ollama"
+    LLAMACPP = "llamacpp"  # llama.cpp's server or llama-cpp-python's
+
+
 class EmbedderKind(StrEnum):
     AUTO = "auto"  # the endpoint's embeddings for openai/azure, else local
     LOCAL = "local"
@@ -288,10 +299,40 @@ class EndpointSettings(Section):
     azure_endpoint: str | None = None
     azure_api_version: str = "2024-10-21"
     chat_model: str = "gpt-4o"
+    server: ServerKind = Field(
+        ServerKind.AUTO,
+        description="The kind of server behind base_url: decides the request fields sent "
+        "(structured-output style, seed, prompt_cache_key, max_tokens name), where embeddings "
+        "come from and how the context window is read.",
+    )
+    context_window: int | None = Field(
+        None,
+        ge=256,
+        description="The chat model's context window in tokens; default: read from the server "
+        "(llama.cpp /props, vLLM /v1/models, Ollama /api/show) or known for OpenAI models. "
+        "Every request's prompt plus its output allowance must fit it.",
+    )
     embedder: EmbedderKind = EmbedderKind.AUTO
     embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = Field(
+        None,
+        description="An embeddings server other than base_url. A non-OpenAI chat server uses the "
+        "local embedder unless this or embedding_model is set.",
+    )
     local_embedding_model: str = "all-MiniLM-L6-v2-onnx-int8"
-    timeout_seconds: float = Field(60.0, gt=0)
+    timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Time for the server to start answering. Each request gets this plus the time "
+        "its prompt and output allowance take at the throughput measured on this server "
+        "(tokens_per_second until a request has been measured).",
+    )
+    tokens_per_second: float = Field(
+        10.0,
+        gt=0,
+        description="Output tokens per second assumed before the server's own speed is measured; "
+        "sizes the first requests' timeouts.",
+    )
     max_retries: int = Field(6, ge=0)
     strict_schema: bool = Field(
         True, description="Ask for strict JSON-schema output where the server supports it."

@@ -95,6 +95,7 @@ def make_settings(server: FakeOpenAIServer, output: Path, **sections: Any) -> Se
         "chat_model": MODEL,
         "timeout_seconds": 3.0,  # a loaded machine answers late; the timeout fault waits 10 s
         "max_retries": 5,
+        "embedder": "openai",  # the endpoint's embeddings (a non-OpenAI server's default is local)
     }
     limits = {
         "requests_per_minute": 60_000,

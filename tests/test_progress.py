@@ -40,31 +40,36 @@ DONE = re.compile(r"persona (\S+) done \((\d+)/(\d+)\)")
 @pytest.fixture(scope="module")
 def runs(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """Three personas generated, then the same command again (every stage from Prefect's cache)."""
+) -> tuple[Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str], list[str]]:
+    """Three personas generated, then the same command again (every stage from Prefect's cache);
+    also what each run added to the run's log file."""
     home = tmp_path_factory.mktemp("prefect-home")
     output = tmp_path_factory.mktemp("progress") / "run"
+    log = output / "logs" / "run.log"
     options = ("--count", "3", "--progress-seconds", "1")
     first = generate(home, output, *options)
     assert first.returncode == 0, first.stderr[-3000:]
+    first_log = log.read_text(encoding="utf-8")
     again = generate(home, output, *options)
     assert again.returncode == 0, again.stderr[-3000:]
-    return output, first, again
+    return output, first, again, [first_log, log.read_text(encoding="utf-8")[len(first_log) :]]
 
 
 def test_each_persona_is_done_once_with_its_own_count(runs) -> None:
     """Personas that finish together each get their own count: a cached re-run finishes all three
-    within milliseconds, which used to print "done (3/3)" three times."""
-    _, first, again = runs
-    for run in (first, again):
-        done = DONE.findall(run.stderr)
+    within milliseconds, which used to print "done (3/3)" three times. The flow's log is in the
+    run's log file; stderr stays empty (``--verbose`` shows it there)."""
+    _, first, again, logs = runs
+    for run, log in zip((first, again), logs, strict=True):
+        assert run.stderr == ""
+        done = DONE.findall(log)
         assert sorted(int(k) for _, k, _ in done) == [1, 2, 3], done
         assert len({user for user, _, _ in done}) == 3
         assert {total for _, _, total in done} == {"3"}
 
 
 def test_plain_lines_when_stdout_is_not_a_terminal(runs) -> None:
-    _, first, _ = runs
+    _, first, _, _ = runs
     lines = [line for line in first.stdout.splitlines() if line.startswith("generate ")]
     assert len(lines) >= 2, (
         first.stdout
@@ -78,7 +83,7 @@ def test_plain_lines_when_stdout_is_not_a_terminal(runs) -> None:
 
 
 def test_summary_agrees_with_the_dataset(runs) -> None:
-    output, first, again = runs
+    output, first, again, _ = runs
     dataset = GeneratedDataset.load(output / "dataset")
     summary = json.loads((output / "run_report.json").read_text())["summary"]
     assert summary["personas_done"] == 3 and summary["personas_skipped"] == 0

@@ -469,8 +469,10 @@ def test_the_publish_command_refuses_a_failed_audit_in_one_line(
 ) -> None:
     source = dataset.save(tmp_path / "dataset")
     assert main(["publish", str(source), "--output", str(tmp_path / "out")]) == 1
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "error: refusing to publish: the validity audit failed"
-    )
+        "memoryquest: error: refusing to publish: the validity audit failed"
+    ), captured.err
     assert not (tmp_path / "out").exists()

@@ -9,8 +9,12 @@ created only once everything before it passed. Only then does a Prefect
 server start (:func:`memoryquest.prefect_runtime.local_prefect_api`).
 
 While it runs, progress is live on a terminal and a plain line every few
-seconds otherwise (:mod:`memoryquest.progress`). At the end it prints the
-run's summary; a run that kept no query exits 1 after it, in one line.
+seconds otherwise (:mod:`memoryquest.progress`); the log (Prefect's flow and
+task run logs, tracebacks included) goes to ``OUTPUT/logs/run.log``, and to
+stderr only with ``--verbose`` (:mod:`memoryquest.cli.run_log`). At the end it
+prints the run's summary; a run that kept no query exits 1 after it, in one
+line. A run that fails (an endpoint that kept failing, a key refused
+mid-run) ends in one line on stderr naming the log file.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from memoryquest.cli.inputs import add_output_option, add_users_option, prepare_output_dir
 from memoryquest.cli.main import FAILURE, add_common_options, settings_from_args
+from memoryquest.cli.run_log import LOG_DIR, RUN_LOG, add_verbose_option, command_log
 
 if TYPE_CHECKING:
     from memoryquest.settings import Settings
@@ -68,6 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="USD",
         help="show spending against this estimate (what `memoryquest estimate` printed)",
     )
+    add_verbose_option(parser)
     parser.set_defaults(func=_generate)
 
 
@@ -179,6 +185,7 @@ def _generate(args: argparse.Namespace) -> int:
     # The run lock is re-entrant: the flow takes it again.
     with (
         RunLock.acquire(output_dir, command=command),
+        command_log(args, output_dir / LOG_DIR / RUN_LOG, prefect_flows=True),
         local_prefect_api(meanwhile=lambda: _warm_up(settings, publish=not args.no_publish)),
     ):
         from memoryquest.orchestration import RUN_REPORT, generate_benchmark

@@ -10,7 +10,13 @@ below is all it needs.
 A mistake of the user's — a bad setting or config file, a missing input, an
 output directory that cannot be written, a busy output directory, a refused
 API key — is one line on stderr naming the file or setting, exit code 2,
-no traceback. Every line printed here passes through the secret redactor.
+no traceback. A failure that is not the user's — an endpoint that kept
+failing (the line names its URL, the last HTTP status and the attempts), a
+Prefect server that would not start, a full disk — is one line too, exit
+code 1. A command that keeps a log (``generate``, ``pgr run``, ``publish``:
+:mod:`memoryquest.cli.run_log`) names it at the end of the line: the
+traceback is there (and on the terminal too with ``--verbose``). Every line
+printed here passes through the secret redactor.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ if TYPE_CHECKING:
 
 USER_ERROR = 2  # exit code for anything the user can fix
 FAILURE = 1  # the run failed for another reason (an endpoint that kept failing, a full disk)
+SETTINGS_ATTRIBUTE = "effective_settings"  # settings_from_args notes them on the parsed arguments
 
 
 class Command(NamedTuple):
@@ -96,7 +103,22 @@ def settings_from_args(args: argparse.Namespace, **named: object) -> Settings:
     settings = load_settings(args.config, overrides)
     if settings.endpoint.api_key is not None:
         register_secret(settings.endpoint.api_key.get_secret_value())
+    setattr(args, SETTINGS_ATTRIBUTE, settings)  # for the error line: the endpoint's URL
     return settings
+
+
+def endpoint_of(settings: Settings) -> str | None:
+    """The URL the chat requests of ``settings`` go to (None for the offline simulator)."""
+    from memoryquest.llm.openai_backend import OPENAI_DEFAULT_URL
+    from memoryquest.settings import Backend
+
+    endpoint = settings.endpoint
+    backend = endpoint.resolved_backend()
+    if backend is Backend.SIMULATED:
+        return None
+    if backend is Backend.AZURE:
+        return endpoint.azure_endpoint
+    return endpoint.base_url or OPENAI_DEFAULT_URL
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
@@ -129,18 +151,49 @@ def one_line(text: str) -> str:
     return " ".join(redact_text(text).split())
 
 
-def _error_line(exc: BaseException) -> tuple[str, int]:
-    """The message and exit code for an exception that ends a command, or ("", 0) for a bug."""
+def _outage_line(exc: BaseException, settings: Settings | None) -> str:
+    """An endpoint that kept failing, in one line naming its URL, the last HTTP status and the attempts.
+
+    The client's message names the attempts (``gave up after N attempts``,
+    ``N consecutive requests``) and the last error (``HTTP 503: ...``); the
+    URL is put first when the message does not say it already.
+    """
+    from memoryquest.llm.errors import LLMTransportError
+    from memoryquest.redaction import redact_url
+
+    message = str(exc)
+    if isinstance(exc, LLMTransportError) and f"{exc.attempts} attempt" not in message:
+        message += f" ({exc.attempts} attempt{'s' if exc.attempts != 1 else ''})"
+    endpoint = endpoint_of(settings) if settings is not None else None
+    if endpoint and endpoint not in message and redact_url(endpoint) not in message:
+        message = f"{endpoint}: {message}"
+    return message
+
+
+def _error_line(exc: BaseException, settings: Settings | None = None) -> tuple[str, int]:
+    """The message and exit code for an exception that ends a command, or ("", 0) for a bug.
+
+    ``settings``: the command's, for the URL of an endpoint that kept failing.
+    """
     from pydantic import ValidationError
 
-    from memoryquest.llm.errors import LLMConfigurationError, LLMError
+    from memoryquest.llm.errors import (
+        CircuitOpenError,
+        LLMConfigurationError,
+        LLMError,
+        LLMTransportError,
+    )
+    from memoryquest.pgr.runner import PGRError
+    from memoryquest.prefect_runtime import PrefectServerError
     from memoryquest.run_lock import RunLockedError
 
     if isinstance(exc, ValidationError):
         return describe_validation_error(exc), USER_ERROR
     if isinstance(exc, RunLockedError | LLMConfigurationError):
         return str(exc), USER_ERROR
-    if isinstance(exc, LLMError):
+    if isinstance(exc, LLMTransportError | CircuitOpenError):
+        return _outage_line(exc, settings), FAILURE
+    if isinstance(exc, LLMError | PGRError | PrefectServerError):
         return str(exc), FAILURE
     if isinstance(exc, ValueError):
         return str(exc), USER_ERROR
@@ -211,9 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("memoryquest: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        message, code = _error_line(exc)
+        from memoryquest.cli.run_log import ATTRIBUTE
+
+        message, code = _error_line(exc, getattr(args, SETTINGS_ATTRIBUTE, None))
         if not code:
             raise  # a bug: the traceback is what a maintainer needs
+        log = getattr(args, ATTRIBUTE, None)  # where the traceback is, if the command had a log
+        if log is not None and log.written:
+            message += f" (log: {log.path})"
         print(f"memoryquest: error: {one_line(message)}", file=sys.stderr)
         return code
 

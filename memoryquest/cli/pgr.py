@@ -6,7 +6,9 @@ given exactly its budget, with bootstrap intervals — the comparison to read.
 
 While it runs, progress is shown per query (:mod:`memoryquest.progress`): each
 query is validated on its own, all of them concurrently over one shared
-snapshot cache, so the results come in the order they always did.
+snapshot cache, so the results come in the order they always did. Its log goes
+to the ``logs`` directory of the run that wrote the dataset (``pgr.log``), and
+to stderr only with ``--verbose`` (:mod:`memoryquest.cli.run_log`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from memoryquest.cli.inputs import (
     load_generated,
 )
 from memoryquest.cli.main import add_common_options, settings_from_args
+from memoryquest.cli.run_log import add_verbose_option, command_log, log_dir_of_dataset
 from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMethod, ValidationResult
 from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
@@ -205,6 +208,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--answers", action="store_true", default=None, help="also generate answers (PAG)"
     )
     add_progress_options(run)
+    add_verbose_option(run)
     run.set_defaults(func=_run)
 
 
@@ -218,10 +222,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_target(args.output, directory=False)
     check_progress_options(args)
-    inputs = load_for_pgr(dataset_dir(args))
+    dataset = dataset_dir(args)
+    inputs = load_for_pgr(dataset)
     queries = select_users(inputs, PersonaSelection.parse(users=args.users).user_ids)
     display = Display(ProgressMode(args.progress), args.progress_seconds)
-    results = asyncio.run(_validate(queries, inputs.facts, settings, display))
+    with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
+        results = asyncio.run(_validate(queries, inputs.facts, settings, display))
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
@@ -240,6 +246,7 @@ class Display:
 
 
 PGR_STAGE = "pgr"  # the one bar of `pgr run`: queries validated
+PGR_LOG = "pgr.log"  # in the logs directory of the run that wrote the dataset
 
 
 async def _validate(

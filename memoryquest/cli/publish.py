@@ -1,8 +1,15 @@
-"""``memoryquest publish DATASET_DIR --output DEST``: Parquet splits, JSONL mirror, card, manifest."""
+"""``memoryquest publish DATASET_DIR --output DEST``: Parquet splits, JSONL mirror, card, manifest.
+
+Its log goes to the ``logs`` directory of the run that wrote the dataset
+(``publish.log``), and to stderr only with ``--verbose``
+(:mod:`memoryquest.cli.run_log`); a refusal (a failed audit) is one line on
+stderr, exit code 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from memoryquest.cli.inputs import (
     add_dataset_argument,
@@ -11,7 +18,10 @@ from memoryquest.cli.inputs import (
     dataset_dir,
     load_generated,
 )
-from memoryquest.cli.main import add_common_options, settings_from_args
+from memoryquest.cli.main import FAILURE, add_common_options, one_line, settings_from_args
+from memoryquest.cli.run_log import add_verbose_option, command_log, log_dir_of_dataset
+
+PUBLISH_LOG = "publish.log"  # in the logs directory of the run that wrote the dataset
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="publish even when the validity audit fails; the card's first line then says it failed",
     )
+    add_verbose_option(parser)
     parser.set_defaults(func=_publish)
 
 
@@ -42,14 +53,16 @@ def _publish(args: argparse.Namespace) -> int:
     if args.output is None:
         raise ValueError("publish needs --output DEST: where to write the published dataset")
     check_output_target(args.output, directory=True)
-    dataset = load_generated(dataset_dir(args))
+    source = dataset_dir(args)
+    dataset = load_generated(source)
     try:
-        report = publish_dataset(
-            dataset, args.output, settings, allow_failed_audit=args.allow_failed_audit
-        )
+        with command_log(args, log_dir_of_dataset(source) / PUBLISH_LOG):
+            report = publish_dataset(
+                dataset, args.output, settings, allow_failed_audit=args.allow_failed_audit
+            )
     except AuditFailedError as exc:
-        print(f"error: {exc}")
-        return 1
+        print(f"memoryquest: error: {one_line(str(exc))}", file=sys.stderr)
+        return FAILURE
     print(f"published to {report.destination}")
     width = max(len(name) for name in report.row_counts)
     print(f"  {'config':<{width}}  " + "  ".join(f"{split:>10}" for split in SPLITS))

@@ -14,12 +14,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.schema import schema_instruction
 
 
 class OutputMode(StrEnum):
     """How the answer's shape is asked for, strongest first."""
 
     JSON_SCHEMA = "json_schema"  # response_format json_schema, strict
+    # JSON mode with the schema beside it, which llama.cpp turns into a grammar; also in the prompt
+    JSON_OBJECT_SCHEMA = "json_object_schema"
     JSON_OBJECT = "json_object"  # JSON mode; the schema travels in the prompt
     TEXT = "text"  # no response_format; the schema travels in the prompt
 
@@ -42,6 +45,18 @@ class ChatCall:
     seed: int  # effective seed (backend seed + request seed)
     max_output_tokens: int
     template_version: int = 0
+    timeout: float | None = None  # seconds for this attempt (None: the backend's default)
+
+    def sent_messages(self) -> list[dict[str, str]]:
+        """The messages as sent: unless the server enforces the schema itself, it travels in the prompt."""
+        messages = [dict(m) for m in self.messages]
+        if self.mode is not OutputMode.JSON_SCHEMA:
+            note = schema_instruction(self.schema)
+            if messages and messages[0]["role"] == "system":
+                messages[0]["content"] = f"{messages[0]['content']}\n\n{note}"
+            else:
+                messages.insert(0, {"role": "system", "content": note})
+        return messages
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ import asyncio
 import datetime as dt
 import json
 import random
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,21 +35,24 @@ from memoryquest.llm.backends import (
     OutputMode,
 )
 from memoryquest.llm.batch import BatchOptions, BatchRunner
+from memoryquest.llm.budget import Fit, PromptMeter, Throughput
 from memoryquest.llm.cache import CacheStats, ResponseCache, chat_key, embedding_key
 from memoryquest.llm.errors import (
     AuthenticationBackendError,
     BackendError,
     CircuitOpenError,
+    ContextLengthBackendError,
+    FieldRejectedError,
     LLMAuthenticationError,
     LLMConfigurationError,
     LLMContentFilterError,
+    LLMContextLengthError,
     LLMError,
     LLMOutputError,
     LLMRefusalError,
     LLMTransportError,
     LLMTruncatedError,
     PermanentBackendError,
-    ResponseFormatRejectedError,
     TransientBackendError,
 )
 from memoryquest.llm.limiter import (
@@ -78,6 +82,7 @@ __all__ = [
     "LLMAuthenticationError",
     "LLMConfigurationError",
     "LLMContentFilterError",
+    "LLMContextLengthError",
     "LLMError",
     "LLMOutputError",
     "LLMRefusalError",
@@ -160,6 +165,9 @@ class ModelClient:
         batch_pricing: bool = False,
         batch: BatchOptions | None = None,
         rng: random.Random | None = None,
+        throughput: Throughput | None = None,
+        base_timeout: float = 60.0,
+        concurrency_from_server: bool = False,
     ) -> None:
         self.chat_backend = chat
         self.embedder = embedder
@@ -193,6 +201,14 @@ class ModelClient:
         ] = weakref.WeakKeyDictionary()
         self._chat_tokens = token_counter(chat.model)
         self._embedding_tokens = token_counter(self._embedding_model)
+        profile = getattr(chat, "profile", None)
+        hosted = profile is None or profile.kind in ("openai", "azure")
+        self.prompt_meter = PromptMeter(exact=hosted and not self._chat_tokens.approximate)
+        self.throughput = throughput or Throughput(assumed_tokens_per_second=10.0)
+        self.base_timeout = base_timeout
+        # The limiter takes the server's slot count as its concurrency (unless limits.max_concurrency was set).
+        self.concurrency_from_server = concurrency_from_server
+        self._prepared = False
         # The message of a refused key; once set, nothing more is sent.
         self._auth_failure: str | None = None
 
@@ -380,20 +396,26 @@ class ModelClient:
     def _mode(self, name: str, strict: dict[str, Any] | None) -> OutputMode:
         if name in self._modes:
             return self._modes[name]
+        strongest = getattr(self.chat_backend, "strongest_mode", OutputMode.JSON_SCHEMA)
+        if strongest is OutputMode.JSON_OBJECT_SCHEMA:
+            return (
+                strongest  # the server's grammar: the plain schema serves when no strict one exists
+            )
         if self.strict_schema and strict is not None:
-            return OutputMode.JSON_SCHEMA
+            return strongest
         return OutputMode.JSON_OBJECT
 
     async def ask_from(self, attempt: Attempt) -> tuple[Any, ChatResult, dict[str, Any]]:
         """Send, check and validate online from wherever ``attempt`` stands, repairing or retrying
         bad answers a bounded number of times (the Batch API runner hands over here); the answer,
         the last result and what the attempt spent."""
+        await self.prepare()
         while True:
-            call = self.next_call(attempt)
+            call = await self.fitted(self.next_call(attempt), attempt)
             try:
                 result, cost = await self._send_chat(call, attempt.where)
-            except ResponseFormatRejectedError as exc:
-                self.format_rejected(call, attempt.where, exc)
+            except FieldRejectedError as exc:
+                self.field_rejected(call, attempt.where, exc)
                 continue
             attempt.add(cost)
             value = self.judge(attempt, result)
@@ -416,6 +438,76 @@ class ModelClient:
             max_output_tokens=attempt.max_tokens,
             template_version=attempt.template.version,
         )
+
+    async def prepare(self) -> None:
+        """Learn, once, what the server is (profile, window, slots) before the first request."""
+        if self._prepared:
+            return
+        prepare = getattr(self.chat_backend, "prepare", None)
+        if callable(prepare):
+            await prepare()
+        self._prepared = True
+        slots = getattr(self.chat_backend, "slots", None)
+        if self.concurrency_from_server and slots and self.limiter is not None:
+            self.limiter.cap_concurrency(int(slots))
+
+    @property
+    def context_window(self) -> int | None:
+        return getattr(self.chat_backend, "context_window", None)
+
+    async def measure(self, call: ChatCall) -> Fit:
+        """``call``'s prompt in the server's tokens against the model's window."""
+        window = self.context_window
+        if window is None:
+            return Fit(0, call.max_output_tokens, None)
+        messages = call.sent_messages()
+        exact = None
+        count = getattr(self.chat_backend, "count_prompt", None)
+        if callable(count) and not self.simulated:
+            exact = await count(messages)
+        if exact is None:
+            exact = self.prompt_meter.estimate(self._prompt_tokens(call))
+        return Fit(exact, call.max_output_tokens, window)
+
+    async def fits(self, request: LLMRequest[Any]) -> bool:
+        """Whether ``request``'s prompt and output allowance fit the model's window (stages trim until it does)."""
+        if self.context_window is None:
+            return True
+        await self.prepare()
+        attempt = self.attempt(request)
+        return (await self.measure(self.next_call(attempt))).fits
+
+    async def fitted(self, call: ChatCall, attempt: Attempt) -> ChatCall:
+        """``call`` with its timeout, checked against the window: a retry's larger output
+        allowance is cut to the room left, a request that cannot fit fails alone."""
+        fit = await self.measure(call)
+        allowance = attempt.request.output_budget(attempt.template.max_output_tokens)
+        if fit.window is not None and fit.room is not None:
+            if fit.room < min(allowance, call.max_output_tokens):
+                raise LLMContextLengthError(
+                    f"{attempt.where}: a prompt of {fit.prompt_tokens} tokens and an output "
+                    f"allowance of {min(allowance, call.max_output_tokens)} do not fit the "
+                    f"{fit.window}-token context window of {self.chat_backend.model}"
+                )
+            if call.max_output_tokens > fit.room:
+                attempt.max_tokens = fit.room
+                call = replace(call, max_output_tokens=fit.room)
+        if self.simulated:
+            return call
+        return replace(
+            call, timeout=self.throughput.timeout(call.max_output_tokens, self.base_timeout)
+        )
+
+    def field_rejected(self, call: ChatCall, where: str, exc: FieldRejectedError) -> None:
+        """The server refuses a field: a weaker output mode, or the field left out, or give up."""
+        if exc.field != "response_format":
+            drop = getattr(self.chat_backend, "drop_field", None)
+            if callable(drop) and drop(exc.field):
+                return
+            raise LLMConfigurationError(
+                f"{where}: {self.endpoint_url} refuses {exc.field}: {one_line(str(exc))}"
+            ) from exc
+        self.format_rejected(call, where, exc)
 
     def format_rejected(self, call: ChatCall, where: str, exc: Exception) -> None:
         """Remember that the server refuses ``call.mode`` for this schema, or give up."""
@@ -505,17 +597,26 @@ class ModelClient:
                 call.request.stage, result, result.input_tokens, counter
             )
         prompt_tokens = self._prompt_tokens(call)
+        started: list[float] = []
+
+        async def send() -> ChatResult:
+            started.append(time.monotonic())
+            return await self.chat_backend.chat(call)
+
         result = await self.call_endpoint(
-            lambda: self.chat_backend.chat(call),
+            send,
             reserve=prompt_tokens + call.max_output_tokens,
             used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
             where=where,
         )
+        if result.usage_reported:
+            self.throughput.observe(result.output_tokens, time.monotonic() - started[-1])
+            self.prompt_meter.observe(prompt_tokens, result.input_tokens)
         return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
 
     def _prompt_tokens(self, call: ChatCall) -> int:
         """The prompt's tokens as the endpoint bills them (a strict schema counts as prompt)."""
-        tokens = self._chat_tokens.count_messages(call.messages)
+        tokens = self._chat_tokens.count_messages(call.sent_messages())
         if call.mode is OutputMode.JSON_SCHEMA:
             if call.schema_name not in self._schema_token_counts:
                 text = json.dumps(call.strict_schema or call.schema, separators=(",", ":"))
@@ -617,8 +718,16 @@ class ModelClient:
                             permit.give_back_request()  # noise: the server did no work for it
                         raise
                     permit.settle(used(result))
-            except ResponseFormatRejectedError:
+            except FieldRejectedError:
                 raise
+            except ContextLengthBackendError as exc:
+                learn = getattr(self.chat_backend, "learn_window", None)
+                if exc.window and callable(learn):
+                    learn(exc.window)
+                raise LLMContextLengthError(
+                    f"{where}: {self.breaker.endpoint} says the request exceeds the model's "
+                    f"context window: {one_line(str(exc))}"
+                ) from exc
             except AuthenticationBackendError as exc:
                 raise self._authentication_failed(exc) from None
             except PermanentBackendError as exc:

@@ -46,6 +46,15 @@ class LLMContentFilterError(LLMOutputError):
     """The provider's content filter withheld the answer on every attempt."""
 
 
+class LLMContextLengthError(LLMOutputError):
+    """The prompt and its output allowance do not fit the model's context window.
+
+    An output error, not a configuration one: it belongs to one item (its
+    prompt is too long), which is rejected with the reason ``context_length``
+    while the run goes on.
+    """
+
+
 class LLMTransportError(LLMError):
     """The endpoint kept failing (429, 5xx, timeouts, connection errors) past the retry budget."""
 
@@ -129,5 +138,29 @@ class AuthenticationBackendError(PermanentBackendError):
     """HTTP 401 or 403: the endpoint refused the credentials."""
 
 
-class ResponseFormatRejectedError(PermanentBackendError):
+class FieldRejectedError(PermanentBackendError):
+    """The server refuses one optional request field (whatever status it said so with).
+
+    ``field``: ``response_format`` (then a weaker output mode is tried), or one
+    the backend can leave out of the next attempt (``seed``, ``prompt_cache_key``,
+    ``max_completion_tokens``).
+    """
+
+    def __init__(self, message: str, *, field: str, status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.field = field
+
+
+class ResponseFormatRejectedError(FieldRejectedError):
     """The server does not accept the structured-output mode that was asked for."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, field="response_format", status=status)
+
+
+class ContextLengthBackendError(PermanentBackendError):
+    """The server says the prompt and output allowance exceed its context window (``window``, when it says)."""
+
+    def __init__(self, message: str, *, window: int | None, status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.window = window

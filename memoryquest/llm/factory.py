@@ -7,6 +7,7 @@ from pathlib import Path
 
 from memoryquest.llm.backends import ChatBackend, EmbeddingBackend
 from memoryquest.llm.batch import BatchOptions
+from memoryquest.llm.budget import Throughput
 from memoryquest.llm.cache import ResponseCache
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.errors import LLMConfigurationError
@@ -15,6 +16,7 @@ from memoryquest.llm.local_embedder import MODEL_NAME as LOCAL_MODEL_NAME
 from memoryquest.llm.local_embedder import LocalEmbedder
 from memoryquest.llm.openai_backend import OpenAIChatBackend, OpenAIEmbeddingBackend
 from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.servers import PROFILES, guess_kind
 from memoryquest.llm.shared_limit import SharedRequestLimit
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.settings import Backend, EmbedderKind, Settings
@@ -58,16 +60,35 @@ def build_chat_backend(settings: Settings) -> ChatBackend:
         seed=settings.seed,
         send_variables=endpoint.simulator_hints,
         prompt_cache_key=endpoint.prompt_cache_key,
+        server=endpoint.server,
+        context_window=endpoint.context_window,
     )
+
+
+def embeddings_from_endpoint(settings: Settings) -> bool:
+    """Whether embeddings come from an embeddings endpoint rather than the bundled local model.
+
+    ``auto``: the endpoint's own for OpenAI and Azure; for any other chat server
+    only when an embeddings server or model is named (a chat server seldom
+    serves ``text-embedding-3-small``, and γ is calibrated per embedder).
+    """
+    endpoint = settings.endpoint
+    if endpoint.embedder != EmbedderKind.AUTO:
+        return endpoint.embedder == EmbedderKind.OPENAI
+    backend = endpoint.resolved_backend()
+    if backend is Backend.SIMULATED:
+        return False
+    named = (
+        endpoint.embedding_base_url is not None or "embedding_model" in endpoint.model_fields_set
+    )
+    kind = guess_kind(endpoint.server, endpoint.base_url, endpoint.azure_endpoint)
+    return named or PROFILES[kind].openai_embeddings
 
 
 def build_embedding_backend(settings: Settings) -> EmbeddingBackend:
     endpoint = settings.endpoint
     backend = endpoint.resolved_backend()
-    kind = endpoint.embedder
-    if kind is EmbedderKind.AUTO:
-        kind = EmbedderKind.LOCAL if backend is Backend.SIMULATED else EmbedderKind.OPENAI
-    if kind is EmbedderKind.LOCAL:
+    if not embeddings_from_endpoint(settings):
         if endpoint.local_embedding_model != LOCAL_MODEL_NAME:
             raise LLMConfigurationError(
                 f"endpoint.local_embedding_model {endpoint.local_embedding_model!r} is not available; "
@@ -79,7 +100,7 @@ def build_embedding_backend(settings: Settings) -> EmbeddingBackend:
     return OpenAIEmbeddingBackend(
         kind=Backend.AZURE.value if backend is Backend.AZURE else Backend.OPENAI.value,
         model=endpoint.embedding_model,
-        base_url=endpoint.base_url,
+        base_url=endpoint.embedding_base_url or endpoint.base_url,
         api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
         organization=endpoint.organization,
         azure_endpoint=endpoint.azure_endpoint,
@@ -147,4 +168,32 @@ def build_client(
         # Online requests are billed in full; Batch API answers are priced per line (memoryquest.llm.batch).
         batch_pricing=False,
         batch=batch,
+        throughput=Throughput(endpoint.tokens_per_second),
+        base_timeout=endpoint.timeout_seconds,
+        concurrency_from_server="max_concurrency" not in limits.model_fields_set,
     )
+
+
+def describe_endpoint(settings: Settings) -> str | None:
+    """The run's first words on where requests go: the server kind, and where embeddings come from.
+
+    None for the simulator. Said once at the start of a run, since a changed
+    embedder changes every γ (the similarity gates are calibrated per embedder).
+    """
+    endpoint = settings.endpoint
+    backend = endpoint.resolved_backend()
+    if backend is Backend.SIMULATED:
+        return None
+    kind = guess_kind(endpoint.server, endpoint.base_url, endpoint.azure_endpoint)
+    where = endpoint.base_url or endpoint.azure_endpoint or "OpenAI"
+    if embeddings_from_endpoint(settings):
+        embeddings = (
+            f"embeddings: {endpoint.embedding_model} at {endpoint.embedding_base_url or where}"
+        )
+    else:
+        embeddings = (
+            f"embeddings: the local {LOCAL_MODEL_NAME} model (set endpoint.embedding_base_url or "
+            "endpoint.embedding_model for an embeddings server; γ is per embedder)"
+        )
+    label = "server kind from /models at the first request" if kind == "compatible" else kind
+    return f"endpoint {where} ({label}), chat model {endpoint.chat_model}; {embeddings}"

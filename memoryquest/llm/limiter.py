@@ -236,6 +236,14 @@ class RateLimiter:
                 self.in_flight -= 1
             self._queue().wake()
 
+    def cap_concurrency(self, slots: int) -> None:
+        """At most ``slots`` requests at once: a server that works on fewer queues the rest, and their
+        timeouts would run while they wait."""
+        with self._lock:
+            self.max_concurrency = max(1, min(self.max_concurrency, slots))
+            self.min_concurrency = min(self.min_concurrency, self.max_concurrency)
+            self.window = min(self.window, float(self.max_concurrency))
+
     def refund(self, tokens: int) -> None:
         if tokens > 0:
             with self._lock:

@@ -16,23 +16,38 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import re
 import time
 import weakref
+from dataclasses import replace
 from typing import Any
 
+import httpx
 import numpy as np
 
 from memoryquest.llm.backends import ChatCall, ChatResult, EmbeddingResult, OutputMode
 from memoryquest.llm.errors import (
     AuthenticationBackendError,
+    ContextLengthBackendError,
+    FieldRejectedError,
     LLMConfigurationError,
     PermanentBackendError,
     ResponseFormatRejectedError,
     TransientBackendError,
 )
 from memoryquest.llm.hints import encode_hints
-from memoryquest.llm.schema import schema_instruction
+from memoryquest.llm.servers import (
+    PROFILES,
+    ServerFacts,
+    ServerProfile,
+    Tokenizer,
+    discover,
+    guess_kind,
+    known_window,
+    server_root,
+)
 from memoryquest.redaction import redact, redact_text, register_secret
+from memoryquest.settings import ServerKind
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
@@ -46,6 +61,9 @@ RESPONSE_FORMAT_WORDS = (
     "structured output",
     "strict",
 )
+# Chat-template tokens around a prompt (role markers, the reply's opening) when a server counts the contents alone.
+CHAT_TEMPLATE_TOKENS = 16
+MESSAGE_TEMPLATE_TOKENS = 8
 EMBEDDING_DIMENSIONS = {
     "text-embedding-3-small": 1536,
     "text-embedding-3-large": 3072,
@@ -69,8 +87,12 @@ class _SdkClients:
             client = self._clients[loop] = self._factory()
         return client
 
+    def pop(self) -> Any:
+        """This loop's client, forgotten (the caller closes it), or None."""
+        return self._clients.pop(asyncio.get_running_loop(), None)
+
     async def aclose(self) -> None:
-        client = self._clients.pop(asyncio.get_running_loop(), None)
+        client = self.pop()
         if client is not None:
             await client.close()
 
@@ -171,8 +193,54 @@ def quota_headers(headers: Any) -> dict[str, Any]:
     }
 
 
-def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception:
-    """An SDK exception as a backend error the client knows how to handle (both redacted)."""
+# Phrases servers use when a prompt does not fit (OpenAI, vLLM, llama-cpp-python, llama.cpp, Ollama).
+_OVERFLOW = (
+    re.compile(r"maximum context length is (\d+)"),
+    re.compile(r"context window of (\d+)"),
+    re.compile(r"context (?:size|length) (?:of |is )?\(?(\d+)"),
+    re.compile(r"exceeds? (?:the )?(?:available )?context (?:size|length|window)"),
+    re.compile(r"context_length_exceeded"),
+)
+# Optional fields a server may refuse; the next attempt leaves the field out.
+DROPPABLE_FIELDS = ("prompt_cache_key", "seed", "max_completion_tokens")
+_STRUCTURED = (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT_SCHEMA, OutputMode.JSON_OBJECT)
+
+
+def context_overflow(text: str) -> int | None:
+    """The window named in a server's context-length refusal; 0 when it names none, None when ``text`` is no such refusal."""
+    for pattern in _OVERFLOW:
+        found = pattern.search(text)
+        if found:
+            return int(found.group(1)) if found.groups() else 0
+    return None
+
+
+def refused_field(
+    text: str, status: int, mode: OutputMode | None, sent: frozenset[str] = frozenset()
+) -> str | None:
+    """The optional field an error refuses, whatever its status: llama.cpp says so with a 500.
+
+    A structured-output word counts for ``response_format`` only when one was
+    sent; on a 5xx only the field's own name counts, never the looser words.
+    """
+    if mode in _STRUCTURED:
+        words = RESPONSE_FORMAT_WORDS if status in (400, 422) else RESPONSE_FORMAT_WORDS[:3]
+        if any(word in text for word in words):
+            return "response_format"
+    for name in DROPPABLE_FIELDS:
+        if name in sent and name in text:
+            return name
+    return None
+
+
+def translate_error(
+    exc: Exception, mode: OutputMode | None = None, sent: frozenset[str] = frozenset()
+) -> Exception:
+    """An SDK exception as a backend error the client knows how to handle (both redacted).
+
+    ``mode`` and ``sent`` (the optional fields in the request) let a refusal
+    of one of them be told from any other error.
+    """
     import openai
 
     scrub_sdk_error(exc)
@@ -193,6 +261,16 @@ def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception
         detail = f"HTTP {status}: {exc.message}"
         if status in (401, 403):
             return AuthenticationBackendError(detail, status=status)
+        text = f"{exc.message} {body.get('param') or ''} {code}".lower()
+        if status < 500 or status == 501:
+            window = context_overflow(text)
+            if window is not None:
+                return ContextLengthBackendError(detail, window=window or None, status=status)
+        refused = refused_field(text, status, mode, sent)
+        if refused == "response_format":
+            return ResponseFormatRejectedError(detail, status=status)
+        if refused is not None:
+            return FieldRejectedError(detail, field=refused, status=status)
         if status == 429:
             if code == "insufficient_quota" or "insufficient_quota" in exc.message:
                 return PermanentBackendError(
@@ -209,16 +287,18 @@ def translate_error(exc: Exception, mode: OutputMode | None = None) -> Exception
             return TransientBackendError(
                 detail, kind="server", status=status, retry_after=retry_after
             )
-        if status == 400 and mode in (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT):
-            text = f"{exc.message} {body.get('param') or ''}".lower()
-            if any(word in text for word in RESPONSE_FORMAT_WORDS):
-                return ResponseFormatRejectedError(detail, status=status)
         return PermanentBackendError(detail, status=status)
     return exc
 
 
 class OpenAIChatBackend:
-    """Chat completions with structured output; one HTTP attempt per ``chat`` call."""
+    """Chat completions with structured output; one HTTP attempt per ``chat`` call.
+
+    What is sent follows the server's profile (``memoryquest.llm.servers``):
+    settled from the settings, or from what the server says of itself the
+    first time :meth:`prepare` runs. A field the server refuses is left out
+    of every later request (:meth:`drop_field`).
+    """
 
     simulated = False
 
@@ -236,18 +316,31 @@ class OpenAIChatBackend:
         seed: int = 0,
         send_variables: bool = False,
         prompt_cache_key: bool | None = None,
+        server: ServerKind = ServerKind.AUTO,
+        context_window: int | None = None,
     ) -> None:
         self.name = kind
         self.model = model
         self.base_url = azure_endpoint if kind == "azure" else base_url
         self.seed = seed
+        self.timeout = timeout
         # The prompt's variables go along only when asked (endpoint.simulator_hints: the fake server).
         self.send_variables = send_variables
-        # Official endpoints want max_completion_tokens; compatible servers mostly know max_tokens.
-        self._official = kind == "azure" or base_url is None or "api.openai.com" in (base_url or "")
-        # prompt_cache_key: by default only where it is known to be accepted (OpenAI itself).
-        openai_itself = kind == "openai" and (base_url is None or "api.openai.com" in base_url)
-        self.send_cache_key = openai_itself if prompt_cache_key is None else prompt_cache_key
+        self.facts = ServerFacts(
+            PROFILES[guess_kind(server, base_url, azure_endpoint if kind == "azure" else None)],
+            detail="settings",
+        )
+        # Settled when the settings name the server, or when there is nothing to ask (OpenAI, Azure).
+        self._settled = server is not ServerKind.AUTO or self.facts.profile.kind in (
+            ServerKind.OPENAI,
+            ServerKind.AZURE,
+        )
+        self._cache_key_setting = prompt_cache_key
+        self._window_setting = context_window
+        self._api_key = api_key
+        self.dropped: set[str] = set()  # optional fields the server refused
+        self._prepare_lock: asyncio.Lock | None = None
+        self._http = _SdkClients(lambda: httpx.AsyncClient(timeout=30.0))
         self._clients = _SdkClients(
             make_sdk_factory(
                 kind=kind,
@@ -260,19 +353,100 @@ class OpenAIChatBackend:
             )
         )
 
+    # --- what the server is ----------------------------------------------------------------
+
+    @property
+    def profile(self) -> ServerProfile:
+        return self.facts.profile
+
+    @property
+    def strongest_mode(self) -> OutputMode:
+        """The strongest structured-output mode this server takes."""
+        return self.profile.structured_output
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's window: the setting, else what the server said, else a hosted model's known one."""
+        return self._window_setting or self.facts.context_window or known_window(self.model)
+
+    @property
+    def slots(self) -> int | None:
+        return self.facts.slots
+
+    def learn_window(self, window: int) -> None:
+        """A context-length refusal named the window: later requests are sized to it."""
+        if self._window_setting is None:
+            self.facts = replace(self.facts, context_window=window)
+
+    async def prepare(self) -> ServerFacts:
+        """Ask the server, once, what it is and what it offers (a no-op for OpenAI and Azure)."""
+        if self._settled:
+            return self.facts
+        if self._prepare_lock is None:
+            self._prepare_lock = asyncio.Lock()
+        async with self._prepare_lock:
+            if not self._settled and self.base_url:
+                self.facts = await discover(
+                    self.base_url, self.model, kind=self.profile.kind, api_key=self._api_key
+                )
+                self._settled = True
+        return self.facts
+
+    async def count_prompt(self, messages: list[dict[str, str]]) -> int | None:
+        """The prompt's tokens by the server's own tokenizer; None when it offers none.
+
+        Each message's content is counted as the server tokenizes it, plus a
+        few tokens a message for the chat template's role markers.
+        """
+        tokenizer = self.facts.tokenizer
+        if tokenizer is None or not self.base_url:
+            return None
+        http = self._http.get()
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        total = CHAT_TEMPLATE_TOKENS
+        url = f"{server_root(self.base_url)}{tokenizer.path}"
+        for message in messages:
+            try:
+                response = await http.post(
+                    url, json=tokenizer.body(message["content"], self.model), headers=headers
+                )
+                response.raise_for_status()
+                total += Tokenizer.count(response.json()) + MESSAGE_TEMPLATE_TOKENS
+            except (httpx.HTTPError, ValueError):
+                return None
+        return total
+
+    def drop_field(self, field: str) -> bool:
+        """Leave ``field`` out from now on; False when it was already left out (nothing to change)."""
+        if field in self.dropped:
+            return False
+        self.dropped.add(field)
+        return True
+
+    # --- requests ----------------------------------------------------------------------------
+
+    @property
+    def send_cache_key(self) -> bool:
+        """prompt_cache_key: by default only where it is known to be accepted (OpenAI itself)."""
+        wanted = (
+            self.profile.prompt_cache_key
+            if self._cache_key_setting is None
+            else self._cache_key_setting
+        )
+        return wanted and "prompt_cache_key" not in self.dropped
+
     def request_body(self, call: ChatCall) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for this call."""
-        messages = [dict(m) for m in call.messages]
-        if call.mode is not OutputMode.JSON_SCHEMA:
-            note = schema_instruction(call.schema)
-            if messages and messages[0]["role"] == "system":
-                messages[0]["content"] = f"{messages[0]['content']}\n\n{note}"
-            else:
-                messages.insert(0, {"role": "system", "content": note})
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "seed": call.seed}
+        profile = self.profile
+        body: dict[str, Any] = {"model": self.model, "messages": call.sent_messages()}
+        if profile.seed and "seed" not in self.dropped:
+            body["seed"] = call.seed
         if not self.model.lower().startswith(_FIXED_TEMPERATURE_PREFIXES):
             body["temperature"] = call.request.temperature
-        body["max_completion_tokens" if self._official else "max_tokens"] = call.max_output_tokens
+        tokens_field = profile.max_tokens_field
+        if tokens_field in self.dropped:
+            tokens_field = "max_tokens"
+        body[tokens_field] = call.max_output_tokens
         if call.mode is OutputMode.JSON_SCHEMA and call.strict_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -281,6 +455,11 @@ class OpenAIChatBackend:
                     "schema": call.strict_schema,
                     "strict": True,
                 },
+            }
+        elif call.mode is OutputMode.JSON_OBJECT_SCHEMA:
+            body["response_format"] = {
+                "type": "json_object",
+                "schema": call.strict_schema or call.schema,
             }
         elif call.mode is OutputMode.JSON_OBJECT:
             body["response_format"] = {"type": "json_object"}
@@ -296,6 +475,8 @@ class OpenAIChatBackend:
             call.seed,
             call.request.variables if self.send_variables else None,
         )
+        if call.timeout is not None:
+            body["timeout"] = call.timeout
         return body
 
     def sdk_client(self) -> Any:
@@ -321,10 +502,11 @@ class OpenAIChatBackend:
         import openai
 
         client = self._clients.get()
+        body = self.request_body(call)
         try:
-            completion = await client.chat.completions.create(**self.request_body(call))
+            completion = await client.chat.completions.create(**body)
         except openai.OpenAIError as exc:
-            raise translate_error(exc, call.mode) from exc
+            raise translate_error(exc, call.mode, frozenset(body)) from exc
         if not completion.choices:
             raise TransientBackendError("the server answered without choices", kind="server")
         choice = completion.choices[0]
@@ -346,6 +528,9 @@ class OpenAIChatBackend:
 
     async def aclose(self) -> None:
         await self._clients.aclose()
+        http = self._http.pop()
+        if http is not None:
+            await http.aclose()
 
 
 def _as_vector(raw: Any) -> np.ndarray:

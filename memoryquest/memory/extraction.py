@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -39,8 +39,9 @@ from memoryquest.contracts import (
     Session,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMOutputError, ModelClient
-from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
+from memoryquest.llm.prompts import load_template
+from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
 from memoryquest.memory.consolidation import consolidate
 from memoryquest.memory.extraction_contracts import (
     ExtractionAnswer,
@@ -48,6 +49,7 @@ from memoryquest.memory.extraction_contracts import (
 )
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
+from memoryquest.stages.common import TRIM_LEVELS, failure_reason, first_fitting
 from memoryquest.text import best_sentence, content_words, locate, sentences_covering
 
 TEMPLATE_ID = "memory_extraction"
@@ -120,7 +122,10 @@ def session_view(session: Session) -> dict[str, object]:
 
 
 def extraction_request(
-    active: Sequence[Fact], batch: Sequence[Session], seed: int
+    active: Sequence[Fact],
+    batch: Sequence[Session],
+    seed: int,
+    max_output_tokens: int | None = None,
 ) -> LLMRequest[ExtractionAnswer]:
     return LLMRequest(
         template_id=TEMPLATE_ID,
@@ -135,7 +140,55 @@ def extraction_request(
         response_model=ExtractionAnswer,
         stage=STAGE,
         seed=seed,
+        max_output_tokens=max_output_tokens,
     )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How much one extraction call takes on: sessions, and the facts it is shown."""
+
+    size: int
+    shown: list[Fact]
+    max_output_tokens: int | None
+
+
+async def _fitting_plan(
+    store: FactStore,
+    ordered: Sequence[Session],
+    start: int,
+    client: ModelClient,
+    settings: GenerationSettings,
+    seed: int,
+) -> _Plan:
+    """``memory_every_sessions`` sessions and ``memory_facts_shown`` facts where the model's
+    window allows; else fewer facts shown, then fewer sessions per call (with an output
+    allowance in proportion), until one call fits."""
+    step = settings.memory_every_sessions
+
+    def fullest_first() -> Iterator[tuple[LLMRequest[ExtractionAnswer], _Plan]]:
+        size = step
+        while True:
+            batch = ordered[start : start + size]
+            budget = None
+            if size < step:
+                full = load_template(TEMPLATE_ID).max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+                budget = -(-full * size // step)
+            for limit in TRIM_LEVELS:
+                shown_limit = (
+                    settings.memory_facts_shown
+                    if limit is None
+                    else min(limit, settings.memory_facts_shown)
+                )
+                shown = facts_to_show(store.active(), batch, shown_limit)
+                plan = _Plan(size, shown, budget)
+                yield extraction_request(shown, batch, seed, budget), plan
+            if size == 1:
+                break
+            size = max(1, size // 2)
+
+    _, plan = await first_fitting(client, fullest_first())
+    return plan
 
 
 # --------------------------------------------------------------------------- checking an answer
@@ -280,6 +333,7 @@ async def _extract_batch(
     seed: int,
     rejected: list[RejectedCandidate],
     active: Sequence[Fact],
+    max_output_tokens: int | None = None,
 ) -> tuple[list[FactChange], int]:
     """The batch's writes and the number of calls they took; ``active`` is what the call sees."""
     active_fids = {f.fid for f in active}
@@ -289,20 +343,25 @@ async def _extract_batch(
     for attempt in range(settings.max_regenerations + 1):
         exhausted = attempt == settings.max_regenerations
         try:
-            answer = await client.complete(extraction_request(active, batch, seed + attempt))
+            answer = await client.complete(
+                extraction_request(active, batch, seed + attempt, max_output_tokens)
+            )
         except LLMOutputError as exc:
+            too_long = isinstance(exc, LLMContextLengthError)
             rejected.append(
                 _rejection(
                     store.persona_id,
                     anchor,
                     attempt,
-                    RejectionReason.SCHEMA,
+                    failure_reason(exc),
                     str(exc),
                     session_ids,
                     {"error": str(exc)},
-                    exhausted,
+                    exhausted or too_long,
                 )
             )
+            if too_long:
+                break  # the smallest prompt does not fit: asking again cannot help
             continue
         answer = with_fids(answer, names)
         changes, problems = check_answer(answer, batch, active_fids)
@@ -403,13 +462,21 @@ async def build_memory(
     result = MemoryStageResult()
     new_since_merge = 0
     embeddings: dict[str, np.ndarray] = {}
-    step = settings.memory_every_sessions
-    for start in range(0, len(ordered), step):
-        batch = ordered[start : start + step]
+    start = 0
+    while start < len(ordered):
+        plan = await _fitting_plan(store, ordered, start, client, settings, seed)
+        batch = ordered[start : start + plan.size]
+        start += plan.size
         result.batches += 1
-        shown = facts_to_show(store.active(), batch, settings.memory_facts_shown)
         changes, calls = await _extract_batch(
-            store, batch, client, settings, seed, result.rejected, shown
+            store,
+            batch,
+            client,
+            settings,
+            seed,
+            result.rejected,
+            plan.shown,
+            plan.max_output_tokens,
         )
         result.extraction_calls += calls
         ordinal = 0

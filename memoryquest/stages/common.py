@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -18,6 +19,8 @@ from memoryquest.contracts import (
     parse_domain,
 )
 from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMContextLengthError, ModelClient
+from memoryquest.llm.request import LLMRequest
 from memoryquest.text import contains_verbatim, normalise_text
 
 __all__ = [
@@ -33,16 +36,84 @@ def task_variables(task: PersonaTask) -> dict[str, Any]:
     return task.model_dump(mode="json", include=set(TaskBrief.model_fields))
 
 
-def persona_variables(persona: Persona) -> dict[str, Any]:
-    """The persona's real content, JSON-ready, for a prompt (and the simulator)."""
+# How much of a long list a prompt shows, fullest first: all of it, then fewer until none.
+# Stages walk these when the model's context window is too small for the whole prompt.
+TRIM_LEVELS: tuple[int | None, ...] = (None, 24, 12, 6, 3, 1, 0)
+
+T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
+P = TypeVar("P")
+
+
+def spread(items: Sequence[T], keep: int | None, domain_of: Callable[[T], object]) -> list[T]:
+    """At most ``keep`` of ``items`` (all for None), one domain after another so every domain
+    keeps its share, in their original order."""
+    if keep is None or len(items) <= keep:
+        return list(items)
+    by_domain: dict[object, list[int]] = {}
+    for index, item in enumerate(items):
+        by_domain.setdefault(domain_of(item), []).append(index)
+    chosen: list[int] = []
+    queues = list(by_domain.values())
+    while len(chosen) < keep and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < keep:
+                chosen.append(queue.pop(0))
+    return [items[i] for i in sorted(chosen)]
+
+
+def persona_variables(persona: Persona, keep: int | None = None) -> dict[str, Any]:
+    """The persona's real content, JSON-ready, for a prompt (and the simulator).
+
+    ``keep``: at most this many tasks and interactions, and three times as many
+    affinities, spread over the domains (for a model whose window the whole
+    persona does not fit; see :data:`TRIM_LEVELS`).
+    """
     return {
         "persona_id": persona.persona_id,
         "demographics": persona.demographics.model_dump(mode="json"),
         "interests": [d.value for d in persona.interests],
-        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
-        "interactions": [i.model_dump(mode="json") for i in persona.interactions],
-        "tasks": [task_variables(t) for t in persona.tasks],
+        "affinities": [
+            a.model_dump(mode="json")
+            for a in spread(persona.affinities, None if keep is None else 3 * keep, domain_of)
+        ],
+        "interactions": [
+            i.model_dump(mode="json") for i in spread(persona.interactions, keep, domain_of)
+        ],
+        "tasks": [task_variables(t) for t in spread(persona.tasks, keep, domain_of)],
     }
+
+
+def domain_of(item: Any) -> object:
+    """The domain an item of a prompt's list belongs to (a task's first), for :func:`spread`."""
+    domains = getattr(item, "domains", None)
+    if domains is not None:
+        return domains[0] if domains else None
+    return item.domain
+
+
+async def first_fitting(
+    client: ModelClient, options: Iterable[tuple[LLMRequest[R], P]]
+) -> tuple[LLMRequest[R], P]:
+    """The first of ``options`` (requests, each with the plan it was built from; fullest first,
+    built lazily) whose prompt and output allowance fit the model's context window; the last
+    when none does, which then fails alone with ``context_length``. Without a known window the
+    first is taken as it is."""
+    last: tuple[LLMRequest[R], P] | None = None
+    for option in options:
+        last = option
+        if await client.fits(option[0]):
+            return option
+    if last is None:
+        raise ValueError("first_fitting needs at least one request")
+    return last
+
+
+def failure_reason(exc: BaseException) -> RejectionReason:
+    """Why an item whose model call failed is rejected: its prompt did not fit, or its answer."""
+    if isinstance(exc, LLMContextLengthError):
+        return RejectionReason.CONTEXT_LENGTH
+    return RejectionReason.SCHEMA
 
 
 def cosine_rows(vectors: np.ndarray, left: list[int], right: list[int]) -> np.ndarray:

@@ -40,7 +40,7 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import rejected
+from memoryquest.stages.common import failure_reason, rejected
 from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
 from memoryquest.text import locate, normalise_text, sentence_spans
 
@@ -264,7 +264,7 @@ async def expand_dialogues(
                     rejected(
                         persona.persona_id,
                         STAGE,
-                        RejectionReason.SCHEMA,
+                        failure_reason(answer),
                         f"event {event.event_id}: {answer}",
                         {"event_id": event.event_id, "error": str(answer)},
                         event.event_id,

@@ -24,6 +24,7 @@ proposed. Nothing is dropped silently: every rejected candidate becomes a
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,10 +39,14 @@ from memoryquest.contracts import (
     RejectionReason,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMOutputError, ModelClient
-from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
+from memoryquest.llm.prompts import load_template
+from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
 from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.common import (
+    TRIM_LEVELS,
+    failure_reason,
+    first_fitting,
     parse_date,
     parse_domain,
     persona_variables,
@@ -59,6 +64,8 @@ from memoryquest.text import content_words, normalise_text, shared_content_words
 
 STAGE = "queries"
 TEMPLATE = "query_generation"
+# The template's max_output_tokens is sized for this many candidates (the default candidates_per_user).
+SIZED_FOR_CANDIDATES = GenerationSettings.model_fields["candidates_per_user"].default
 RELEVANCE_TEMPLATE = "reference_relevance"
 
 
@@ -255,12 +262,28 @@ def changes_a_value(left: str, right: str) -> bool:
 
 
 def generation_request(
-    persona: Persona, settings: GenerationSettings, seed: int, proposed: list[str]
+    persona: Persona,
+    settings: GenerationSettings,
+    seed: int,
+    proposed: list[str],
+    *,
+    count: int | None = None,
+    keep: int | None = None,
 ) -> LLMRequest[QueryCandidatesDraft]:
-    """The ``query_generation`` call for ``persona``; ``proposed`` are requests already tried."""
+    """The ``query_generation`` call for ``persona``; ``proposed`` are requests already tried.
+
+    ``count`` candidates (default ``candidates_per_user``) with an output
+    allowance in proportion to the template's, which is sized for
+    ``SIZED_FOR_CANDIDATES``; ``keep``: see :func:`persona_variables`.
+    """
+    count = count or settings.candidates_per_user
+    budget = None
+    if count != SIZED_FOR_CANDIDATES:
+        template_budget = load_template(TEMPLATE).max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+        budget = -(-template_budget * count // SIZED_FOR_CANDIDATES)
     inputs = QueryGenerationInputs(
-        **persona_variables(persona),
-        count=settings.candidates_per_user,
+        **persona_variables(persona, keep),
+        count=count,
         references_min=settings.references_min,
         references_max=settings.references_max,
         query_date_start=settings.query_date_start.isoformat(),
@@ -276,7 +299,46 @@ def generation_request(
         stage=STAGE,
         temperature=0.9,
         seed=seed,
+        max_output_tokens=budget,
     )
+
+
+async def generation_requests(
+    client: ModelClient,
+    persona: Persona,
+    settings: GenerationSettings,
+    seed: int,
+    proposed: list[str],
+) -> list[LLMRequest[QueryCandidatesDraft]]:
+    """The calls of one attempt: one for every candidate where the model's window allows,
+    else several asking for fewer each, the persona's material trimmed only when even one
+    candidate per call does not fit."""
+    full = settings.candidates_per_user
+
+    def fullest_first() -> Iterator[
+        tuple[LLMRequest[QueryCandidatesDraft], tuple[int, int | None]]
+    ]:
+        for keep in TRIM_LEVELS:
+            count = full
+            while True:
+                request = generation_request(
+                    persona, settings, seed, list(proposed), count=count, keep=keep
+                )
+                yield request, (count, keep)
+                if count == 1:
+                    break
+                count = max(1, count // 2)
+
+    first, (count, keep) = await first_fitting(client, fullest_first())
+    if count >= full or not await client.fits(first):
+        return [first]  # all at once, or nothing fits: one call, which fails alone
+    calls = -(-full // count)
+    return [first] + [
+        generation_request(
+            persona, settings, seed * 1000 + call, list(proposed), count=count, keep=keep
+        )
+        for call in range(1, calls)
+    ]
 
 
 def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]:
@@ -390,48 +452,61 @@ async def generate_queries(
         )
 
     for attempt in range(settings.max_regenerations + 1):
-        request = generation_request(persona, settings, seed + attempt, list(proposed))
-        try:
-            answer = await client.complete(request)
-        except LLMOutputError as exc:
-            rejections.append(
-                rejected(
-                    persona_id,
-                    STAGE,
-                    RejectionReason.SCHEMA,
-                    str(exc),
-                    {"error": str(exc)},
-                    attempt,
-                    "call",
-                )
-            )
-            continue
+        requests = await generation_requests(client, persona, settings, seed + attempt, proposed)
+        answers = await client.complete_all(requests, return_exceptions=True)
         candidates: list[_Parsed] = []
-        for index, draft in enumerate(answer.candidates):
-            key = (attempt, index, draft.query)
-            proposed.append(draft.query)
-            outcome = check_candidate(draft, settings)
-            if isinstance(outcome, CandidateProblem):
-                rejections.append(
-                    rejected(persona_id, STAGE, outcome.reason, outcome.detail, draft, *key)
-                )
-                continue
-            query_date, domain, references = outcome.query_date, outcome.domain, outcome.references
-            query_id = make_id("query", persona_id, draft.query.strip(), query_date.isoformat())
-            if query_id in seen:
+        index = 0  # runs on across the calls of one attempt, so every candidate's key is its own
+        too_long = False
+        for call, answer in enumerate(answers):
+            if isinstance(answer, BaseException) and not isinstance(answer, LLMOutputError):
+                raise answer  # the endpoint failed, not this item
+            if isinstance(answer, LLMOutputError):
+                too_long = too_long or isinstance(answer, LLMContextLengthError)
                 rejections.append(
                     rejected(
                         persona_id,
                         STAGE,
-                        RejectionReason.INVARIANT,
-                        "duplicate of an earlier candidate",
-                        draft,
-                        *key,
+                        failure_reason(answer),
+                        str(answer),
+                        {"error": str(answer)},
+                        attempt,
+                        "call",
+                        *((call,) if call else ()),
                     )
                 )
                 continue
-            seen.add(query_id)
-            candidates.append(_Parsed(draft, query_id, query_date, domain, references, key))
+            for draft in answer.candidates:
+                key = (attempt, index, draft.query)
+                index += 1
+                proposed.append(draft.query)
+                outcome = check_candidate(draft, settings)
+                if isinstance(outcome, CandidateProblem):
+                    rejections.append(
+                        rejected(persona_id, STAGE, outcome.reason, outcome.detail, draft, *key)
+                    )
+                    continue
+                query_date, domain, references = (
+                    outcome.query_date,
+                    outcome.domain,
+                    outcome.references,
+                )
+                query_id = make_id("query", persona_id, draft.query.strip(), query_date.isoformat())
+                if query_id in seen:
+                    rejections.append(
+                        rejected(
+                            persona_id,
+                            STAGE,
+                            RejectionReason.INVARIANT,
+                            "duplicate of an earlier candidate",
+                            draft,
+                            *key,
+                        )
+                    )
+                    continue
+                seen.add(query_id)
+                candidates.append(_Parsed(draft, query_id, query_date, domain, references, key))
+        if too_long:
+            break  # the smallest prompt does not fit: asking again cannot help
         if not candidates:
             continue
         texts: list[str] = []
@@ -471,10 +546,12 @@ async def generate_queries(
         else:
             answers = [RelevanceAnswer(verdicts=[]) for _ in gated]
         for (parsed, cosines, gamma), verdict in zip(gated, answers, strict=True):
-            if isinstance(verdict, BaseException):
+            if isinstance(verdict, BaseException) and not isinstance(verdict, LLMOutputError):
+                raise verdict  # the endpoint failed, not this candidate
+            if isinstance(verdict, LLMOutputError):
                 refuse(
                     parsed,
-                    CandidateProblem(RejectionReason.SCHEMA, f"relevance judge: {verdict}"),
+                    CandidateProblem(failure_reason(verdict), f"relevance judge: {verdict}"),
                     gamma,
                 )
                 continue

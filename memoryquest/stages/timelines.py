@@ -45,14 +45,19 @@ from memoryquest.contracts import (
     TimelineEvent,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import (
+    TRIM_LEVELS,
     contains_verbatim,
+    domain_of,
+    failure_reason,
+    first_fitting,
     parse_date,
     parse_domain,
     rejected,
+    spread,
     task_variables,
 )
 from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
@@ -96,16 +101,26 @@ def timeline_request(
     settings: GenerationSettings,
     seed: int,
     user_queries: Sequence[Query] = (),
+    keep: int | None = None,
 ) -> LLMRequest[TimelineDraft]:
-    """The ``timeline_synthesis`` call for ``query``."""
+    """The ``timeline_synthesis`` call for ``query``.
+
+    ``keep``: at most this many of the persona's tasks, three times as many
+    affinities, and of the user's other requests (this one always stays), for a
+    model whose window the whole prompt does not fit.
+    """
+    others = [q for q in user_queries if q.query_id != query.query_id]
+    shown = [*spread(others, keep, domain_of), query] if keep is not None else user_queries
+    tasks = [t for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN]
+    affinities = spread(persona.affinities, None if keep is None else 3 * keep, domain_of)
     inputs = TimelineInputs(
         query=query_variables(query),
         references=reference_variables(query),
-        user_references=[ref.text for other in user_queries for ref in other.references],
-        user_requests=[{"domain": q.domain.value, "text": q.text} for q in user_queries],
+        user_references=[ref.text for other in shown for ref in other.references],
+        user_requests=[{"domain": q.domain.value, "text": q.text} for q in shown],
         demographics=persona.demographics.model_dump(mode="json"),
-        affinities=[a.model_dump(mode="json") for a in persona.affinities],
-        tasks=[task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
+        affinities=[a.model_dump(mode="json") for a in affinities],
+        tasks=[task_variables(t) for t in spread(tasks, keep, domain_of)],
         events_min=settings.events_min,
         events_max=settings.events_max,
         lead_days_max=settings.lead_days_max,
@@ -259,7 +274,16 @@ async def synthesise_timeline(
     """
     rejections: list[RejectedCandidate] = []
     for attempt in range(settings.max_regenerations + 1):
-        request = timeline_request(persona, query, settings, seed + attempt, user_queries)
+        request, _ = await first_fitting(
+            client,
+            (
+                (
+                    timeline_request(persona, query, settings, seed + attempt, user_queries, keep),
+                    keep,
+                )
+                for keep in TRIM_LEVELS
+            ),
+        )
         try:
             draft = await client.complete(request)
         except LLMOutputError as exc:
@@ -267,13 +291,15 @@ async def synthesise_timeline(
                 rejected(
                     persona.persona_id,
                     STAGE,
-                    RejectionReason.SCHEMA,
+                    failure_reason(exc),
                     str(exc),
                     {"query_id": query.query_id, "error": str(exc)},
                     query.query_id,
                     attempt,
                 )
             )
+            if isinstance(exc, LLMContextLengthError):
+                break  # the smallest prompt does not fit: asking again cannot help
             continue
         built = build_events(draft, query, settings)
         problems = built.problems or await filler_similarity_problems(

@@ -583,12 +583,16 @@ class FakeOpenAIServer:
             self.in_flight -= 1
 
     def count(self, path: str | None = None, status: int | None = None) -> int:
-        """Logged requests, optionally only to ``path`` (suffix match) or with ``status``."""
+        """Logged requests, optionally only to ``path`` (suffix match) or with ``status``.
+
+        Without ``path``, the client's one look at ``/models`` (what the server
+        is, before its first request) is not counted: it is no model work.
+        """
         with self._lock:
             return sum(
                 1
                 for r in self.requests
-                if (path is None or r.path.endswith(path))
+                if (r.path.endswith(path) if path is not None else not r.path.endswith("/models"))
                 and (status is None or r.status == status)
             )
 
