@@ -141,12 +141,18 @@ def test_an_outage_ends_generate_in_one_line_and_the_traceback_is_in_the_log(
     attempts = 4 if exception == "LLMTransportError" else 3
     assert chat_refusals(server, 503) == attempts
     # Prefect's engine logged the failure, tracebacks included: into the log file.
+    text = assert_engine_log(log, f"memoryquest.llm.errors.{exception}: ")
+    assert "Encountered exception during execution" in text
+
+
+def assert_engine_log(log: Path, error: str) -> str:
+    """The log file holds the engine's traceback of ``error`` and its failed state, and no key."""
     text = log.read_text(encoding="utf-8")
     assert "Traceback (most recent call last)" in text
-    assert f"memoryquest.llm.errors.{exception}: " in text
-    assert "Encountered exception during execution" in text
+    assert error in text
     assert "Finished in state Failed" in text
     assert API_KEY not in text
+    return text
 
 
 # --------------------------------------------------------------------------- generate: a key refused mid-run
@@ -164,11 +170,9 @@ def test_a_key_refused_mid_run_ends_generate_in_one_line(
     assert line.startswith(f"{PREFIX}authentication failed for {server.url} (HTTP 401: "), line
     assert API_KEY not in line
     assert chat_refusals(server, 401) == 1  # not retried
-    text = log.read_text(encoding="utf-8")
-    assert "Traceback (most recent call last)" in text
-    assert "memoryquest.llm.errors.LLMAuthenticationError: authentication failed for" in text
-    assert "Finished in state Failed" in text
-    assert API_KEY not in text
+    assert_engine_log(
+        log, "memoryquest.llm.errors.LLMAuthenticationError: authentication failed for"
+    )
 
 
 def test_verbose_shows_the_engine_log_above_the_same_line(

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_llm_servers import relevance_request
 
 from memoryquest.contracts import RejectionReason
 from memoryquest.intake import load_personas
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
-from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import Settings
 from memoryquest.stages.queries import generate_queries
 from memoryquest.stages.queries_contracts import RelevanceAnswer
@@ -119,17 +119,7 @@ async def test_the_server_is_recognised_and_answers_in_its_grammar(
     real_client: tuple[ModelClient, Settings],
 ) -> None:
     client, _ = real_client
-    variables = {
-        "query": "Plan a weekend in Lisbon for me",
-        "query_date": "2024-06-01",
-        "query_domain": "Travel",
-        "references": [
-            {"index": 0, "text": "I broke my ankle", "date": "2024-05-01", "domain": "Health"}
-        ],
-    }
-    answer = await client.complete(
-        LLMRequest("reference_relevance", variables, RelevanceAnswer, stage="queries")
-    )
+    answer = await client.complete(relevance_request())
     assert isinstance(answer, RelevanceAnswer)  # valid against the schema, on the first mode tried
     backend = client.chat_backend
     assert backend.profile.kind == "llamacpp"

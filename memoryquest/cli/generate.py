@@ -117,13 +117,17 @@ def check_persona_source(source: str) -> None:
 
 
 def check_endpoint(settings: Settings) -> None:
-    """A refused key fails here, in one line, before Prefect starts (the simulator has nothing to check)."""
+    """A refused key fails here, in one line, before Prefect starts (the simulator has nothing to check).
+
+    The run's first line says where requests go and where embeddings come from.
+    """
     from memoryquest.llm.client import check_access
-    from memoryquest.llm.factory import build_chat_backend
+    from memoryquest.llm.factory import build_chat_backend, describe_endpoint
 
     backend = build_chat_backend(settings)
     if backend.simulated:
         return
+    print(describe_endpoint(settings), flush=True)
 
     async def check() -> None:
         try:
