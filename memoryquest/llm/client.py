@@ -16,7 +16,7 @@ import json
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,6 +92,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 # Whatever the client layer logs is redacted too (its errors redact themselves: memoryquest.llm.errors).
 redact_loggers(
@@ -476,6 +477,22 @@ class ModelClient:
         await self.prepare()
         attempt = self.attempt(request)
         return (await self.measure(self.next_call(attempt))).fits
+
+    async def first_fitting(
+        self, options: Iterable[tuple[LLMRequest[ResponseT], P]]
+    ) -> tuple[LLMRequest[ResponseT], P]:
+        """The first of ``options`` (requests, each with the plan it was built from; fullest
+        first, built lazily) whose prompt and output allowance fit the model's context window;
+        the last when none does, which then fails alone with ``LLMContextLengthError``.
+        Without a known window the first is taken as it is."""
+        last: tuple[LLMRequest[ResponseT], P] | None = None
+        for option in options:
+            last = option
+            if await self.fits(option[0]):
+                return option
+        if last is None:
+            raise ValueError("first_fitting needs at least one request")
+        return last
 
     async def fitted(self, call: ChatCall, attempt: Attempt) -> ChatCall:
         """``call`` with its timeout, checked against the window: a retry's larger output

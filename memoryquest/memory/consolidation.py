@@ -28,6 +28,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs, MergedFactAnswer
 from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
+from memoryquest.stages.common import failure_reason
 
 TEMPLATE_ID = "memory_consolidation"
 STAGE = "memory"
@@ -167,7 +168,7 @@ async def consolidate(
             group = pending[index]
             if isinstance(result, LLMOutputError):
                 reason, detail, payload = (
-                    RejectionReason.SCHEMA,
+                    failure_reason(result),
                     str(result),
                     {"error": str(result)},
                 )

@@ -49,7 +49,7 @@ from memoryquest.memory.extraction_contracts import (
 )
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import TRIM_LEVELS, failure_reason, first_fitting
+from memoryquest.stages.common import TRIM_LEVELS, failure_reason
 from memoryquest.text import best_sentence, content_words, locate, sentences_covering
 
 TEMPLATE_ID = "memory_extraction"
@@ -187,7 +187,7 @@ async def _fitting_plan(
                 break
             size = max(1, size // 2)
 
-    _, plan = await first_fitting(client, fullest_first())
+    _, plan = await client.first_fitting(fullest_first())
     return plan
 
 

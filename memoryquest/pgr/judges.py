@@ -17,7 +17,7 @@ whichever method retrieved it, so judge noise cannot favour one method.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -172,9 +172,37 @@ class LLMJudge(Judge):
     async def _verdicts(
         self, query: Query, union: list[MemoryItem], client: ModelClient
     ) -> dict[int, ReferenceVerdict]:
-        self.llm_calls += 1
-        answer = await client.complete(judge_request(query, union))
-        return verdicts_by_number(answer, len(query.references), len(union), query.query_id)
+        """One verdict per reference over the whole union; where the model's window is too small
+        for the union, over parts of it, a reference found in any part being found."""
+
+        def fullest_first() -> Iterator[tuple[LLMRequest[ReferenceVerdicts], int]]:
+            size = len(union)
+            while True:
+                yield judge_request(query, union[:size]), size
+                if size == 1:
+                    break
+                size = -(-size // 2)
+
+        _, size = await client.first_fitting(fullest_first())
+        parts = [union[start : start + size] for start in range(0, len(union), size)]
+        self.llm_calls += len(parts)
+        answers = await client.complete_all([judge_request(query, part) for part in parts])
+        merged: dict[int, ReferenceVerdict] = {}
+        for offset, (part, answer) in enumerate(zip(parts, answers, strict=True)):
+            verdicts = verdicts_by_number(answer, len(query.references), len(part), query.query_id)
+            for number, verdict in verdicts.items():
+                shifted = verdict.model_copy(
+                    update={"memories": [m + offset * size for m in verdict.memories]}
+                )
+                earlier = merged.get(number)
+                if earlier is None or not earlier.memories:
+                    # the first part's verdict, until a part finds the reference
+                    merged[number] = shifted if earlier is None or shifted.memories else earlier
+                elif shifted.memories:
+                    merged[number] = earlier.model_copy(
+                        update={"memories": [*earlier.memories, *shifted.memories]}
+                    )
+        return merged
 
 
 def judge_request(query: Query, memories: Sequence[MemoryItem]) -> LLMRequest[ReferenceVerdicts]:

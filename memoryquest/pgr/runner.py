@@ -32,7 +32,7 @@ import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -43,11 +43,13 @@ from memoryquest.contracts import (
     ProspectionStep,
     Query,
     ReferenceJudgement,
+    RejectedCandidate,
+    RejectionReason,
     RetrievalMethod,
     ValidationResult,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import ModelClient
+from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
 from memoryquest.pgr.baselines import BASELINE_METHODS, LexicalCache, budget_hits, parse_baselines
@@ -89,6 +91,7 @@ from memoryquest.pgr.prospection_contracts import (
 from memoryquest.pgr.retrieval import Hit, IndexCache, MemoryIndex, Retriever
 from memoryquest.prompt_inputs import PromptInputs
 from memoryquest.settings import PGRSettings
+from memoryquest.stages.common import failure_reason, rejected
 
 __all__ = [
     "PGRError",
@@ -570,10 +573,16 @@ async def validate_queries(
     judges: Sequence[JudgeKind | str | Judge] | None = None,
     baselines: Sequence[RetrievalMethod | str] | None = None,
     index_cache: IndexCache | None = None,
+    failures: list[RejectedCandidate] | None = None,
 ) -> list[ValidationResult]:
     """One result per query × method × judge, in that order; after each PGR method's
     rows, its budget-matched baselines (``baselines``, default ``settings.budget_baselines``),
     one result per baseline × judge.
+
+    ``failures``: when given, a query × method whose model answers cannot be used
+    (or do not fit the model's window), or a query the LLM judge cannot score, is
+    recorded there with its reason and leaves no rows; the other queries go on.
+    Without it the first such error is raised.
 
     ``llm_calls`` and ``embedding_calls`` count retrieval and generation only;
     judge calls are evaluation cost, not method cost.
@@ -597,12 +606,32 @@ async def validate_queries(
             query.persona_id, query.query_date, by_persona.get(query.persona_id, []), client
         )
 
+    def failed(query: Query, what: str, exc: Exception) -> list[Any]:
+        if failures is None:
+            raise exc
+        reason = RejectionReason.INVARIANT if isinstance(exc, PGRError) else failure_reason(exc)
+        failures.append(
+            rejected(
+                query.persona_id,
+                STAGE,
+                reason,
+                f"query {query.query_id}, {what}: {exc}",
+                {"query_id": query.query_id, "what": what, "error": str(exc)},
+                query.query_id,
+                what,
+            )
+        )
+        return []
+
     async def one(query: Query, method: RetrievalMethod) -> list[RetrievalOutcome]:
         persona_facts = by_persona.get(query.persona_id, [])
         index = indexes[query.query_id]
-        outcome = await run_query(
-            query, persona_facts, method, client, settings, index_cache=cache, lexical=lexical
-        )
+        try:
+            outcome = await run_query(
+                query, persona_facts, method, client, settings, index_cache=cache, lexical=lexical
+            )
+        except (LLMOutputError, PGRError) as exc:
+            return failed(query, method.value, exc)
         outcomes = [outcome]
         if method in PLANNING:
             for baseline in baseline_list:
@@ -623,7 +652,12 @@ async def validate_queries(
     async def scored(query: Query) -> list[ValidationResult]:
         per_method = await asyncio.gather(*(one(query, m) for m in method_list))
         outcomes = [o for group in per_method for o in group]
-        return await score_outcomes(query, outcomes, indexes[query.query_id], judge_list, client)
+        try:
+            return await score_outcomes(
+                query, outcomes, indexes[query.query_id], judge_list, client
+            )
+        except LLMOutputError as exc:
+            return failed(query, "judges", exc)
 
     groups = await asyncio.gather(*(scored(q) for q in queries))
     return [result for group in groups for result in group]

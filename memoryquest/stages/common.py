@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -19,8 +19,7 @@ from memoryquest.contracts import (
     parse_domain,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMContextLengthError, ModelClient
-from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.client import LLMContextLengthError
 from memoryquest.text import contains_verbatim, normalise_text
 
 __all__ = [
@@ -41,8 +40,6 @@ def task_variables(task: PersonaTask) -> dict[str, Any]:
 TRIM_LEVELS: tuple[int | None, ...] = (None, 24, 12, 6, 3, 1, 0)
 
 T = TypeVar("T")
-R = TypeVar("R", bound=BaseModel)
-P = TypeVar("P")
 
 
 def spread(items: Sequence[T], keep: int | None, domain_of: Callable[[T], object]) -> list[T]:
@@ -90,23 +87,6 @@ def domain_of(item: Any) -> object:
     if domains is not None:
         return domains[0] if domains else None
     return item.domain
-
-
-async def first_fitting(
-    client: ModelClient, options: Iterable[tuple[LLMRequest[R], P]]
-) -> tuple[LLMRequest[R], P]:
-    """The first of ``options`` (requests, each with the plan it was built from; fullest first,
-    built lazily) whose prompt and output allowance fit the model's context window; the last
-    when none does, which then fails alone with ``context_length``. Without a known window the
-    first is taken as it is."""
-    last: tuple[LLMRequest[R], P] | None = None
-    for option in options:
-        last = option
-        if await client.fits(option[0]):
-            return option
-    if last is None:
-        raise ValueError("first_fitting needs at least one request")
-    return last
 
 
 def failure_reason(exc: BaseException) -> RejectionReason:

@@ -46,7 +46,6 @@ from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.common import (
     TRIM_LEVELS,
     failure_reason,
-    first_fitting,
     parse_date,
     parse_domain,
     persona_variables,
@@ -329,7 +328,7 @@ async def generation_requests(
                     break
                 count = max(1, count // 2)
 
-    first, (count, keep) = await first_fitting(client, fullest_first())
+    first, (count, keep) = await client.first_fitting(fullest_first())
     if count >= full or not await client.fits(first):
         return [first]  # all at once, or nothing fits: one call, which fails alone
     calls = -(-full // count)

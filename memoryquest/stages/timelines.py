@@ -53,7 +53,6 @@ from memoryquest.stages.common import (
     contains_verbatim,
     domain_of,
     failure_reason,
-    first_fitting,
     parse_date,
     parse_domain,
     rejected,
@@ -274,8 +273,7 @@ async def synthesise_timeline(
     """
     rejections: list[RejectedCandidate] = []
     for attempt in range(settings.max_regenerations + 1):
-        request, _ = await first_fitting(
-            client,
+        request, _ = await client.first_fitting(
             (
                 (
                     timeline_request(persona, query, settings, seed + attempt, user_queries, keep),
