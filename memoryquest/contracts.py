@@ -283,7 +283,7 @@ class RejectedCandidate(Row):
 
     rejected_id: Id
     persona_id: Id
-    stage: Literal["queries", "timelines", "dialogues", "memory"]
+    stage: Literal["queries", "timelines", "dialogues", "memory", "pgr"]
     reason: RejectionReason
     detail: str
     payload_json: str = Field(description="The rejected candidate as generated, as JSON text.")
