@@ -17,7 +17,7 @@ from memoryquest.llm.budget import PromptMeter, Throughput
 from memoryquest.llm.client import LLMContextLengthError, ModelClient
 from memoryquest.llm.factory import build_client, describe_endpoint, embeddings_from_endpoint
 from memoryquest.llm.limiter import RetryPolicy
-from memoryquest.llm.openai_backend import context_overflow, refused_field
+from memoryquest.llm.openai_backend import OpenAIChatBackend, context_overflow, refused_field
 from memoryquest.llm.request import LLMRequest
 from memoryquest.llm.servers import guess_kind, known_window, llamacpp_props, ollama_window
 from memoryquest.settings import ServerKind, Settings
@@ -175,6 +175,52 @@ async def test_a_llamacpp_server_is_recognised_and_sent_json_object_with_its_sch
     assert body["response_format"]["schema"]["type"] == "object"
     assert "prompt_cache_key" not in body and "max_tokens" in body
     assert client.limiter is not None and client.limiter.max_concurrency == 1  # one slot
+
+
+@pytest.mark.parametrize(
+    ("models", "extra_route", "kind", "window"),
+    [
+        ({"id": "smol", "owned_by": "vllm", "max_model_len": 32768}, None, "vllm", 32768),
+        (
+            {"id": "smol", "owned_by": "llamacpp"},
+            ("GET", "/props", {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 2}),
+            "llamacpp",
+            4096,
+        ),
+        (
+            {"id": "smol", "owned_by": "library"},
+            ("POST", "/api/show", {"parameters": "num_ctx 12288"}),
+            "ollama",
+            12288,
+        ),
+    ],
+    ids=["vllm", "llama.cpp", "ollama"],
+)
+async def test_auto_asks_the_server_what_it_is_and_how_long_its_window_is(
+    server: FakeOpenAIServer,
+    tmp_path: Path,
+    clients: list[ModelClient],
+    models: dict[str, Any],
+    extra_route: tuple[str, str, Any] | None,
+    kind: str,
+    window: int,
+) -> None:
+    def listing(entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        return 200, {"object": "list", "data": [models]}, {}
+
+    server.routes[("GET", "/v1/models")] = listing
+    if extra_route is not None:
+        method, path, answer = extra_route
+        server.routes[(method, path)] = lambda entry, headers: (200, answer, {})
+    client = build_client(settings_for(server, tmp_path), retry=FAST)
+    clients.append(client)
+    await client.complete(relevance_request())
+    backend = client.chat_backend
+    assert isinstance(backend, OpenAIChatBackend)
+    assert (backend.profile.kind, client.context_window) == (kind, window)
+    (body,) = chat_bodies(server)
+    expected = "json_object" if kind == "llamacpp" else "json_schema"
+    assert body["response_format"]["type"] == expected
 
 
 async def test_a_refused_response_format_is_dropped_not_retried_unchanged(

@@ -462,6 +462,11 @@ class ModelClient:
         if window is None:
             return Fit(0, call.max_output_tokens, None)
         messages = call.sent_messages()
+        # A byte-level tokenizer makes at most one token a byte: a prompt that fits by its bytes
+        # fits, and needs no counting (hosted windows are ten times any prompt here).
+        ceiling = sum(len(m["content"].encode()) + 8 for m in messages) + 16
+        if ceiling + call.max_output_tokens <= window:
+            return Fit(ceiling, call.max_output_tokens, window)
         exact = None
         count = getattr(self.chat_backend, "count_prompt", None)
         if callable(count) and not self.simulated:
