@@ -8,9 +8,13 @@ module beside the module that asks for the template (for example
 with the output model, so that the stage, the offline simulator and the tests
 share one definition instead of four copies of a dict.
 
-Contracts modules import only pydantic and :mod:`memoryquest.contracts`: the
-simulator imports them without pulling in a stage, the LLM client or their
-cache fingerprints.
+The inputs model is the template's one object: its id, its answer's model,
+the stage it is billed to and its temperature, with the file's version and
+output allowance a :meth:`PromptInputs.template` away; stages build requests
+with :meth:`PromptInputs.request` and the simulator registers against it.
+Contracts modules import only pydantic, :mod:`memoryquest.contracts` and the
+light request and template modules of the client layer: the simulator imports
+them without pulling in a stage, the LLM client or their cache fingerprints.
 
 A stage builds its request's variables with :meth:`PromptInputs.variables`,
 which is exactly the dict it used to write by hand (same keys, same order,
@@ -27,6 +31,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
+
+from memoryquest.llm.prompts import PromptTemplate, load_template
+from memoryquest.llm.request import LLMRequest
 
 ROW = ConfigDict(extra="ignore")
 """Config of the ``TypedDict`` rows inside a contract: a key a row's type lacks is dropped
@@ -45,11 +52,38 @@ class PromptInputs(BaseModel):
 
     template_id: ClassVar[str]
     output_model: ClassVar[type[BaseModel]]
+    stage: ClassVar[str]  # what the usage ledger bills its requests to
+    temperature: ClassVar[float] = 0.7
     not_in_prompt: ClassVar[dict[str, str]] = {}
 
     def variables(self) -> dict[str, Any]:
         """The request's ``variables``: JSON-ready, in field order."""
         return self.model_dump(mode="json")
+
+    @classmethod
+    def template(cls, prompts_dir: Path | None = None) -> PromptTemplate:
+        """The template file: its version, sections and output allowance (``max_output_tokens``)."""
+        return load_template(cls.template_id, prompts_dir)
+
+    def request(
+        self,
+        *,
+        seed: int = 0,
+        max_output_tokens: int | None = None,
+        cache_scope: str | None = None,
+        temperature: float | None = None,
+    ) -> LLMRequest[Any]:
+        """The request for these inputs, with the template's defaults unless told otherwise."""
+        return LLMRequest(
+            template_id=self.template_id,
+            variables=self.variables(),
+            response_model=self.output_model,
+            stage=self.stage,
+            temperature=self.temperature if temperature is None else temperature,
+            max_output_tokens=max_output_tokens,
+            seed=seed,
+            cache_scope=cache_scope,
+        )
 
 
 def _contract_modules() -> list[str]:

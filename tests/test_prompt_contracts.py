@@ -8,6 +8,7 @@ or a simulator answer that takes a dict or another template's model fails here.
 from __future__ import annotations
 
 import string
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -73,3 +74,25 @@ def test_a_new_variable_without_a_field_is_caught() -> None:
     model = inputs_models()[template.template_id]
     missing = placeholders(grown) - set(model.model_fields)
     assert missing == {"new_variable", "braced_one"}
+
+
+PACKAGE = Path(__file__).resolve().parent.parent / "memoryquest"
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.template_id)
+def test_a_template_id_is_written_in_one_python_place_its_inputs_model(
+    template: PromptTemplate,
+) -> None:
+    """Stages build requests from the inputs model and the simulator registers against it, so
+    the id is spelled once: where the model names its template."""
+    literal = f'"{template.template_id}"'
+    places = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if literal in path.read_text(encoding="utf-8")
+    )
+    model = inputs_models()[template.template_id]
+    assert places == [model.__module__.removeprefix("memoryquest.").replace(".", "/") + ".py"]
+    request = model.model_construct().request(seed=3)
+    assert (request.template_id, request.response_model) == (model.template_id, model.output_model)
+    assert (request.stage, request.temperature) == (model.stage, model.temperature)

@@ -30,7 +30,6 @@ from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason
 
-TEMPLATE_ID = "memory_consolidation"
 STAGE = "memory"
 
 
@@ -102,13 +101,7 @@ def fact_view(fact: Fact) -> dict[str, object]:
 
 
 def merge_request(group: Sequence[Fact], seed: int) -> LLMRequest[MergedFactAnswer]:
-    return LLMRequest(
-        template_id=TEMPLATE_ID,
-        variables=ConsolidationInputs(facts=[fact_view(f) for f in group]).variables(),
-        response_model=MergedFactAnswer,
-        stage=STAGE,
-        seed=seed,
-    )
+    return ConsolidationInputs(facts=[fact_view(f) for f in group]).request(seed=seed)
 
 
 def merge_problems(answer: MergedFactAnswer, group: Sequence[Fact]) -> list[str]:
@@ -188,7 +181,11 @@ async def consolidate(
             outcome.rejected.append(
                 RejectedCandidate(
                     rejected_id=make_id(
-                        "rejected", store.persona_id, TEMPLATE_ID, *member_fids, attempt
+                        "rejected",
+                        store.persona_id,
+                        ConsolidationInputs.template_id,
+                        *member_fids,
+                        attempt,
                     ),
                     persona_id=store.persona_id,
                     stage="memory",

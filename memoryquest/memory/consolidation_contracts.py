@@ -50,6 +50,7 @@ class ConsolidationInputs(PromptInputs):
     """A group of similar facts close in time, to be merged into one."""
 
     template_id: ClassVar[str] = "memory_consolidation"
+    stage: ClassVar[str] = "memory"
     output_model: ClassVar[type[BaseModel]] = MergedFactAnswer
 
     facts: list[GroupFact]

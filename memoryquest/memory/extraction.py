@@ -40,7 +40,6 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
-from memoryquest.llm.prompts import load_template
 from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
 from memoryquest.memory.consolidation import consolidate
 from memoryquest.memory.extraction_contracts import (
@@ -52,7 +51,6 @@ from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import TRIM_LEVELS, failure_reason
 from memoryquest.text import best_sentence, content_words, locate, sentences_covering
 
-TEMPLATE_ID = "memory_extraction"
 STAGE = "memory"
 # A quote copies a sentence's opening words, not the sentence: enough to name it among the
 # turn's sentences, and about a third of the stage's output tokens less.
@@ -127,21 +125,14 @@ def extraction_request(
     seed: int,
     max_output_tokens: int | None = None,
 ) -> LLMRequest[ExtractionAnswer]:
-    return LLMRequest(
-        template_id=TEMPLATE_ID,
-        variables=ExtractionInputs(
-            existing_facts=[
-                existing_fact_view(fact, name)
-                for name, fact in zip(shown_names(active), active, strict=True)
-            ],
-            sessions=[session_view(s) for s in batch],
-            quote_words=QUOTE_WORDS,
-        ).variables(),
-        response_model=ExtractionAnswer,
-        stage=STAGE,
-        seed=seed,
-        max_output_tokens=max_output_tokens,
-    )
+    return ExtractionInputs(
+        existing_facts=[
+            existing_fact_view(fact, name)
+            for name, fact in zip(shown_names(active), active, strict=True)
+        ],
+        sessions=[session_view(s) for s in batch],
+        quote_words=QUOTE_WORDS,
+    ).request(seed=seed, max_output_tokens=max_output_tokens)
 
 
 @dataclass(frozen=True)
@@ -172,7 +163,7 @@ async def _fitting_plan(
             batch = ordered[start : start + size]
             budget = None
             if size < step:
-                full = load_template(TEMPLATE_ID).max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+                full = ExtractionInputs.template().max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
                 budget = -(-full * size // step)
             for limit in TRIM_LEVELS:
                 shown_limit = (
@@ -404,7 +395,7 @@ def _rejection(
             else "; retries exhausted, the batch adds no facts"
         )
     return RejectedCandidate(
-        rejected_id=make_id("rejected", persona_id, TEMPLATE_ID, anchor, attempt),
+        rejected_id=make_id("rejected", persona_id, ExtractionInputs.template_id, anchor, attempt),
         persona_id=persona_id,
         stage="memory",
         reason=reason,

@@ -86,6 +86,7 @@ class ExtractionInputs(PromptInputs):
     """The store's active facts and one batch of sessions to extract new or changed facts from."""
 
     template_id: ClassVar[str] = "memory_extraction"
+    stage: ClassVar[str] = "memory"
     output_model: ClassVar[type[BaseModel]] = ExtractionAnswer
 
     existing_facts: list[ExistingFact]

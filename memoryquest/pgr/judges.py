@@ -33,9 +33,6 @@ from memoryquest.pgr.judges_contracts import (
 from memoryquest.pgr.retrieval import EMBED_STAGE, MemoryIndex
 from memoryquest.settings import PGRSettings
 
-JUDGE_STAGE = "pgr_judge"
-JUDGE_TEMPLATE = "judge_references"
-
 
 class Judge:
     """Base of the judges: by default each retrieved set is judged on its own (``judge``)."""
@@ -207,24 +204,18 @@ class LLMJudge(Judge):
 
 def judge_request(query: Query, memories: Sequence[MemoryItem]) -> LLMRequest[ReferenceVerdicts]:
     """The model judge's request: the query's references and the memories, both numbered from 1."""
-    return LLMRequest(
-        template_id=JUDGE_TEMPLATE,
-        variables=JudgeReferencesInputs(
-            query=query.text,
-            query_date=query.query_date.isoformat(),
-            references=[
-                {"number": n, "date": r.date.isoformat(), "text": r.text}
-                for n, r in enumerate(query.references, start=1)
-            ],
-            retrieved=[
-                {"number": n, "date": item.date.isoformat(), "info": item.info}
-                for n, item in enumerate(memories, start=1)
-            ],
-        ).variables(),
-        response_model=ReferenceVerdicts,
-        stage=JUDGE_STAGE,
-        temperature=0.0,
-    )
+    return JudgeReferencesInputs(
+        query=query.text,
+        query_date=query.query_date.isoformat(),
+        references=[
+            {"number": n, "date": r.date.isoformat(), "text": r.text}
+            for n, r in enumerate(query.references, start=1)
+        ],
+        retrieved=[
+            {"number": n, "date": item.date.isoformat(), "info": item.info}
+            for n, item in enumerate(memories, start=1)
+        ],
+    ).request()
 
 
 def verdicts_by_number(
@@ -237,12 +228,12 @@ def verdicts_by_number(
     missing = [n for n in range(1, references + 1) if n not in by_number]
     if missing:
         raise JudgeOutputError(
-            f"{JUDGE_TEMPLATE} for query {query_id}: no verdict for reference number(s) {missing}"
+            f"{JudgeReferencesInputs.template_id} for query {query_id}: no verdict for reference number(s) {missing}"
         )
     unknown = sorted({m for v in by_number.values() for m in v.memories if not 1 <= m <= memories})
     if unknown:
         raise JudgeOutputError(
-            f"{JUDGE_TEMPLATE} for query {query_id}: memory number(s) {unknown} outside 1..{memories}"
+            f"{JudgeReferencesInputs.template_id} for query {query_id}: memory number(s) {unknown} outside 1..{memories}"
         )
     return by_number
 

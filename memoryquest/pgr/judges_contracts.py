@@ -54,6 +54,8 @@ class JudgeReferencesInputs(PromptInputs):
     """A query's references and everything its methods retrieved, to judge which memory states which."""
 
     template_id: ClassVar[str] = "judge_references"
+    stage: ClassVar[str] = "pgr_judge"
+    temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = ReferenceVerdicts
 
     query: str

@@ -97,6 +97,8 @@ class AugmentInputs(QueryInputs):
     """The request with the facts closest to it, to be rewritten with what they imply."""
 
     template_id: ClassVar[str] = "pgr_augment"
+    stage: ClassVar[str] = "pgr"
+    temperature: ClassVar[float] = 0.2
     output_model: ClassVar[type[BaseModel]] = AugmentedQuery
 
     context_facts: list[FactView]
@@ -110,11 +112,13 @@ class PlanInputs(QueryInputs):
 
 class CotInitialInputs(PlanInputs):
     template_id: ClassVar[str] = "pgr_cot_initial"
+    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = ChainPlan
 
 
 class TotInitialInputs(PlanInputs):
     template_id: ClassVar[str] = "pgr_tot_initial"
+    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = TreePlan
 
 
@@ -122,6 +126,7 @@ class CotRefineInputs(PlanInputs):
     """The previous chain and every fact retrieved so far, for a re-plan (phase 2)."""
 
     template_id: ClassVar[str] = "pgr_cot_refine"
+    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = ChainPlan
 
     previous_steps: list[ChainStepView]
@@ -132,6 +137,7 @@ class TotRefineInputs(PlanInputs):
     """The previous tree and every fact retrieved so far, for a re-plan (phase 2)."""
 
     template_id: ClassVar[str] = "pgr_tot_refine"
+    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = TreePlan
 
     previous_steps: list[TreeStepView]
@@ -142,6 +148,8 @@ class SummaryInputs(PlanInputs):
     """The last plan and the retrieved facts in time order, to be summarised for the answer."""
 
     template_id: ClassVar[str] = "pgr_summary"
+    stage: ClassVar[str] = "pgr"
+    temperature: ClassVar[float] = 0.3
     output_model: ClassVar[type[BaseModel]] = ProspectionSummary
 
     steps: list[ChainStepView] | list[TreeStepView]
@@ -152,6 +160,8 @@ class AnswerInputs(QueryInputs):
     """The retrieved facts and, for PGR, the summary: prospection-augmented generation."""
 
     template_id: ClassVar[str] = "pgr_answer"
+    stage: ClassVar[str] = "pgr"
+    temperature: ClassVar[float] = 0.3
     output_model: ClassVar[type[BaseModel]] = GeneratedAnswer
 
     facts: list[FactView]

@@ -50,7 +50,6 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
-from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
 from memoryquest.pgr.baselines import BASELINE_METHODS, LexicalCache, budget_hits, parse_baselines
 from memoryquest.pgr.judges import Judge, build_judges
@@ -250,20 +249,14 @@ class _Calls:
         self,
         inputs: PromptInputs,
         model: type[ModelT],
-        temperature: float,
         seed: int = 0,
     ) -> ModelT:
+        """The answer to ``inputs``'s template (``model``, its output model, types the answer)."""
         self.count += 1
-        request = LLMRequest(
-            template_id=inputs.template_id,
-            variables=inputs.variables(),
-            response_model=model,
-            stage=STAGE,
-            temperature=temperature,
-            seed=seed,
-            cache_scope=self.cache_scope,
+        answer: ModelT = await self.client.complete(
+            inputs.request(seed=seed, cache_scope=self.cache_scope)
         )
-        return await self.client.complete(request)
+        return answer
 
 
 def _chronological(index: MemoryIndex, fids: Iterable[str]) -> list[MemoryItem]:
@@ -368,7 +361,7 @@ async def _run_pgr(
     async def plan(inputs: PlanInputs, iteration: int) -> list[ProspectionStep]:
         """Ask for a chain or tree; a tree that cannot be repaired is asked for once more."""
         for attempt in range(TREE_ATTEMPTS):
-            answer = await calls.ask(inputs, plan_model, temperature=0.7, seed=attempt)
+            answer = await calls.ask(inputs, plan_model, seed=attempt)
             if isinstance(answer, ChainPlan):
                 return chain_steps(answer)
             try:
@@ -410,7 +403,6 @@ async def _run_pgr(
             context_facts=facts_view([index.item(h.fid) for h in context]),
         ),
         AugmentedQuery,
-        temperature=0.2,
     )
     common = PlanInputs(
         query=query.text,
@@ -461,7 +453,6 @@ async def _run_pgr(
             facts=facts_view(facts_in_time),
         ),
         ProspectionSummary,
-        temperature=0.3,
     )
     answer = None
     if settings.generate_answers:
@@ -494,7 +485,6 @@ async def _answer(calls: _Calls, query: Query, facts: list[MemoryItem], summary:
             summary=summary,
         ),
         GeneratedAnswer,
-        temperature=0.3,
     )
     return reply.answer
 

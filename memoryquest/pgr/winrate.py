@@ -15,12 +15,8 @@ from pydantic import BaseModel, Field
 
 from memoryquest.contracts import Query
 from memoryquest.llm.client import ModelClient
-from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
-from memoryquest.pgr.winrate_contracts import Choice, PairwiseInputs, PairwiseVerdict
-
-PAIRWISE_TEMPLATE = "judge_pairwise"
-PAIRWISE_STAGE = "pgr_judge"
+from memoryquest.pgr.winrate_contracts import Choice, PairwiseInputs
 
 Side = Literal["a", "b", "tie"]
 
@@ -62,15 +58,7 @@ async def pairwise_winrate(
         "references": [r.text for r in query.references] if include_references else [],
     }
     requests = [
-        LLMRequest(
-            template_id=PAIRWISE_TEMPLATE,
-            variables=PairwiseInputs(
-                **base, first_response=first, second_response=second
-            ).variables(),
-            response_model=PairwiseVerdict,
-            stage=PAIRWISE_STAGE,
-            temperature=0.0,
-        )
+        PairwiseInputs(**base, first_response=first, second_response=second).request()
         for first, second in ((answer_a, answer_b), (answer_b, answer_a))
     ]
     a_first, b_first = await client.complete_all(requests)

@@ -37,6 +37,8 @@ class PairwiseInputs(PromptInputs):
     """Two responses to one request, and what the judge may know of the user."""
 
     template_id: ClassVar[str] = "judge_pairwise"
+    stage: ClassVar[str] = "pgr_judge"
+    temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = PairwiseVerdict
 
     query: str

@@ -46,8 +46,10 @@ def _inputs_model(func: Answer) -> type[PromptInputs] | None:
     return None
 
 
-def simulates(template_id: str) -> Callable[[Answer], Answer]:
-    """Register the simulated answer for one prompt template."""
+def simulates(template: type[PromptInputs] | str) -> Callable[[Answer], Answer]:
+    """Register the simulated answer for one prompt template: its inputs model (the template's
+    one object), or a bare template id for an answer that takes a plain dict (test templates)."""
+    template_id = template if isinstance(template, str) else template.template_id
 
     def register(func: Answer) -> Answer:
         if template_id in _ANSWERS and _ANSWERS[template_id] is not func:

@@ -228,7 +228,7 @@ def assistant_turn(
     return " ".join(p for p in parts if p), asks
 
 
-@simulates("dialogue_expansion")
+@simulates(DialogueInputs)
 def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any]:
     event = inputs.event
     domain = Domain(event["domain"])

@@ -946,7 +946,7 @@ def facts_of_turn(
     return out
 
 
-@simulates("memory_extraction")
+@simulates(ExtractionInputs)
 def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any]:
     existing = [
         _Draft(f["fid"], f["info"], f["type"], list(f.get("related_entities", [])))
@@ -1000,7 +1000,7 @@ def _atomic(info: str) -> str:
     return _capitalise(best)
 
 
-@simulates("memory_consolidation")
+@simulates(ConsolidationInputs)
 def merge_facts(inputs: ConsolidationInputs, rng: random.Random) -> dict[str, Any]:
     facts = list(inputs.facts)
     if not facts:

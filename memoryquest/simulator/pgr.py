@@ -233,7 +233,7 @@ def _join(items: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- augmentation
 
 
-@simulates("pgr_augment")
+@simulates(AugmentInputs)
 def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
@@ -253,7 +253,7 @@ def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
 # --------------------------------------------------------------------------- Phase 1
 
 
-@simulates("pgr_cot_initial")
+@simulates(CotInitialInputs)
 def cot_initial(inputs: CotInitialInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query, rng)
@@ -282,7 +282,7 @@ def _branch(step: PlanStep, needs: Sequence[str]) -> dict[str, str]:
     }
 
 
-@simulates("pgr_tot_initial")
+@simulates(TotInitialInputs)
 def tot_initial(inputs: TotInitialInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query, rng)
@@ -399,7 +399,7 @@ def _additions(
     return (follow_ups + missing)[: max(min(room, MAX_NEW_STEPS), 0)]
 
 
-@simulates("pgr_cot_refine")
+@simulates(CotRefineInputs)
 def cot_refine(inputs: CotRefineInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
@@ -430,7 +430,7 @@ def _checked(root: dict[str, Any] | None) -> set[str]:
     }
 
 
-@simulates("pgr_tot_refine")
+@simulates(TotRefineInputs)
 def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
     """Fold facts in, prune probes that found nothing of their need to make room, add follow-ups and unasked needs."""
     query = " ".join(str(inputs.query).split())
@@ -504,7 +504,7 @@ def _prioritised(facts: Sequence[FactView], plan_: Plan, context: str) -> list[F
     )
 
 
-@simulates("pgr_summary")
+@simulates(SummaryInputs)
 def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
@@ -533,7 +533,7 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
     return {"summary": " ".join(parts)}
 
 
-@simulates("pgr_answer")
+@simulates(AnswerInputs)
 def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
@@ -570,7 +570,7 @@ def _overlap(reference: str, fact: str) -> tuple[float, int]:
     return shared / len(wanted), shared
 
 
-@simulates("judge_references")
+@simulates(JudgeReferencesInputs)
 def judge_references(inputs: JudgeReferencesInputs, rng: random.Random) -> dict[str, Any]:
     retrieved = [(int(item["number"]), str(item.get("info", ""))) for item in inputs.retrieved]
     verdicts = []
@@ -604,7 +604,7 @@ def _cited(text: str, statements: Iterable[str]) -> int:
     return count
 
 
-@simulates("judge_pairwise")
+@simulates(PairwiseInputs)
 def judge_pairwise(inputs: PairwiseInputs, rng: random.Random) -> dict[str, Any]:
     statements = [str(f.get("info", "")) for f in inputs.user_facts]
     statements += [str(r) for r in inputs.references]

@@ -430,7 +430,7 @@ def _reference_count(low: int, high: int, rng: random.Random) -> int:
     return rng.choices(range(low, high + 1), weights=weights)[0]
 
 
-@simulates("query_generation")
+@simulates(QueryGenerationInputs)
 def propose_queries(inputs: QueryGenerationInputs, rng: random.Random) -> dict[str, Any]:
     material = PersonaMaterial.from_variables(inputs.model_dump())
     world = World(material)

@@ -102,7 +102,7 @@ def verdict(
     return True, f"It is about {NEEDS[need].label}, which matters when {step.phrase}."
 
 
-@simulates("reference_relevance")
+@simulates(ReferenceRelevanceInputs)
 def judge_relevance(inputs: ReferenceRelevanceInputs, rng: random.Random) -> dict[str, Any]:
     query = str(inputs.query)
     domain = str(inputs.query_domain or "")

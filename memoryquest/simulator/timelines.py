@@ -135,7 +135,7 @@ def described_updates(description: str) -> tuple[str, list[str]]:
     return activity.strip(), [u.strip().rstrip(".").strip() for u in updates if u.strip()]
 
 
-@simulates("timeline_synthesis")
+@simulates(TimelineInputs)
 def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, Any]:
     query = inputs.query
     query_date = dt.date.fromisoformat(query["query_date"])

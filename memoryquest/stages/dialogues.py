@@ -45,7 +45,6 @@ from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs
 from memoryquest.text import locate, normalise_text, sentence_spans
 
 STAGE = "dialogues"
-TEMPLATE = "dialogue_expansion"
 
 
 class DialogueStageResult(BaseModel):
@@ -100,12 +99,7 @@ def _variables(
 def _request(
     persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings, seed: int
 ) -> LLMRequest[DialogueDraft]:
-    return LLMRequest(
-        template_id=TEMPLATE,
-        variables=_variables(persona, query, event, settings).variables(),
-        response_model=DialogueDraft,
-        stage=STAGE,
-        temperature=0.9,
+    return _variables(persona, query, event, settings).request(
         seed=seed,
         # The prompts that share a cacheable prefix: the persona's material of one domain.
         cache_scope=f"persona:{persona.persona_id}:{event.domain.value}",

@@ -60,6 +60,8 @@ class DialogueInputs(PromptInputs):
     """One timeline event and the persona's material in its domain, for writing the session."""
 
     template_id: ClassVar[str] = "dialogue_expansion"
+    stage: ClassVar[str] = "dialogues"
+    temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = DialogueDraft
 
     event: DialogueEvent

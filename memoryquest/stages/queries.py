@@ -40,7 +40,6 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
-from memoryquest.llm.prompts import load_template
 from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
 from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.common import (
@@ -62,10 +61,8 @@ from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 
 STAGE = "queries"
-TEMPLATE = "query_generation"
 # The template's max_output_tokens is sized for this many candidates (the default candidates_per_user).
 SIZED_FOR_CANDIDATES = GenerationSettings.model_fields["candidates_per_user"].default
-RELEVANCE_TEMPLATE = "reference_relevance"
 
 
 # --------------------------------------------------------------------------- what the stage returns
@@ -278,7 +275,9 @@ def generation_request(
     count = count or settings.candidates_per_user
     budget = None
     if count != SIZED_FOR_CANDIDATES:
-        template_budget = load_template(TEMPLATE).max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+        template_budget = (
+            QueryGenerationInputs.template().max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+        )
         budget = -(-template_budget * count // SIZED_FOR_CANDIDATES)
     inputs = QueryGenerationInputs(
         **persona_variables(persona, keep),
@@ -291,15 +290,7 @@ def generation_request(
         domains=[d.value for d in Domain],
         already_proposed=proposed,
     )
-    return LLMRequest(
-        template_id=TEMPLATE,
-        variables=inputs.variables(),
-        response_model=QueryCandidatesDraft,
-        stage=STAGE,
-        temperature=0.9,
-        seed=seed,
-        max_output_tokens=budget,
-    )
+    return inputs.request(seed=seed, max_output_tokens=budget)
 
 
 async def generation_requests(
@@ -341,27 +332,20 @@ async def generation_requests(
 
 
 def relevance_request(parsed: _Parsed, seed: int) -> LLMRequest[RelevanceAnswer]:
-    return LLMRequest(
-        template_id=RELEVANCE_TEMPLATE,
-        variables=ReferenceRelevanceInputs(
-            query=parsed.draft.query.strip(),
-            query_date=parsed.query_date.isoformat(),
-            query_domain=parsed.domain.value,
-            references=[
-                {
-                    "index": index,
-                    "text": ref.text,
-                    "date": ref.date.isoformat(),
-                    "domain": ref.domain.value,
-                }
-                for index, ref in enumerate(parsed.references)
-            ],
-        ).variables(),
-        response_model=RelevanceAnswer,
-        stage=STAGE,
-        temperature=0.0,
-        seed=seed,
-    )
+    return ReferenceRelevanceInputs(
+        query=parsed.draft.query.strip(),
+        query_date=parsed.query_date.isoformat(),
+        query_domain=parsed.domain.value,
+        references=[
+            {
+                "index": index,
+                "text": ref.text,
+                "date": ref.date.isoformat(),
+                "domain": ref.domain.value,
+            }
+            for index, ref in enumerate(parsed.references)
+        ],
+    ).request(seed=seed)
 
 
 def check_relevance(answer: RelevanceAnswer, count: int) -> list[str] | CandidateProblem:

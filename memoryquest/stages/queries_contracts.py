@@ -67,6 +67,8 @@ class QueryGenerationInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "query_generation"
+    stage: ClassVar[str] = "queries"
+    temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = QueryCandidatesDraft
     not_in_prompt: ClassVar[dict[str, str]] = {
         "persona_id": "groups one persona's requests in the provider's prompt cache",
@@ -103,6 +105,8 @@ class ReferenceRelevanceInputs(PromptInputs):
     """One candidate query and its references, for the judge of each reference's relevance."""
 
     template_id: ClassVar[str] = "reference_relevance"
+    stage: ClassVar[str] = "queries"
+    temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = RelevanceAnswer
 
     query: str

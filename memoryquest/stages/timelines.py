@@ -63,7 +63,6 @@ from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, Ti
 from memoryquest.text import split_sentences, without_lead_in
 
 STAGE = "timelines"
-TEMPLATE = "timeline_synthesis"
 
 
 class TimelineStageResult(BaseModel):
@@ -124,12 +123,7 @@ def timeline_request(
         events_max=settings.events_max,
         lead_days_max=settings.lead_days_max,
     )
-    return LLMRequest(
-        template_id=TEMPLATE,
-        variables=inputs.variables(),
-        response_model=TimelineDraft,
-        stage=STAGE,
-        temperature=0.8,
+    return inputs.request(
         seed=seed,
         cache_scope=f"persona:{persona.persona_id}",  # its timelines share the persona block
     )

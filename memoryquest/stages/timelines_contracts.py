@@ -73,6 +73,8 @@ class TimelineInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
+    stage: ClassVar[str] = "timelines"
+    temperature: ClassVar[float] = 0.8
     output_model: ClassVar[type[BaseModel]] = TimelineDraft
 
     query: TimelineQuery
