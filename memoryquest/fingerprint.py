@@ -5,7 +5,9 @@ the prompts it renders are unchanged. The fingerprint of a stage hashes the
 package version, every prompt template, and the source of every module the
 stage can execute: the import closure of its entry modules inside
 ``memoryquest`` (a parent package's ``__init__`` runs on import, so it counts),
-plus the simulator, whose answer modules are loaded by name at run time.
+plus, when the run's answers come from it, the simulator, whose answer modules
+are loaded by name at run time. A run against a real model never executes the
+simulator, so editing its wording leaves that run's cached stages valid.
 Editing a rule in ``stages/queries.py`` therefore changes the fingerprint of
 the queries stage, and of every later stage whose code imports it; the later
 stages also see new inputs whenever the earlier output changes.
@@ -22,6 +24,7 @@ from pathlib import Path
 import memoryquest
 from memoryquest.llm.prompts import all_templates
 from memoryquest.pipeline import STAGES
+from memoryquest.settings import Backend, Settings
 
 PACKAGE = "memoryquest"
 PACKAGE_ROOT = Path(memoryquest.__file__).resolve().parent.parent
@@ -89,8 +92,12 @@ def module_closure(entries: Iterable[str], root: Path = PACKAGE_ROOT) -> list[st
     return sorted(seen)
 
 
-def stage_fingerprint(stage: str, root: Path = PACKAGE_ROOT) -> str:
-    """Changes whenever the version, any prompt, or the source of a module the stage can run changes."""
+def stage_fingerprint(stage: str, root: Path = PACKAGE_ROOT, *, simulator: bool = True) -> str:
+    """Changes whenever the version, any prompt, or the source of a module the stage can run changes.
+
+    ``simulator``: the run's answers come from the offline simulator (its own backend, or the
+    fake server's hints), so its modules count; otherwise none of them does.
+    """
     try:
         entries = STAGE_ENTRIES[stage]
     except KeyError:
@@ -98,14 +105,27 @@ def stage_fingerprint(stage: str, root: Path = PACKAGE_ROOT) -> str:
     digest = hashlib.sha256(memoryquest.__version__.encode())
     for template in all_templates():
         digest.update(f"{template.template_id}:{template.version}:{template.sha256}\n".encode())
-    for module in module_closure((*entries, *ALWAYS), root):
+    modules = module_closure((*entries, *ALWAYS) if simulator else entries, root)
+    if not simulator:
+        modules = [m for m in modules if not _in_package(m, ALWAYS)]
+    for module in modules:
         path = source_file(module, root)
         assert path is not None
         digest.update(module.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
+def _in_package(module: str, packages: Iterable[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
 @cache
-def stage_fingerprints() -> dict[str, str]:
-    """Every stage's fingerprint for the installed code (computed once per process)."""
-    return {stage: stage_fingerprint(stage) for stage in STAGE_ENTRIES}
+def stage_fingerprints(simulator: bool = True) -> dict[str, str]:
+    """Every stage's fingerprint for the installed code (computed once per process and kind of run)."""
+    return {stage: stage_fingerprint(stage, simulator=simulator) for stage in STAGE_ENTRIES}
+
+
+def runs_simulator(settings: Settings) -> bool:
+    """Whether a run's answers come from the offline simulator (its backend, or the fake server's hints)."""
+    endpoint = settings.endpoint
+    return endpoint.resolved_backend() is Backend.SIMULATED or endpoint.simulator_hints

@@ -46,7 +46,7 @@ from pydantic import BaseModel
 
 from memoryquest.contracts import Persona
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.fingerprint import stage_fingerprints
+from memoryquest.fingerprint import runs_simulator, stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
 from memoryquest.pipeline import STAGES, Stage, lockstep_for, run_persona, stage_named
@@ -143,7 +143,7 @@ async def _cached(
         result_storage=state_dir / "results",
         cache_policy=STAGE_CACHE.configure(key_storage=state_dir / "keys"),
     )
-    fingerprint = stage_fingerprints()[stage.name]
+    fingerprint = stage_fingerprints(runs_simulator(run.settings))[stage.name]
     task_state = await task_obj(
         stage.name,
         quote(state),
@@ -166,7 +166,7 @@ async def _generate(
     each persona's stage tasks did."""
     logger = get_run_logger()
     records: dict[str, StageRecord] = {}
-    stage_fingerprints()  # once for the run (it reads every stage's source), not in a first task
+    stage_fingerprints(runs_simulator(run.settings))  # once for the run, not in a first task
     lockstep = lockstep_for(run.personas, client)  # Batch API mode: one batch per step for all
 
     async def tracked(persona: Persona) -> GeneratedDataset:

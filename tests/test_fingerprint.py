@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from memoryquest.fingerprint import PACKAGE_ROOT, STAGE_ENTRIES, module_closure, stage_fingerprint
+from memoryquest.fingerprint import (
+    PACKAGE_ROOT,
+    STAGE_ENTRIES,
+    module_closure,
+    runs_simulator,
+    stage_fingerprint,
+)
+from memoryquest.settings import Settings
 
 
 @pytest.fixture
@@ -21,8 +28,8 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def fingerprints(root: Path) -> dict[str, str]:
-    return {stage: stage_fingerprint(stage, root) for stage in STAGE_ENTRIES}
+def fingerprints(root: Path, *, simulator: bool = True) -> dict[str, str]:
+    return {stage: stage_fingerprint(stage, root, simulator=simulator) for stage in STAGE_ENTRIES}
 
 
 def edit(root: Path, relative: str, old: str, new: str) -> None:
@@ -58,6 +65,30 @@ def test_changing_a_simulator_answer_recomputes_every_stage(tree: Path) -> None:
     edit(tree, "simulator/__init__.py", '"""', '"""Edited. ')
     after = fingerprints(tree)
     assert all(after[stage] != before[stage] for stage in STAGE_ENTRIES)
+
+
+def test_a_real_model_runs_cached_stages_survive_a_simulator_edit(tree: Path) -> None:
+    """The simulator's wording is no part of a real-backend run's stages: its cache stays valid."""
+    real, simulated = fingerprints(tree, simulator=False), fingerprints(tree)
+    edit(tree, "simulator/dialogues.py", '"""', '"""Reworded. ')
+    assert fingerprints(tree, simulator=False) == real
+    assert all(fingerprints(tree)[stage] != simulated[stage] for stage in STAGE_ENTRIES)
+    assert (
+        not any(
+            module.startswith("memoryquest.simulator")
+            for stage in STAGE_ENTRIES
+            for module in module_closure(STAGE_ENTRIES[stage], tree)
+        )
+        or real != simulated
+    )
+
+
+def test_which_runs_count_the_simulator(tmp_path: Path) -> None:
+    assert runs_simulator(Settings(output_dir=tmp_path))
+    hinted = {"base_url": "http://127.0.0.1:9/v1", "simulator_hints": True}
+    assert runs_simulator(Settings(output_dir=tmp_path, endpoint=hinted))
+    real = {"base_url": "http://127.0.0.1:9/v1", "backend": "openai"}
+    assert not runs_simulator(Settings(output_dir=tmp_path, endpoint=real))
 
 
 def test_the_pgr_runner_does_not_depend_on_the_generation_stages(tree: Path) -> None:

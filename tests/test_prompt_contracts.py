@@ -8,6 +8,8 @@ or a simulator answer that takes a dict or another template's model fails here.
 from __future__ import annotations
 
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,20 @@ def test_a_template_id_is_written_in_one_python_place_its_inputs_model(
     request = model.model_construct().request(seed=3)
     assert (request.template_id, request.response_model) == (model.template_id, model.output_model)
     assert (request.stage, request.temperature) == (model.stage, model.temperature)
+
+
+def test_contracts_modules_load_no_client_runner_or_stage() -> None:
+    """The simulator and the tests read contracts alone: importing every one of them, in a fresh
+    interpreter, loads neither the client layer's client nor a stage or the PGR runner."""
+    code = (
+        "import sys\n"
+        "from memoryquest.prompt_inputs import inputs_models\n"
+        "inputs_models()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('memoryquest')))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    for heavy in ("memoryquest.llm.client", "memoryquest.pgr.runner", "memoryquest.stages.queries"):
+        assert f"'{heavy}'" not in loaded, loaded
+    assert "'memoryquest.stages.queries_contracts'" in loaded

@@ -149,10 +149,10 @@ def _warm_up(settings: Settings, publish: bool) -> None:
     the end of the run is single-threaded.
     """
     import memoryquest.orchestration  # noqa: F401  (the flow, its stages and Prefect's client)
-    from memoryquest.fingerprint import stage_fingerprints
+    from memoryquest.fingerprint import runs_simulator, stage_fingerprints
     from memoryquest.llm.factory import build_embedding_backend
 
-    stage_fingerprints()
+    stage_fingerprints(runs_simulator(settings))
     build_embedding_backend(settings)
     if publish:
         import memoryquest.publish  # noqa: F401

@@ -1,44 +1,42 @@
-"""The bundled Prospection-Guided Retrieval (PGR) runner: retrieval, prospection, judges, metrics."""
+"""The bundled Prospection-Guided Retrieval (PGR) runner: retrieval, prospection, judges, metrics.
 
-from memoryquest.pgr.judges import EmbeddingJudge, Judge, LLMJudge, ProvenanceJudge, build_judges
-from memoryquest.pgr.metrics import (
-    PGRSummary,
-    PGRSummaryRow,
-    ndcg,
-    recall,
-    recall_at_k,
-    recall_exact,
-    summarise,
-    summary_markdown,
-)
-from memoryquest.pgr.retrieval import Hit, IndexCache, MemoryIndex, Retriever, build_index
-from memoryquest.pgr.runner import PGRError, RetrievalOutcome, run_query, validate_queries
-from memoryquest.pgr.winrate import PairwiseOutcome, pairwise_winrate, win_rate
+Names are imported on first use: a ``memoryquest.pgr.*_contracts`` module
+(which the simulator reads) loads neither the runner nor the client behind it.
+"""
 
-__all__ = [
-    "EmbeddingJudge",
-    "Hit",
-    "IndexCache",
-    "Judge",
-    "LLMJudge",
-    "MemoryIndex",
-    "PGRError",
-    "PGRSummary",
-    "PGRSummaryRow",
-    "PairwiseOutcome",
-    "ProvenanceJudge",
-    "RetrievalOutcome",
-    "Retriever",
-    "build_index",
-    "build_judges",
-    "ndcg",
-    "pairwise_winrate",
-    "recall",
-    "recall_at_k",
-    "recall_exact",
-    "run_query",
-    "summarise",
-    "summary_markdown",
-    "validate_queries",
-    "win_rate",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "memoryquest.pgr.judges": (
+        "EmbeddingJudge",
+        "Judge",
+        "LLMJudge",
+        "ProvenanceJudge",
+        "build_judges",
+    ),
+    "memoryquest.pgr.metrics": (
+        "PGRSummary",
+        "PGRSummaryRow",
+        "ndcg",
+        "recall",
+        "recall_at_k",
+        "recall_exact",
+        "summarise",
+        "summary_markdown",
+    ),
+    "memoryquest.pgr.retrieval": ("Hit", "IndexCache", "MemoryIndex", "Retriever", "build_index"),
+    "memoryquest.pgr.runner": ("PGRError", "RetrievalOutcome", "run_query", "validate_queries"),
+    "memoryquest.pgr.winrate": ("PairwiseOutcome", "pairwise_winrate", "win_rate"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_HOME_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME_OF:
+        return getattr(importlib.import_module(_HOME_OF[name]), name)
+    raise AttributeError(f"module 'memoryquest.pgr' has no attribute {name!r}")
