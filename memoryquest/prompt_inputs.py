@@ -54,6 +54,8 @@ class PromptInputs(BaseModel):
     output_model: ClassVar[type[BaseModel]]
     stage: ClassVar[str]  # what the usage ledger bills its requests to
     temperature: ClassVar[float] = 0.7
+    # A judge's verdict grades what the chat model wrote: endpoint.judge_model answers it.
+    judge: ClassVar[bool] = False
     not_in_prompt: ClassVar[dict[str, str]] = {}
 
     def variables(self) -> dict[str, Any]:
@@ -83,6 +85,7 @@ class PromptInputs(BaseModel):
             max_output_tokens=max_output_tokens,
             seed=seed,
             cache_scope=cache_scope,
+            judge=self.judge,
         )
 
 

@@ -299,6 +299,14 @@ class EndpointSettings(Section):
     azure_endpoint: str | None = None
     azure_api_version: str = "2024-10-21"
     chat_model: str = "gpt-4o"
+    judge_model: str | None = Field(
+        None,
+        description="The model that answers the judges (reference relevance, retrieval judge, "
+        "pairwise judge), so that the author does not grade its own work; default: chat_model.",
+    )
+    judge_base_url: str | None = Field(
+        None, description="The judge model's server when it is not base_url's."
+    )
     server: ServerKind = Field(
         ServerKind.AUTO,
         description="The kind of server behind base_url: decides the request fields sent "

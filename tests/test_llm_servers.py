@@ -366,3 +366,26 @@ def test_a_non_openai_server_embeds_locally_unless_an_embeddings_server_is_named
     assert "bge-small at http://127.0.0.1:8081/v1" in (describe_endpoint(named) or "")
     hosted = Settings(output_dir=tmp_path, endpoint={"api_key": "sk-test"})
     assert embeddings_from_endpoint(hosted)
+
+
+# --- a judge that is not the author -----------------------------------------------------------
+
+
+async def test_judges_are_answered_by_the_judge_model_and_the_rest_by_the_author(
+    server: FakeOpenAIServer, tmp_path: Path, clients: list[ModelClient]
+) -> None:
+    settings = settings_for(server, tmp_path, judge_model="judge-large")
+    client = build_client(settings, retry=FAST)
+    clients.append(client)
+    persona = load_personas(settings.persona_source, None).personas[0]
+    generation = settings.generation.model_copy(
+        update={"candidates_per_user": 3, "queries_per_user": 1, "max_regenerations": 0}
+    )
+    await generate_queries(persona, client, generation)
+    models = {
+        ("relevance" if "verdicts" in json.dumps(b["response_format"]) else "generation"): b["model"]
+        for b in chat_bodies(server)
+    }
+    assert models == {"generation": "smol", "relevance": "judge-large"}
+    # One ledger: the judge's spending is the run's.
+    assert sum(row.requests for row in client.usage()) == len(chat_bodies(server))

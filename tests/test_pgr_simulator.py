@@ -364,10 +364,12 @@ def test_pairwise_judge_prefers_more_cited_facts() -> None:
             {"date": BUS["date"], "info": BUS["info"]},
         ],
         "references": [],
+        "first_label": "KQT",
         "first_response": "Bring water and arrive early.",
+        "second_label": "MZB",
         "second_response": f"Because you {BUS['info'].lower()}, pick a league near a streetcar line.",
     }
-    assert ask("judge_pairwise", variables)["choice"] == "second"
+    assert ask("judge_pairwise", variables)["choice"] == "MZB"
     variables["first_response"] = variables["second_response"]
     assert ask("judge_pairwise", variables)["choice"] == "tie"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 
@@ -14,8 +15,9 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.snapshot import memory_as_of
+from memoryquest.pgr.judges import JudgeOutputError
 from memoryquest.pgr.sample import make_fact
-from memoryquest.pgr.winrate import pairwise_winrate, win_rate
+from memoryquest.pgr.winrate import opaque_labels, pairwise_winrate, win_rate
 
 PID = make_id("persona", "winrate-test")
 DAY = dt.date(2024, 3, 1)
@@ -75,8 +77,9 @@ class PositionBiased:
 
     async def chat(self, call: ChatCall) -> ChatResult:
         self.calls += 1
+        shown_first = call.request.variables["first_label"]
         return ChatResult(
-            text=json.dumps({"reasoning": "the first one reads better", "choice": "first"})
+            text=json.dumps({"reasoning": "the first one reads better", "choice": shown_first})
         )
 
 
@@ -114,3 +117,38 @@ async def test_win_rate_is_the_mean_score(client: ModelClient) -> None:
     assert win_rate(outcomes) == pytest.approx(0.75)
     with pytest.raises(ValueError, match="at least one"):
         win_rate([])
+
+
+def test_the_judge_sees_opaque_labels_and_a_choice_outside_them_is_refused() -> None:
+    label_a, label_b = opaque_labels(QUERY.query_id)
+    assert label_a != label_b and not {label_a, label_b} & {"first", "second", "A", "B"}
+    assert opaque_labels(QUERY.query_id) == (label_a, label_b)  # fixed per query: cacheable
+
+    class Answers:
+        name = model = "fixed"
+        base_url: str | None = None
+        simulated = True
+        seed = 0
+
+        def __init__(self, choice: str) -> None:
+            self.choice = choice
+            self.prompts: list[str] = []
+
+        async def chat(self, call: ChatCall) -> ChatResult:
+            self.prompts.append(call.messages[-1]["content"])
+            return ChatResult(text=json.dumps({"reasoning": "compared", "choice": self.choice}))
+
+    return_first = Answers("first")
+    with pytest.raises(JudgeOutputError, match="neither"):
+        asyncio.run(
+            pairwise_winrate(
+                QUERY,
+                PERSONAL,
+                GENERIC,
+                USER_FACTS,
+                ModelClient(return_first, shared_local_embedder()),
+            )
+        )
+    prompt = return_first.prompts[0]
+    assert f"Response {label_a}:" in prompt and f"Response {label_b}:" in prompt
+    assert "First response" not in prompt

@@ -115,3 +115,25 @@ def test_contracts_modules_load_no_client_runner_or_stage() -> None:
     for heavy in ("memoryquest.llm.client", "memoryquest.pgr.runner", "memoryquest.stages.queries"):
         assert f"'{heavy}'" not in loaded, loaded
     assert "'memoryquest.stages.queries_contracts'" in loaded
+
+
+JUDGE_VERDICTS = {
+    "reference_relevance": ("rationale", "relevant"),
+    "judge_references": ("reason", "memories"),
+    "judge_pairwise": ("reasoning", "choice"),
+}
+
+
+@pytest.mark.parametrize("template_id", sorted(JUDGE_VERDICTS))
+def test_every_judge_gives_its_reasons_before_its_verdict(template_id: str) -> None:
+    """A model writes in schema order: a verdict written first is rationalised, not reasoned."""
+    reason, verdict = JUDGE_VERDICTS[template_id]
+    output = inputs_models()[template_id].output_model
+    schema = output.model_json_schema()
+    properties = next(
+        definition["properties"]
+        for definition in [schema, *schema.get("$defs", {}).values()]
+        if reason in definition.get("properties", {})
+    )
+    names = list(properties)
+    assert names.index(reason) < names.index(verdict), names

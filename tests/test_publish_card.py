@@ -155,6 +155,26 @@ def test_statistics_keep_baseline_rows_out_of_the_per_method_table() -> None:
     assert stats.bootstrap_samples == 200
 
 
+def test_the_llm_judges_agreement_with_provenance_is_counted_reference_by_reference() -> None:
+    # Query 0: both find 2 of 4. Query 1: provenance finds 3, the LLM judge 1 (two misses).
+    rows = [
+        row(0, TOT, 2),
+        row(0, TOT, 2, judge=JudgeKind.LLM),
+        row(1, TOT, 3),
+        row(1, TOT, 1, judge=JudgeKind.LLM),
+        row(1, QO, 4, judge=JudgeKind.EMBEDDING),  # a third judge does not count
+    ]
+    agreement = compute_statistics(
+        GeneratedDataset(validation=rows), bootstrap_samples=100
+    ).judge_agreement
+    assert agreement is not None
+    assert (agreement.verdicts, agreement.agree) == (8, 6)
+    assert (agreement.llm_only, agreement.provenance_only) == (0, 2)
+    assert agreement.share == 0.75
+    alone = compute_statistics(GeneratedDataset(validation=rows[:1]), bootstrap_samples=100)
+    assert alone.judge_agreement is None
+
+
 def test_baseline_rows_survive_the_arrow_round_trip() -> None:
     rows = rows_for([3], {BM25: [1]})
     schema = arrow_schema(ValidationResult, "validation")

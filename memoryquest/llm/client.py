@@ -210,6 +210,8 @@ class ModelClient:
         # The limiter takes the server's slot count as its concurrency (unless limits.max_concurrency was set).
         self.concurrency_from_server = concurrency_from_server
         self._prepared = False
+        # Another model's client for judges' requests (endpoint.judge_model); None: this one judges.
+        self.judge_client: ModelClient | None = None
         # The message of a refused key; once set, nothing more is sent.
         self._auth_failure: str | None = None
 
@@ -271,7 +273,11 @@ class ModelClient:
         In Batch API mode (``endpoint.batch``) an uncached request waits in
         the client's collector and travels in the next batch with every
         other request made meanwhile (see ``memoryquest.llm.batch``).
+        A judge's request goes to the judge's client when one is set
+        (``endpoint.judge_model``): the author does not grade itself.
         """
+        if request.judge and self.judge_client is not None:
+            return await self.judge_client.complete(request)
         with self.ledger.timing(request.stage):
             if self.batch is not None and self.batch.takes(request):
                 return await self.batch.complete(request)
@@ -291,7 +297,13 @@ class ModelClient:
         ``memoryquest.llm.batch``); an error is then raised only once every
         other answer has been cached.
         """
-        if self.batch is not None and requests and all(self.batch.takes(r) for r in requests):
+        routed = self.judge_client is not None and any(r.judge for r in requests)
+        if (
+            not routed
+            and self.batch is not None
+            and requests
+            and all(self.batch.takes(r) for r in requests)
+        ):
             return await self.batch.complete_all(requests, return_exceptions=return_exceptions)
         tasks = [asyncio.ensure_future(self.complete(r)) for r in requests]
         if return_exceptions:
@@ -881,6 +893,8 @@ class ModelClient:
 
     async def aclose(self) -> None:
         """Close HTTP connections held for the running event loop (and stop collecting batch requests on it)."""
+        if self.judge_client is not None:
+            await self.judge_client.aclose()
         if self.batch is not None:
             await self.batch.aclose()
         for backend in (self.chat_backend, self.embedder):

@@ -150,7 +150,7 @@ def build_client(
             collect_seconds=endpoint.batch_collect_seconds,
             stages=frozenset(endpoint.batch_stages),
         )
-    return ModelClient(
+    client = ModelClient(
         chat,
         embedder or build_embedding_backend(settings),
         cache=ResponseCache(settings.cache_dir, enabled=settings.cache.enabled),
@@ -172,6 +172,36 @@ def build_client(
         base_timeout=endpoint.timeout_seconds,
         concurrency_from_server="max_concurrency" not in limits.model_fields_set,
     )
+    if endpoint.judge_model and not chat.simulated:
+        client.judge_client = _judge_client(settings, client, retry, prompts_dir)
+    return client
+
+
+def _judge_client(
+    settings: Settings, author: ModelClient, retry: RetryPolicy | None, prompts_dir: Path | None
+) -> ModelClient:
+    """The judge model's client: its own backend, the author's cache, ledger and embedder, and
+    the author's limiter when both models share a server."""
+    endpoint = settings.endpoint
+    elsewhere = endpoint.judge_base_url is not None
+    judged = settings.model_copy(
+        update={
+            "endpoint": endpoint.model_copy(
+                update={
+                    "chat_model": endpoint.judge_model,
+                    "judge_model": None,
+                    "base_url": endpoint.judge_base_url or endpoint.base_url,
+                    "context_window": None if elsewhere else endpoint.context_window,
+                }
+            )
+        }
+    )
+    judge = build_client(judged, embedder=author.embedder, retry=retry, prompts_dir=prompts_dir)
+    judge.cache = author.cache
+    judge.ledger = author.ledger
+    if not elsewhere:
+        judge.limiter = author.limiter
+    return judge
 
 
 def describe_endpoint(settings: Settings) -> str | None:

@@ -41,6 +41,7 @@ class LLMRequest(Generic[ResponseT]):
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     cache_scope: str | None = None
+    judge: bool = False  # answered by the judge model when one is configured (endpoint.judge_model)
 
     def output_budget(self, template_budget: int | None) -> int:
         """The budget sent: the request's own, else the template's, else the default."""

@@ -18,11 +18,13 @@ from memoryquest.prompt_inputs import ROW, PromptInputs
 
 
 class ReferenceVerdict(BaseModel):
+    """The reason comes before the verdict (the memories), so the verdict follows from it."""
+
     number: int = Field(description="The reference's number in the input list, from 1.")
+    reason: str = Field(description="One line on why.")
     memories: list[int] = Field(
         description="Numbers of the retrieved memories that state the reference; empty when none."
     )
-    reason: str = Field(description="One line on why.")
 
 
 class ReferenceVerdicts(BaseModel):
@@ -54,6 +56,7 @@ class JudgeReferencesInputs(PromptInputs):
     """A query's references and everything its methods retrieved, to judge which memory states which."""
 
     template_id: ClassVar[str] = "judge_references"
+    judge: ClassVar[bool] = True
     stage: ClassVar[str] = "pgr_judge"
     temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = ReferenceVerdicts

@@ -2,11 +2,13 @@
 
 Position bias is real in model judges, so every pair is judged twice with the
 answers swapped; a win counts 1, a tie 0.5, a loss 0, and the two scores are
-averaged. The win rate of A over B is the mean of that score over queries.
+averaged. The win rate of A over B is the mean of that score over queries. The
+judge sees each response under an opaque label, never "first" or a method's name.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from statistics import fmean
 from typing import Literal
@@ -16,7 +18,8 @@ from pydantic import BaseModel, Field
 from memoryquest.contracts import Query
 from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem
-from memoryquest.pgr.winrate_contracts import Choice, PairwiseInputs
+from memoryquest.pgr.judges import JudgeOutputError
+from memoryquest.pgr.winrate_contracts import TIE, PairwiseInputs, PairwiseVerdict
 
 Side = Literal["a", "b", "tie"]
 
@@ -31,10 +34,27 @@ class PairwiseOutcome(BaseModel):
     llm_calls: int = 2
 
 
-def _side(choice: Choice, a_is_first: bool) -> Side:
-    if choice == "tie":
+def opaque_labels(query_id: str) -> tuple[str, str]:
+    """Two labels for a query's responses that say nothing of order or method (fixed per query)."""
+    digest = hashlib.sha256(query_id.encode()).digest()
+    letters = "BCDFGHJKLMNPQRSTVWXZ"
+    first = "".join(letters[b % len(letters)] for b in digest[:3])
+    second = "".join(letters[b % len(letters)] for b in digest[3:6])
+    return (first, second) if first != second else (first, second + "Y")
+
+
+def _side(verdict: PairwiseVerdict, label_a: str, label_b: str, query_id: str) -> Side:
+    choice = verdict.choice.strip().strip('"').strip()
+    if choice.lower() == TIE:
         return "tie"
-    return "a" if (choice == "first") == a_is_first else "b"
+    if choice == label_a:
+        return "a"
+    if choice == label_b:
+        return "b"
+    raise JudgeOutputError(
+        f"judge_pairwise for query {query_id}: choice {verdict.choice!r} is neither "
+        f"{label_a!r}, {label_b!r} nor 'tie'"
+    )
 
 
 def _points(side: Side) -> float:
@@ -57,13 +77,21 @@ async def pairwise_winrate(
         "user_facts": [{"date": item.date.isoformat(), "info": item.info} for item in user_facts],
         "references": [r.text for r in query.references] if include_references else [],
     }
+    label_a, label_b = opaque_labels(query.query_id)
+    shown = ((label_a, answer_a), (label_b, answer_b))
     requests = [
-        PairwiseInputs(**base, first_response=first, second_response=second).request()
-        for first, second in ((answer_a, answer_b), (answer_b, answer_a))
+        PairwiseInputs(
+            **base,
+            first_label=first[0],
+            first_response=first[1],
+            second_label=second[0],
+            second_response=second[1],
+        ).request()
+        for first, second in (shown, shown[::-1])
     ]
     a_first, b_first = await client.complete_all(requests)
-    side_a_first = _side(a_first.choice, a_is_first=True)
-    side_b_first = _side(b_first.choice, a_is_first=False)
+    side_a_first = _side(a_first, label_a, label_b, query.query_id)
+    side_b_first = _side(b_first, label_a, label_b, query.query_id)
     return PairwiseOutcome(
         query_id=query.query_id,
         a_first=side_a_first,

@@ -452,6 +452,7 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
                 for s in stats.validation
             ],
         )
+        lines += ["", *_agreement_lines(inputs)]
         lines += ["", "#### Budget-matched baselines", ""]
         if stats.budget_matched:
             lines += [
@@ -494,6 +495,27 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
     for path, alt in inputs.plots:
         lines += [f"![{alt}]({path})", ""]
     return lines
+
+
+def judge_model(manifest: RunManifest) -> str:
+    """The model that answered the judges: ``endpoint.judge_model``, else the chat model."""
+    endpoint = manifest.settings.get("endpoint")
+    named = endpoint.get("judge_model") if isinstance(endpoint, dict) else None
+    return str(named or manifest.chat_model)
+
+
+def _agreement_lines(inputs: CardInputs) -> list[str]:
+    agreement = inputs.statistics.judge_agreement
+    if agreement is None:
+        return ["The LLM judge and the provenance judge were not both run: no agreement to report."]
+    model = judge_model(inputs.manifest)
+    author = " (the model that wrote the data)" if model == inputs.manifest.chat_model else ""
+    return [
+        f"The LLM judge (`{model}`{author}) agrees with the provenance judge on "
+        f"{agreement.agree} of {agreement.verdicts} reference verdicts ({agreement.share:.1%}); "
+        f"found by the LLM judge only: {agreement.llm_only}, by provenance only: "
+        f"{agreement.provenance_only}.",
+    ]
 
 
 def _loading_section(inputs: CardInputs) -> list[str]:

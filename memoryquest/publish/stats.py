@@ -73,6 +73,43 @@ class MethodScore:
 
 
 @dataclass(frozen=True)
+class JudgeAgreement:
+    """How often the LLM judge's verdict on a reference matches the provenance judge's (the
+    exact one) over the same retrieved facts: how far the model-judged figures can be trusted."""
+
+    verdicts: int
+    agree: int
+    llm_only: int  # found by the LLM judge, not by provenance
+    provenance_only: int
+
+    @property
+    def share(self) -> float:
+        return self.agree / self.verdicts if self.verdicts else 0.0
+
+
+def judge_agreement(dataset: GeneratedDataset) -> JudgeAgreement | None:
+    """Reference by reference, on every retrieval both judges scored; None when one judge did not run."""
+    found: dict[tuple[str, str, str | None, str], dict[str, bool]] = {}
+    for row in dataset.validation:
+        if row.judge not in (JudgeKind.LLM, JudgeKind.PROVENANCE):
+            continue
+        baseline = row.baseline_for.value if row.baseline_for else None
+        for judgement in row.judgements:
+            key = (row.query_id, row.method.value, baseline, judgement.reference_id)
+            found.setdefault(key, {})[row.judge.value] = judgement.found
+    pairs = [v for v in found.values() if len(v) == 2]
+    if not pairs:
+        return None
+    llm, exact = JudgeKind.LLM.value, JudgeKind.PROVENANCE.value
+    return JudgeAgreement(
+        verdicts=len(pairs),
+        agree=sum(v[llm] == v[exact] for v in pairs),
+        llm_only=sum(v[llm] and not v[exact] for v in pairs),
+        provenance_only=sum(v[exact] and not v[llm] for v in pairs),
+    )
+
+
+@dataclass(frozen=True)
 class DatasetStatistics:
     users: int
     queries: int
@@ -92,6 +129,7 @@ class DatasetStatistics:
     validation: tuple[MethodScore, ...]
     budget_matched: tuple[BudgetComparison, ...] = ()
     bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES
+    judge_agreement: JudgeAgreement | None = None
 
 
 def _ordered(values: set[str], preferred: Sequence[str]) -> list[str]:
@@ -204,4 +242,5 @@ def compute_statistics(
         validation=validation_scores(dataset, samples),
         budget_matched=matched_scores(dataset, samples),
         bootstrap_samples=samples,
+        judge_agreement=judge_agreement(dataset),
     )

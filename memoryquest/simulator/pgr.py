@@ -610,6 +610,9 @@ def judge_pairwise(inputs: PairwiseInputs, rng: random.Random) -> dict[str, Any]
     statements += [str(r) for r in inputs.references]
     first = _cited(str(inputs.first_response), statements)
     second = _cited(str(inputs.second_response), statements)
-    choice = "first" if first > second else "second" if second > first else "tie"
-    reasoning = f"The first response draws on {first} of the user's facts, the second on {second}."
+    labels = (inputs.first_label, inputs.second_label)
+    choice = labels[0] if first > second else labels[1] if second > first else "tie"
+    reasoning = (
+        f"Response {labels[0]} draws on {first} of the user's facts, {labels[1]} on {second}."
+    )
     return {"reasoning": reasoning, "choice": choice}

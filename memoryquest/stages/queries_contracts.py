@@ -43,12 +43,14 @@ class QueryCandidatesDraft(BaseModel):
 
 
 class RelevanceVerdict(BaseModel):
+    """The rationale comes before the verdict, so the verdict follows from it."""
+
     index: int = Field(description="Index of the statement judged.")
-    relevant: bool = Field(
-        description="Would knowing it change how the assistant handles the request?"
-    )
     rationale: str = Field(
         description="One sentence naming the part of the request it affects, or why none."
+    )
+    relevant: bool = Field(
+        description="Would knowing it change how the assistant handles the request?"
     )
 
 
@@ -105,6 +107,7 @@ class ReferenceRelevanceInputs(PromptInputs):
     """One candidate query and its references, for the judge of each reference's relevance."""
 
     template_id: ClassVar[str] = "reference_relevance"
+    judge: ClassVar[bool] = True
     stage: ClassVar[str] = "queries"
     temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = RelevanceAnswer
