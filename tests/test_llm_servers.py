@@ -382,10 +382,11 @@ async def test_judges_are_answered_by_the_judge_model_and_the_rest_by_the_author
         update={"candidates_per_user": 3, "queries_per_user": 1, "max_regenerations": 0}
     )
     await generate_queries(persona, client, generation)
-    models = {
-        ("relevance" if "verdicts" in json.dumps(b["response_format"]) else "generation"): b["model"]
-        for b in chat_bodies(server)
-    }
+
+    def kind(body: dict[str, Any]) -> str:
+        return "relevance" if "verdicts" in json.dumps(body["response_format"]) else "generation"
+
+    models = {kind(b): b["model"] for b in chat_bodies(server)}
     assert models == {"generation": "smol", "relevance": "judge-large"}
     # One ledger: the judge's spending is the run's.
     assert sum(row.requests for row in client.usage()) == len(chat_bodies(server))
