@@ -238,6 +238,10 @@ def test_published_card_states_budget_matched_results(
     card = (root / "README.md").read_text(encoding="utf-8")
     assert "## Headline results" in card and "#### Budget-matched baselines" in card
     assert "PGR-ToT" in card and "PGR-CoT" in card
+    # The shape beside the published set's, and how far the model judge can be trusted.
+    assert "| sessions per user | " in card and "| 77.6 |" in card
+    assert "| queries per user | 2.0 | 10.7 |" in card
+    assert "agrees with the provenance judge" in card or "were not both run" in card
     assert "budget-matched baseline (BM25)" in card or "budget-matched baseline (BM25," in card
     assert "budget: facts retrieved / query" in card and "Recall 95% CI" in card
     assert card.index("## Headline results") < card.index("## Provenance")

@@ -381,6 +381,36 @@ def _splits_section(inputs: CardInputs) -> list[str]:
     return lines
 
 
+# The published MemoryQuest set (Section 4 of the PGR paper): 50 users, 535 queries.
+PAPER_SHAPE = {
+    "queries per user": "10.7",
+    "sessions per user": "77.6",
+    "exchanges per session": "6.2",
+    "references per query": "3–5",
+}
+
+
+def _shape_lines(stats: DatasetStatistics) -> list[str]:
+    """This dataset's shape beside the published set's: a regenerated set should be comparable."""
+    ours = {
+        "queries per user": stats.queries_per_user,
+        "sessions per user": stats.sessions_per_user,
+        "exchanges per session": stats.exchanges_per_session,
+        "references per query": stats.references_per_query,
+    }
+    return [
+        "Shape beside the published MemoryQuest set (50 users, 535 queries):",
+        "",
+        *_table(
+            ["", "this dataset (mean)", "published set"],
+            [
+                (name, _fmt(dist.mean, 1) if dist is not None else "–", PAPER_SHAPE[name])
+                for name, dist in ours.items()
+            ],
+        ),
+    ]
+
+
 def _statistics_section(inputs: CardInputs) -> list[str]:
     stats = inputs.statistics
     lines = [
@@ -399,6 +429,8 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
         _dist_row("γ (mean query–reference cosine)", stats.gamma, digits=3),
         "",
         f"γ is computed with `{inputs.manifest.embedder}`; queries were kept when γ ≤ {inputs.gamma_threshold:g}.",
+        "",
+        *_shape_lines(stats),
         "",
         "### Facts by type",
         "",
