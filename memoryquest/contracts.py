@@ -121,6 +121,7 @@ class RejectionReason(StrEnum):
     STALE = "stale"  # a time-bounded reference expired before the query date
     IRRELEVANT = "irrelevant"  # the relevance judge found the reference would not change the answer
     UNCOVERED = "uncovered"  # a reference has no credited fact in memory as of the query date
+    FORESHADOW = "foreshadow"  # the sentence as said names the request's date
     CONTEXT_LENGTH = (
         "context_length"  # the prompt, trimmed as far as it goes, does not fit the model's window
     )

@@ -11,7 +11,13 @@ from memoryquest.contracts import RejectionReason, Role, Session
 from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.dialogues import DialogueDraft, TurnDraft, check_dialogue, expand_dialogues
+from memoryquest.stages.dialogues import (
+    DialogueDraft,
+    TurnDraft,
+    check_dialogue,
+    expand_dialogues,
+    final_text_problem,
+)
 from memoryquest.stages.history import merge_history
 from memoryquest.text import contains_verbatim, split_sentences
 
@@ -231,3 +237,53 @@ async def test_a_timeline_of_another_query_is_refused(run: GeneratedRun) -> None
             simulated_client(),
             GenerationSettings(),
         )
+
+
+# --- the sentence as said passes the gates the drafted reference passed -----------------------
+
+
+def said_sentence(session: Session) -> str:
+    span = session.reference_spans[0]
+    return session.turns[span.turn_index].content[span.start : span.end]
+
+
+def test_the_real_sentence_passes_the_final_text_gates(reference_case: tuple) -> None:
+    _, q, _, _, session = reference_case
+    assert final_text_problem(said_sentence(session), 0.1, q, GenerationSettings()) is None
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason", "words"),
+    [
+        # foreshadowing: the request's date, in either order, or its domain
+        (
+            lambda s, q: f"{s} That matters for {q.query_date:%B} {q.query_date.day}th.",
+            RejectionReason.FORESHADOW,
+            "names the request's date",
+        ),
+        (
+            lambda s, q: f"{s} It is all ahead of the {q.query_date.day} {q.query_date:%B}.",
+            RejectionReason.FORESHADOW,
+            "names the request's date",
+        ),
+        # the request's own words said back
+        (lambda s, q: f"{s} {q.text}", RejectionReason.REFERENCE_LEAK, "content words"),
+    ],
+    ids=["month-day", "day-month", "request-words"],
+)
+def test_a_sentence_that_gives_the_request_away_is_refused(
+    reference_case: tuple, mutate, reason: RejectionReason, words: str
+) -> None:
+    _, q, _, _, session = reference_case
+    sentence = mutate(said_sentence(session), q)
+    problem = final_text_problem(sentence, 0.1, q, GenerationSettings())
+    assert problem is not None and problem[0] is reason and words in problem[1], problem
+
+
+def test_a_sentence_too_close_to_the_request_is_a_leak(reference_case: tuple) -> None:
+    _, q, _, _, session = reference_case
+    settings = GenerationSettings()
+    problem = final_text_problem(
+        said_sentence(session), settings.reference_cosine_max + 0.01, q, settings
+    )
+    assert problem is not None and problem[0] is RejectionReason.REFERENCE_LEAK

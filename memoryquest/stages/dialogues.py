@@ -18,6 +18,8 @@ the rejected candidates.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -42,7 +44,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason, rejected
 from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
-from memoryquest.text import locate, normalise_text, sentence_spans
+from memoryquest.text import locate, normalise_text, sentence_spans, shared_content_words
 
 STAGE = "dialogues"
 
@@ -174,16 +176,18 @@ def check_dialogue(
 
 async def conveyance_problems(
     sessions: list[Session], query: Query, client: ModelClient, settings: GenerationSettings
-) -> tuple[dict[str, str], dict[str, Session]]:
+) -> tuple[dict[str, tuple[RejectionReason, str]], dict[str, Session]]:
     """Check that each reference session states its reference in one sentence (one embedding call).
 
     The sentence the model named is kept when it comes within
     ``reference_turn_similarity_min`` of the reference. When the model named
     none, or one that is not in the turn, the closest sentence of the named
-    turns takes its place if it is close enough. Returns the problems by
+    turns takes its place if it is close enough. That sentence, which is what
+    retrieval will search, then passes the gates the drafted reference passed
+    (:func:`final_text_problem`). Returns the problems (reason and detail) by
     session id, and the sessions with their sentence span settled.
     """
-    texts: list[str] = []
+    texts: list[str] = [query.text]  # row 0: the request, for the final sentence's cosine
     plans: list[tuple[Session, int, list[tuple[int, int, int]]]] = []
     for session in sessions:
         if session.reference_id is None:
@@ -201,29 +205,81 @@ async def conveyance_problems(
         texts.append(reference.text)
         texts.extend(session.turns[i].content[a:b] for i, a, b in candidates)
         plans.append((session, ref_row, candidates))
-    if not texts:
+    if not plans:
         return {}, {}
     vectors = await client.embed(texts, stage=STAGE)
-    problems: dict[str, str] = {}
+    problems: dict[str, tuple[RejectionReason, str]] = {}
     settled: dict[str, Session] = {}
     for session, ref_row, candidates in plans:
         if not candidates:
             problems[session.session_id] = (
-                "the turns named as conveying the reference have no sentence"
+                RejectionReason.INVARIANT,
+                "the turns named as conveying the reference have no sentence",
             )
             continue
         scores = vectors[ref_row + 1 : ref_row + 1 + len(candidates)] @ vectors[ref_row]
         best = int(scores.argmax())
         if float(scores[best]) < settings.reference_turn_similarity_min:
             problems[session.session_id] = (
+                RejectionReason.INVARIANT,
                 f"the sentence stating the reference reaches cosine {float(scores[best]):.3f} "
-                f"(< {settings.reference_turn_similarity_min})"
+                f"(< {settings.reference_turn_similarity_min})",
             )
             continue
         turn_index, start, end = candidates[best]
+        sentence = session.turns[turn_index].content[start:end]
+        cosine = float(vectors[ref_row + 1 + best] @ vectors[0])
+        problem = final_text_problem(sentence, cosine, query, settings)
+        if problem is not None:
+            problems[session.session_id] = problem
+            continue
         span = ReferenceSpan(turn_index=turn_index, start=start, end=end)
         settled[session.session_id] = session.model_copy(update={"reference_spans": [span]})
     return problems, settled
+
+
+def final_text_problem(
+    sentence: str, cosine: float, query: Query, settings: GenerationSettings
+) -> tuple[RejectionReason, str] | None:
+    """Why the sentence that says a reference gives its request away, or None.
+
+    The drafted reference passed these gates; the sentence said in the
+    conversation is what retrieval searches, so it must pass them too: no more
+    than ``shared_words_max`` content words shared with the request, no cosine
+    to it above ``reference_cosine_max`` (``reference_leak``), and no naming of
+    the request's date (``foreshadow``). A domain name is no marker: "events" or
+    "shopping" are everyday words a reference may need.
+    """
+    shared = shared_content_words(sentence, query.text)
+    if len(shared) > settings.shared_words_max:
+        return (
+            RejectionReason.REFERENCE_LEAK,
+            f"the sentence stating the reference shares {len(shared)} content words with the "
+            f"request ({', '.join(sorted(shared))}; max {settings.shared_words_max}): {sentence!r}",
+        )
+    if cosine > settings.reference_cosine_max:
+        return (
+            RejectionReason.REFERENCE_LEAK,
+            f"the sentence stating the reference reaches cosine {cosine:.3f} to the request "
+            f"(> {settings.reference_cosine_max}): {sentence!r}",
+        )
+    if names_date(sentence, query.query_date):
+        return (
+            RejectionReason.FORESHADOW,
+            f"the sentence stating the reference names the request's date "
+            f"({query.query_date.isoformat()}): {sentence!r}",
+        )
+    return None
+
+
+def names_date(text: str, date: dt.date) -> bool:
+    """Whether ``text`` names ``date``: ISO form, or its month and day in either order."""
+    month, day = date.strftime("%B"), date.day
+    pattern = (
+        rf"{date.isoformat()}|\b{month}\s+{day}(?:st|nd|rd|th)?\b"
+        rf"|\b{day}(?:st|nd|rd|th)?\s+(?:of\s+)?{month}\b"
+    )
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 async def expand_dialogues(
@@ -287,12 +343,13 @@ async def expand_dialogues(
         )
         for position, session in candidates.items():
             if session.session_id in weak:
+                reason, detail = weak[session.session_id]
                 rejections.append(
                     rejected(
                         persona.persona_id,
                         STAGE,
-                        RejectionReason.INVARIANT,
-                        f"event {events[position].event_id}, attempt {attempt + 1}: {weak[session.session_id]}",
+                        reason,
+                        f"event {events[position].event_id}, attempt {attempt + 1}: {detail}",
                         drafts[position],
                         events[position].event_id,
                         attempt,
