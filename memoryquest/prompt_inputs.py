@@ -32,8 +32,15 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from memoryquest.contracts import Domain
 from memoryquest.llm.prompts import PromptTemplate, load_template
 from memoryquest.llm.request import LLMRequest
+
+# Constraints an answer's schema states for servers that enforce it (a strict JSON schema, a
+# llama.cpp grammar), without pydantic enforcing them: one malformed item is still refused alone,
+# by its stage's own check, rather than the whole answer.
+ISO_DATE: dict[str, Any] = {"format": "date"}
+ONE_OF_THE_DOMAINS: dict[str, Any] = {"enum": [domain.value for domain in Domain]}
 
 ROW = ConfigDict(extra="ignore")
 """Config of the ``TypedDict`` rows inside a contract: a key a row's type lacks is dropped

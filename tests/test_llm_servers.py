@@ -390,3 +390,24 @@ async def test_judges_are_answered_by_the_judge_model_and_the_rest_by_the_author
     assert models == {"generation": "smol", "relevance": "judge-large"}
     # One ledger: the judge's spending is the run's.
     assert sum(row.requests for row in client.usage()) == len(chat_bodies(server))
+
+
+def test_answer_schemas_state_iso_dates_and_the_domains_for_servers_that_enforce_them() -> None:
+    """A grammar (llama.cpp) or strict schema then writes 2024-06-01, never '2024-12-31 Tue 23:57';
+    pydantic does not enforce them, so one bad item is still refused alone by its stage."""
+    from memoryquest.contracts import Domain
+    from memoryquest.llm.schema import strict_json_schema
+    from memoryquest.stages.queries_contracts import QueryCandidateDraft, QueryCandidatesDraft
+    from memoryquest.stages.timelines_contracts import TimelineDraft
+
+    for model, item in (("QueryCandidateDraft", "query_date"), ("ReferenceDraft", "date")):
+        schema = strict_json_schema(QueryCandidatesDraft)
+        assert schema is not None
+        assert schema["$defs"][model]["properties"][item]["format"] == "date"
+        assert schema["$defs"][model]["properties"]["domain"]["enum"] == [d.value for d in Domain]
+    timeline = strict_json_schema(TimelineDraft)
+    assert timeline is not None and timeline["$defs"]["EventDraft"]["properties"]["date"]["format"]
+    loose = QueryCandidateDraft(
+        query="q", query_date="soon", reasoning="r", domain="x", references=[]
+    )
+    assert loose.query_date == "soon"  # left to the stage's check, item by item

@@ -12,15 +12,21 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ISO_DATE, ONE_OF_THE_DOMAINS, ROW, PromptInputs
 
 # --------------------------------------------------------------------------- what the model answers
 
 
 class ReferenceDraft(BaseModel):
     text: str = Field(description="Short, atomic statement about the user.")
-    date: str = Field(description="ISO date (YYYY-MM-DD) when this became true or was said.")
-    domain: str = Field(description="One of the 20 PersonaLens domains, not the query's.")
+    date: str = Field(
+        description="ISO date (YYYY-MM-DD) when this became true or was said.",
+        json_schema_extra=ISO_DATE,
+    )
+    domain: str = Field(
+        description="One of the 20 PersonaLens domains, not the query's.",
+        json_schema_extra=ONE_OF_THE_DOMAINS,
+    )
     rationale: str = Field(
         default="", description="One sentence: which part of the request this changes."
     )
@@ -32,9 +38,14 @@ class ReferenceDraft(BaseModel):
 
 class QueryCandidateDraft(BaseModel):
     query: str = Field(description="The in-situ request the user makes, in the first person.")
-    query_date: str = Field(description="ISO date (YYYY-MM-DD) the user makes the request.")
+    query_date: str = Field(
+        description="ISO date (YYYY-MM-DD) the user makes the request.",
+        json_schema_extra=ISO_DATE,
+    )
     reasoning: str = Field(description="Why the references matter for a good answer.")
-    domain: str = Field(description="The request's task domain.")
+    domain: str = Field(
+        description="The request's task domain.", json_schema_extra=ONE_OF_THE_DOMAINS
+    )
     references: list[ReferenceDraft]
 
 

@@ -12,14 +12,16 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ISO_DATE, ONE_OF_THE_DOMAINS, ROW, PromptInputs
 
 # --------------------------------------------------------------------------- what the model answers
 
 
 class EventDraft(BaseModel):
-    date: str = Field(description="ISO date (YYYY-MM-DD).")
-    domain: str = Field(description="The event's PersonaLens domain.")
+    date: str = Field(description="ISO date (YYYY-MM-DD).", json_schema_extra=ISO_DATE)
+    domain: str = Field(
+        description="The event's PersonaLens domain.", json_schema_extra=ONE_OF_THE_DOMAINS
+    )
     description: str = Field(description="What happens in this conversation, in the third person.")
     reference_index: int | None = Field(
         description="Index of the reference this event carries; null for filler."
