@@ -12,54 +12,29 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memoryquest.llm.client import ModelClient
-    from memoryquest.llm.errors import (
-        CircuitOpenError,
-        LLMConfigurationError,
-        LLMContentFilterError,
-        LLMError,
-        LLMOutputError,
-        LLMRefusalError,
-        LLMTransportError,
-        LLMTruncatedError,
-    )
-    from memoryquest.llm.request import LLMRequest
 
 _HOMES = {
-    "ModelClient": "memoryquest.llm.client",
-    "LLMRequest": "memoryquest.llm.request",
-    **{
-        name: "memoryquest.llm.errors"
-        for name in (
-            "CircuitOpenError",
-            "LLMConfigurationError",
-            "LLMContentFilterError",
-            "LLMError",
-            "LLMOutputError",
-            "LLMRefusalError",
-            "LLMTransportError",
-            "LLMTruncatedError",
-        )
-    },
+    "memoryquest.llm.client": ("ModelClient",),
+    "memoryquest.llm.request": ("LLMRequest",),
+    "memoryquest.llm.errors": (
+        "CircuitOpenError",
+        "LLMConfigurationError",
+        "LLMContentFilterError",
+        "LLMError",
+        "LLMOutputError",
+        "LLMRefusalError",
+        "LLMTransportError",
+        "LLMTruncatedError",
+    ),
 }
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = [
-    "CircuitOpenError",
-    "LLMConfigurationError",
-    "LLMContentFilterError",
-    "LLMError",
-    "LLMOutputError",
-    "LLMRefusalError",
-    "LLMRequest",
-    "LLMTransportError",
-    "LLMTruncatedError",
-    "ModelClient",
-    "build_client",
-]
+__all__ = sorted([*_HOME_OF, "build_client"])
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
+    if name in _HOME_OF:
+        return getattr(importlib.import_module(_HOME_OF[name]), name)
     raise AttributeError(f"module 'memoryquest.llm' has no attribute {name!r}")
 
 
