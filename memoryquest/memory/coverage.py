@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from memoryquest.contracts import Fact, Query, RejectedCandidate, RejectionReason
+from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
-from memoryquest.stages.common import rejected
+from memoryquest.settings import GenerationSettings
+from memoryquest.stages.common import final_text_problem, rejected
+
+STAGE = "memory"
 
 
 def uncovered_in(query: Query, snapshot: Iterable[MemoryItem]) -> list[str]:
@@ -25,6 +29,57 @@ def uncovered_in(query: Query, snapshot: Iterable[MemoryItem]) -> list[str]:
 def uncovered_references(query: Query, facts: Sequence[Fact]) -> list[str]:
     """Ids of ``query``'s references with no credited fact visible on the query date."""
     return uncovered_in(query, memory_as_of(list(facts), query.query_date))
+
+
+async def withdraw_leaking(
+    queries: Sequence[Query],
+    facts: Sequence[Fact],
+    client: ModelClient,
+    settings: GenerationSettings,
+) -> tuple[list[str], list[RejectedCandidate]]:
+    """Queries to withdraw (ids) because a fact credited to one of their references gives the
+    request away (:func:`~memoryquest.stages.common.final_text_problem`), one rejection each.
+
+    Retrieval reads the facts, not the drafted references: a fact that repeats the
+    request's words or date would let the query alone find it. The fact cannot be
+    asked for again without replaying the memory, so the query goes (one embedding call).
+    """
+    credited: list[tuple[Query, Fact]] = []
+    for query in queries:
+        ids = {r.reference_id for r in query.references}
+        credited += [
+            (query, f)
+            for f in facts
+            if f.persona_id == query.persona_id and ids & set(f.source_reference_ids)
+        ]
+    if not credited:
+        return [], []
+    texts = list(dict.fromkeys([q.text for q, _ in credited] + [f.info for _, f in credited]))
+    vectors = await client.embed(texts, stage=STAGE)
+    row = {text: index for index, text in enumerate(texts)}
+    withdrawn: list[str] = []
+    rejections: list[RejectedCandidate] = []
+    for query, fact in credited:
+        if query.query_id in withdrawn:
+            continue
+        cosine = float(vectors[row[fact.info]] @ vectors[row[query.text]])
+        problem = final_text_problem(fact.info, cosine, query, settings)
+        if problem is None:
+            continue
+        reason, detail = problem
+        withdrawn.append(query.query_id)
+        rejections.append(
+            rejected(
+                query.persona_id,
+                STAGE,
+                reason,
+                f"query {query.query_id}: fact {fact.fid}, credited to its reference: {detail}",
+                query,
+                query.query_id,
+                reason.value,
+            )
+        )
+    return withdrawn, rejections
 
 
 def withdraw_uncovered(
@@ -48,7 +103,7 @@ def withdraw_uncovered(
         rejections.append(
             rejected(
                 query.persona_id,
-                "memory",
+                STAGE,
                 RejectionReason.UNCOVERED,
                 detail,
                 query,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -12,6 +14,7 @@ from pydantic import BaseModel
 from memoryquest.contracts import (
     Persona,
     PersonaTask,
+    Query,
     RejectedCandidate,
     RejectionReason,
     TaskBrief,
@@ -20,7 +23,8 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError
-from memoryquest.text import contains_verbatim, normalise_text
+from memoryquest.settings import GenerationSettings
+from memoryquest.text import contains_verbatim, normalise_text, shared_content_words
 
 __all__ = [
     "contains_verbatim",
@@ -130,3 +134,48 @@ def rejected(
         gamma=gamma,
         embedder=embedder,
     )
+
+
+def final_text_problem(
+    sentence: str, cosine: float, query: Query, settings: GenerationSettings
+) -> tuple[RejectionReason, str] | None:
+    """Why a text that carries a reference gives its request away, or None.
+
+    The drafted reference passed these gates; the sentence said in the
+    conversation and the facts extracted from it are what retrieval searches,
+    so they must pass them too (``cosine``: the text's to the request): no more
+    than ``shared_words_max`` content words shared with the request, no cosine
+    to it above ``reference_cosine_max`` (``reference_leak``), and no naming of
+    the request's date (``foreshadow``). A domain name is no marker: "events" or
+    "shopping" are everyday words a reference may need.
+    """
+    shared = shared_content_words(sentence, query.text)
+    if len(shared) > settings.shared_words_max:
+        return (
+            RejectionReason.REFERENCE_LEAK,
+            f"the text carrying the reference shares {len(shared)} content words with the "
+            f"request ({', '.join(sorted(shared))}; max {settings.shared_words_max}): {sentence!r}",
+        )
+    if cosine > settings.reference_cosine_max:
+        return (
+            RejectionReason.REFERENCE_LEAK,
+            f"the text carrying the reference reaches cosine {cosine:.3f} to the request "
+            f"(> {settings.reference_cosine_max}): {sentence!r}",
+        )
+    if names_date(sentence, query.query_date):
+        return (
+            RejectionReason.FORESHADOW,
+            f"the text carrying the reference names the request's date "
+            f"({query.query_date.isoformat()}): {sentence!r}",
+        )
+    return None
+
+
+def names_date(text: str, date: dt.date) -> bool:
+    """Whether ``text`` names ``date``: ISO form, or its month and day in either order."""
+    month, day = date.strftime("%B"), date.day
+    pattern = (
+        rf"{date.isoformat()}|\b{month}\s+{day}(?:st|nd|rd|th)?\b"
+        rf"|\b{day}(?:st|nd|rd|th)?\s+(?:of\s+)?{month}\b"
+    )
+    return re.search(pattern, text, re.IGNORECASE) is not None

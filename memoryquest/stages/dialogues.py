@@ -18,8 +18,6 @@ the rejected candidates.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -42,9 +40,9 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import failure_reason, rejected
+from memoryquest.stages.common import failure_reason, final_text_problem, rejected
 from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
-from memoryquest.text import locate, normalise_text, sentence_spans, shared_content_words
+from memoryquest.text import locate, normalise_text, sentence_spans
 
 STAGE = "dialogues"
 
@@ -236,50 +234,6 @@ async def conveyance_problems(
         span = ReferenceSpan(turn_index=turn_index, start=start, end=end)
         settled[session.session_id] = session.model_copy(update={"reference_spans": [span]})
     return problems, settled
-
-
-def final_text_problem(
-    sentence: str, cosine: float, query: Query, settings: GenerationSettings
-) -> tuple[RejectionReason, str] | None:
-    """Why the sentence that says a reference gives its request away, or None.
-
-    The drafted reference passed these gates; the sentence said in the
-    conversation is what retrieval searches, so it must pass them too: no more
-    than ``shared_words_max`` content words shared with the request, no cosine
-    to it above ``reference_cosine_max`` (``reference_leak``), and no naming of
-    the request's date (``foreshadow``). A domain name is no marker: "events" or
-    "shopping" are everyday words a reference may need.
-    """
-    shared = shared_content_words(sentence, query.text)
-    if len(shared) > settings.shared_words_max:
-        return (
-            RejectionReason.REFERENCE_LEAK,
-            f"the sentence stating the reference shares {len(shared)} content words with the "
-            f"request ({', '.join(sorted(shared))}; max {settings.shared_words_max}): {sentence!r}",
-        )
-    if cosine > settings.reference_cosine_max:
-        return (
-            RejectionReason.REFERENCE_LEAK,
-            f"the sentence stating the reference reaches cosine {cosine:.3f} to the request "
-            f"(> {settings.reference_cosine_max}): {sentence!r}",
-        )
-    if names_date(sentence, query.query_date):
-        return (
-            RejectionReason.FORESHADOW,
-            f"the sentence stating the reference names the request's date "
-            f"({query.query_date.isoformat()}): {sentence!r}",
-        )
-    return None
-
-
-def names_date(text: str, date: dt.date) -> bool:
-    """Whether ``text`` names ``date``: ISO form, or its month and day in either order."""
-    month, day = date.strftime("%B"), date.day
-    pattern = (
-        rf"{date.isoformat()}|\b{month}\s+{day}(?:st|nd|rd|th)?\b"
-        rf"|\b{day}(?:st|nd|rd|th)?\s+(?:of\s+)?{month}\b"
-    )
-    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 async def expand_dialogues(
