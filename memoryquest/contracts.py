@@ -277,6 +277,11 @@ class Query(Row):
         default=None,
         description="Query-only recall under the provenance judge (1 = easy, 0 = not found by the query alone).",
     )
+    gamma_said: float | None = Field(
+        default=None,
+        description="Mean cosine(query, the sentence each reference is said with in its session) "
+        "under `embedder`: gamma of the text retrieval searches, beside the drafts' `gamma`.",
+    )
 
 
 class RejectedCandidate(Row):

@@ -65,3 +65,24 @@ async def test_a_credited_fact_that_gives_the_request_away_withdraws_its_query(
     assert withdrawn == [query.query_id]
     (rejection,) = rejections
     assert rejection.reason is RejectionReason(reason) and fact.fid in rejection.detail
+
+
+async def test_gamma_as_said_is_the_mean_cosine_of_the_sentences_the_references_are_said_with(
+    run: GeneratedRun,
+) -> None:
+    from memoryquest.stages.conversations import gamma_said
+
+    query = run.kept()[0]
+    sessions = [s for s in run.dataset.sessions if s.reference_id and s.reference_spans]
+    client = simulated_client()
+    (value,) = (await gamma_said([query], sessions, client)).values()
+    said = []
+    for reference in query.references:
+        session = next(s for s in sessions if s.reference_id == reference.reference_id)
+        span = session.reference_spans[0]
+        said.append(session.turns[span.turn_index].content[span.start : span.end])
+    vectors = await client.embed([query.text, *said], stage="test")
+    assert value == pytest.approx(float((vectors[1:] @ vectors[0]).mean()), abs=1e-6)
+    assert value != pytest.approx(query.gamma, abs=1e-6)  # the said text is not the draft
+    # Without a sentence said for any of its references, a query has no γ as said.
+    assert await gamma_said([query], [], client) == {}

@@ -427,6 +427,7 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
         _dist_row("exchanges per session (user turns)", stats.exchanges_per_session),
         _dist_row("references per query", stats.references_per_query),
         _dist_row("γ (mean query–reference cosine)", stats.gamma, digits=3),
+        _dist_row("γ as said (query–sentence said in the session)", stats.gamma_said, digits=3),
         "",
         f"γ is computed with `{inputs.manifest.embedder}`; queries were kept when γ ≤ {inputs.gamma_threshold:g}.",
         "",

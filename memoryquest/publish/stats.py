@@ -123,6 +123,7 @@ class DatasetStatistics:
     references_per_query: Distribution | None
     gamma: Distribution | None
     gamma_values: tuple[float, ...]
+    gamma_said: Distribution | None
     facts_by_type: dict[str, int]
     facts_by_status: dict[str, int]
     rejected_by_reason: dict[str, int]
@@ -234,6 +235,9 @@ def compute_statistics(
         references_per_query=Distribution.of([float(len(q.references)) for q in dataset.queries]),
         gamma=Distribution.of(gammas),
         gamma_values=tuple(gammas),
+        gamma_said=Distribution.of(
+            [q.gamma_said for q in dataset.queries if q.gamma_said is not None]
+        ),
         facts_by_type={t.value: fact_types.get(t.value, 0) for t in FactType}
         | {k: v for k, v in sorted(fact_types.items()) if k not in {t.value for t in FactType}},
         facts_by_status=dict(sorted(fact_status.items())),

@@ -7,13 +7,15 @@ session. A query whose timeline is rejected, or whose events did not all
 become sessions, is dropped from the persona's queries; its rejections are
 kept. The queries run concurrently (the client's limiter paces them), and all
 the persona's sessions are merged into one dated history
-(:func:`~memoryquest.stages.history.merge_history`).
+(:func:`~memoryquest.stages.history.merge_history`). Each standing query gets
+``gamma_said``: γ over the sentences its references are actually said with.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from memoryquest.contracts import Persona, Query, RejectedCandidate, Session, Timeline
@@ -31,6 +33,10 @@ class ConversationsResult(BaseModel):
     rejected: list[RejectedCandidate] = Field(default_factory=list)
     dropped_query_ids: list[str] = Field(
         default_factory=list, description="Kept queries whose timeline or dialogues were rejected."
+    )
+    gamma_said: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per standing query: mean cosine between it and the sentences its references are said with.",
     )
 
 
@@ -79,11 +85,48 @@ async def run(state: PersonaState, client: ModelClient, settings: Settings) -> C
         result.timelines.append(timeline)
         result.sessions.extend(sessions)
     result.sessions = merge_history(result.sessions)
+    standing = [q for q in state.queries if q.query_id not in result.dropped_query_ids]
+    result.gamma_said = await gamma_said(standing, result.sessions, client)
     return result
 
 
+async def gamma_said(
+    queries: list[Query], sessions: list[Session], client: ModelClient
+) -> dict[str, float]:
+    """γ of what the conversations say: per query, the mean cosine between it and the sentence
+    each of its references is said with (one embedding call for the persona)."""
+    said: dict[str, str] = {}
+    for session in sessions:
+        if session.reference_id is not None and session.reference_spans:
+            span = session.reference_spans[0]
+            said[session.reference_id] = session.turns[span.turn_index].content[
+                span.start : span.end
+            ]
+    pairs = [
+        (q, [said[r.reference_id] for r in q.references if r.reference_id in said]) for q in queries
+    ]
+    pairs = [(q, sentences) for q, sentences in pairs if sentences]
+    if not pairs:
+        return {}
+    texts = list(dict.fromkeys(t for q, sentences in pairs for t in (q.text, *sentences)))
+    vectors = await client.embed(texts, stage="dialogues")
+    row = {text: index for index, text in enumerate(texts)}
+    return {
+        q.query_id: float(np.mean([vectors[row[s]] @ vectors[row[q.text]] for s in sentences]))
+        for q, sentences in pairs
+    }
+
+
 def apply(state: PersonaState, result: ConversationsResult) -> PersonaState:
-    """Dropped queries go; the timelines, the history and the rejections are recorded."""
-    return state.without_queries(result.dropped_query_ids).add(
-        timelines=result.timelines, sessions=result.sessions, rejected=result.rejected
+    """Dropped queries go; the standing ones get their γ as said; the timelines, the history and
+    the rejections are recorded."""
+    standing = state.without_queries(result.dropped_query_ids)
+    said = standing.model_copy(
+        update={
+            "queries": [
+                q.model_copy(update={"gamma_said": result.gamma_said.get(q.query_id)})
+                for q in standing.queries
+            ]
+        }
     )
+    return said.add(timelines=result.timelines, sessions=result.sessions, rejected=result.rejected)
