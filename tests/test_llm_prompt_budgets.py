@@ -102,3 +102,16 @@ def test_the_budget_header_is_optional_and_must_be_a_positive_integer() -> None:
         parse_template(template("t", "lots"), "t.md")
     with pytest.raises(PromptError, match="max_output_tokens must be positive"):
         parse_template(template("t", "0"), "t.md")
+
+
+def test_a_dotted_placeholder_shows_one_key_of_a_mapping_variable() -> None:
+    text = (
+        "---\nid: dotted\nversion: 1\npurpose: show a part (test-only template)\n---\n"
+        "## system\nThe request is on ${request.date}.\n## user\n$note\n"
+    )
+    template = parse_template(text, "dotted.md")
+    variables = {"request": {"date": "2024-06-01", "text": "Plan my trip"}, "note": "hi"}
+    system, user = template.render(variables)
+    assert system["content"] == "The request is on 2024-06-01." and "Plan" not in system["content"]
+    with pytest.raises(PromptError, match="request.when"):
+        parse_template(text.replace("request.date", "request.when"), "dotted.md").render(variables)

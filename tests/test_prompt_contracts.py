@@ -7,7 +7,6 @@ or a simulator answer that takes a dict or another template's model fails here.
 
 from __future__ import annotations
 
-import string
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from memoryquest.llm.prompts import PromptTemplate, all_templates
+from memoryquest.llm.prompts import PromptTemplate, all_templates, placeholder_names
 from memoryquest.prompt_inputs import inputs_models
 from memoryquest.simulator import simulator_inputs
 
@@ -23,14 +22,8 @@ TEMPLATES = all_templates()
 
 
 def placeholders(template: PromptTemplate) -> set[str]:
-    """The ``$name`` / ``${name}`` placeholders of both sections (``$$`` is a literal dollar)."""
-    names: set[str] = set()
-    for text in (template.system, template.user):
-        for match in string.Template.pattern.finditer(text):
-            name = match.group("named") or match.group("braced")
-            if name:
-                names.add(name)
-    return names
+    """The variables both sections show (``$$`` is a literal dollar; ``${a.b}`` shows part of ``a``)."""
+    return placeholder_names(template.system) | placeholder_names(template.user)
 
 
 def test_every_template_has_exactly_one_inputs_model_and_no_model_lacks_a_template() -> None:

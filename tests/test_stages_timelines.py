@@ -260,3 +260,23 @@ async def test_same_seed_same_timeline(run: GeneratedRun) -> None:
     assert again.timeline == run.timelines[q.query_id].timeline
     other = await synthesise_timeline(persona, q, simulated_client(), settings, seed=9)
     assert other.timeline is not None and other.timeline != again.timeline
+
+
+def test_the_timeline_prompt_is_blind_to_the_request(run: GeneratedRun) -> None:
+    """The model is told when the history ends, never what the user will ask or why, nor the
+    user's other requests: it cannot write an event that looks ahead to them."""
+    from memoryquest.stages.timelines import timeline_request
+    from memoryquest.stages.timelines_contracts import TimelineInputs
+
+    queries = run.kept()
+    query = queries[0]
+    persona = next(p for p in run.personas if p.persona_id == query.persona_id)
+    request = timeline_request(persona, query, GenerationSettings(), 0, queries)
+    prompt = "\n".join(m["content"] for m in TimelineInputs.template().render(request.variables))
+    assert query.query_date.isoformat() in prompt
+    for other in queries:
+        assert other.text not in prompt and other.reasoning not in prompt
+    assert all(ref.text in prompt for ref in query.references)
+    # The simulator still gets every variable: the offline data does not change.
+    assert request.variables["query"]["text"] == query.text
+    assert [r["text"] for r in request.variables["user_requests"]] == [q.text for q in queries]

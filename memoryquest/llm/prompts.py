@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -51,11 +52,11 @@ class PromptTemplate:
 
     def render(self, variables: dict[str, Any]) -> list[dict[str, str]]:
         """Chat messages with every ``$variable`` filled; a missing one is an error."""
-        values = {key: _as_text(value) for key, value in variables.items()}
+        values = _Values(variables)
         messages = []
         for role, text in (("system", self.system), ("user", self.user)):
             try:
-                content = string.Template(text).substitute(values)
+                content = PromptText(text).substitute(values)
             except KeyError as exc:
                 raise PromptError(
                     f"prompt {self.template_id} v{self.version}: variable {exc.args[0]!r} not supplied "
@@ -67,6 +68,45 @@ class PromptTemplate:
                 ) from exc
             messages.append({"role": role, "content": content.strip()})
         return messages
+
+
+class PromptText(string.Template):
+    """``$name``, ``${name}``, and ``${name.key}`` for one key of a mapping variable: a prompt
+    can show a variable's date without its text (the timeline is not told the request)."""
+
+    braceidpattern = r"(?a:[_a-z][_a-z0-9]*(?:\.[_a-z][_a-z0-9]*)*)"
+
+
+class _Values(Mapping[str, str]):
+    """The variables as prompt text, looked up by name or by a dotted path into a mapping."""
+
+    def __init__(self, variables: dict[str, Any]) -> None:
+        self._variables = variables
+
+    def __getitem__(self, name: str) -> str:
+        head, *path = name.split(".")
+        value = self._variables[head]
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                raise KeyError(name)
+            value = value[key]
+        return _as_text(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._variables)
+
+    def __len__(self) -> int:
+        return len(self._variables)
+
+
+def placeholder_names(text: str) -> set[str]:
+    """The variables a template section shows (a dotted placeholder shows part of its head)."""
+    names: set[str] = set()
+    for match in PromptText.pattern.finditer(text):
+        name = match.group("named") or match.group("braced")
+        if name:
+            names.add(name.split(".")[0])
+    return names
 
 
 def _as_text(value: Any) -> str:

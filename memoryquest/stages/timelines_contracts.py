@@ -67,17 +67,22 @@ class TimelineReference(TypedDict):
 class TimelineInputs(PromptInputs):
     """One query, its references and the persona's material, for laying out the conversations.
 
+    The prompt is blind: it shows the request's date, never its text, its
+    reasoning or the user's other requests, so a model cannot write a
+    reference's event as "... which matters for her October hike".
     ``user_references`` are the texts of all the user's queries' references,
-    which this timeline's filler must not repeat; ``user_requests`` are those
-    queries, which its filler updates may matter to (never to this one). Both
-    hold this query too, so they are the same for every timeline of the user
-    and sit in the prompt's cached prefix.
+    which this timeline's filler must not repeat (the same for every timeline of
+    the user, so they sit in the prompt's cached prefix).
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
     stage: ClassVar[str] = "timelines"
     temperature: ClassVar[float] = 0.8
     output_model: ClassVar[type[BaseModel]] = TimelineDraft
+    not_in_prompt: ClassVar[dict[str, str]] = {
+        "user_requests": "the user's requests, this one among them: read by the offline "
+        "simulator only (its distractors bridge to them); a model shown them foreshadows",
+    }
 
     query: TimelineQuery
     references: list[TimelineReference]
