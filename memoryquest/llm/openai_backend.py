@@ -64,6 +64,7 @@ RESPONSE_FORMAT_WORDS = (
 # Chat-template tokens around a prompt (role markers, the reply's opening) when a server counts the contents alone.
 CHAT_TEMPLATE_TOKENS = 16
 MESSAGE_TEMPLATE_TOKENS = 8
+COUNTED_TEXTS_MAX = 4096  # message texts whose server token count is remembered
 EMBEDDING_DIMENSIONS = {
     "text-embedding-3-small": 1536,
     "text-embedding-3-large": 3072,
@@ -323,12 +324,10 @@ class OpenAIChatBackend:
         self.model = model
         self.base_url = azure_endpoint if kind == "azure" else base_url
         self.seed = seed
-        self.timeout = timeout
         # The prompt's variables go along only when asked (endpoint.simulator_hints: the fake server).
         self.send_variables = send_variables
         self.facts = ServerFacts(
-            PROFILES[guess_kind(server, base_url, azure_endpoint if kind == "azure" else None)],
-            detail="settings",
+            PROFILES[guess_kind(server, base_url, azure_endpoint if kind == "azure" else None)]
         )
         # Settled when the settings name the server, or when there is nothing to ask (OpenAI, Azure).
         self._settled = server is not ServerKind.AUTO or self.facts.profile.kind in (
@@ -339,6 +338,9 @@ class OpenAIChatBackend:
         self._window_setting = context_window
         self._api_key = api_key
         self.dropped: set[str] = set()  # optional fields the server refused
+        # Tokens per message text: a stage's fit check and the send-time check count the same
+        # prompt, and system prompts repeat across requests; each is asked of the server once.
+        self._counted: dict[str, int] = {}
         self._prepare_lock: asyncio.Lock | None = None
         self._http = _SdkClients(lambda: httpx.AsyncClient(timeout=30.0))
         self._clients = _SdkClients(
@@ -406,14 +408,20 @@ class OpenAIChatBackend:
         total = CHAT_TEMPLATE_TOKENS
         url = f"{server_root(self.base_url)}{tokenizer.path}"
         for message in messages:
-            try:
-                response = await http.post(
-                    url, json=tokenizer.body(message["content"], self.model), headers=headers
-                )
-                response.raise_for_status()
-                total += Tokenizer.count(response.json()) + MESSAGE_TEMPLATE_TOKENS
-            except (httpx.HTTPError, ValueError):
-                return None
+            text = message["content"]
+            if text not in self._counted:
+                try:
+                    response = await http.post(
+                        url, json=tokenizer.body(text, self.model), headers=headers
+                    )
+                    response.raise_for_status()
+                    counted = Tokenizer.count(response.json())
+                except (httpx.HTTPError, ValueError):
+                    return None
+                if len(self._counted) >= COUNTED_TEXTS_MAX:
+                    self._counted.clear()
+                self._counted[text] = counted
+            total += self._counted[text] + MESSAGE_TEMPLATE_TOKENS
         return total
 
     def drop_field(self, field: str) -> bool:

@@ -125,7 +125,6 @@ class ServerFacts:
     context_window: int | None = None
     slots: int | None = None  # requests it works on at once
     tokenizer: Tokenizer | None = None
-    detail: str = ""  # how the kind was told, for the run's first message
 
 
 def server_root(base_url: str) -> str:
@@ -205,7 +204,6 @@ async def discover(
 
         entry = _model_entry(await get_json(f"{base_url.rstrip('/')}/models"), model)
         owner = str(entry.get("owned_by") or "")
-        detail = f"/models owned_by={owner!r}" if owner else "settings"
         python_flavour = owner == "me"
         if kind == "compatible":
             if _positive(entry.get("max_model_len")):
@@ -216,7 +214,7 @@ async def discover(
                 kind = ServerKind.OLLAMA.value
             elif owner in ("openai", "system", "openai-internal"):
                 kind = ServerKind.OPENAI.value
-        facts = ServerFacts(PROFILES[kind], detail=detail)
+        facts = ServerFacts(PROFILES[kind])
         if kind == ServerKind.VLLM:
             return replace(
                 facts,

@@ -188,16 +188,14 @@ class LLMJudge(Judge):
         for offset, (part, answer) in enumerate(zip(parts, answers, strict=True)):
             verdicts = verdicts_by_number(answer, len(query.references), len(part), query.query_id)
             for number, verdict in verdicts.items():
-                shifted = verdict.model_copy(
-                    update={"memories": [m + offset * size for m in verdict.memories]}
-                )
+                memories = [m + offset * size for m in verdict.memories]
                 earlier = merged.get(number)
-                if earlier is None or not earlier.memories:
+                if earlier is None or (memories and not earlier.memories):
                     # the first part's verdict, until a part finds the reference
-                    merged[number] = shifted if earlier is None or shifted.memories else earlier
-                elif shifted.memories:
+                    merged[number] = verdict.model_copy(update={"memories": memories})
+                elif memories:
                     merged[number] = earlier.model_copy(
-                        update={"memories": [*earlier.memories, *shifted.memories]}
+                        update={"memories": [*earlier.memories, *memories]}
                     )
         return merged
 

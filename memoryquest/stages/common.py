@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -46,7 +46,7 @@ TRIM_LEVELS: tuple[int | None, ...] = (None, 24, 12, 6, 3, 1, 0)
 T = TypeVar("T")
 
 
-def spread(items: Sequence[T], keep: int | None, domain_of: Callable[[T], object]) -> list[T]:
+def spread(items: Sequence[T], keep: int | None) -> list[T]:
     """At most ``keep`` of ``items`` (all for None), one domain after another so every domain
     keeps its share, in their original order."""
     if keep is None or len(items) <= keep:
@@ -76,12 +76,10 @@ def persona_variables(persona: Persona, keep: int | None = None) -> dict[str, An
         "interests": [d.value for d in persona.interests],
         "affinities": [
             a.model_dump(mode="json")
-            for a in spread(persona.affinities, None if keep is None else 3 * keep, domain_of)
+            for a in spread(persona.affinities, None if keep is None else 3 * keep)
         ],
-        "interactions": [
-            i.model_dump(mode="json") for i in spread(persona.interactions, keep, domain_of)
-        ],
-        "tasks": [task_variables(t) for t in spread(persona.tasks, keep, domain_of)],
+        "interactions": [i.model_dump(mode="json") for i in spread(persona.interactions, keep)],
+        "tasks": [task_variables(t) for t in spread(persona.tasks, keep)],
     }
 
 

@@ -51,7 +51,6 @@ from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import (
     TRIM_LEVELS,
     contains_verbatim,
-    domain_of,
     failure_reason,
     parse_date,
     parse_domain,
@@ -108,9 +107,9 @@ def timeline_request(
     model whose window the whole prompt does not fit.
     """
     others = [q for q in user_queries if q.query_id != query.query_id]
-    shown = [*spread(others, keep, domain_of), query] if keep is not None else user_queries
+    shown = [*spread(others, keep), query] if keep is not None else user_queries
     tasks = [t for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN]
-    affinities = spread(persona.affinities, None if keep is None else 3 * keep, domain_of)
+    affinities = spread(persona.affinities, None if keep is None else 3 * keep)
     inputs = TimelineInputs(
         query=query_variables(query),
         references=reference_variables(query),
@@ -118,7 +117,7 @@ def timeline_request(
         user_requests=[{"domain": q.domain.value, "text": q.text} for q in shown],
         demographics=persona.demographics.model_dump(mode="json"),
         affinities=[a.model_dump(mode="json") for a in affinities],
-        tasks=[task_variables(t) for t in spread(tasks, keep, domain_of)],
+        tasks=[task_variables(t) for t in spread(tasks, keep)],
         events_min=settings.events_min,
         events_max=settings.events_max,
         lead_days_max=settings.lead_days_max,
