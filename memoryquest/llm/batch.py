@@ -3,7 +3,7 @@
 With ``endpoint.batch`` on (OpenAI or Azure backends), ``ModelClient.complete``
 and ``ModelClient.complete_all`` do not call the endpoint themselves for the
 stages of ``endpoint.batch_stages`` (``BatchOptions.stages``, asked through
-:meth:`BatchRunner.takes`): each such request missing from the cache joins a
+:meth:`BatchProcessor.takes`): each such request missing from the cache joins a
 per-event-loop COLLECTOR. Requests of the other stages go online at the full
 price: a stage that asks one short question after another (memory, one per
 session) would otherwise wait a whole batch round for each of them. The
@@ -32,8 +32,8 @@ key. The file is uploaded (purpose ``batch``), the batch created (completion
 window ``24h``) and polled with a growing interval
 (``endpoint.batch_poll_seconds``, x1.5 per poll, at most
 ``endpoint.batch_max_poll_seconds``); then the output and error files are
-read and every answer line goes through the client's own checks
-(``ModelClient._judge``: refusal, ``finish_reason`` length or content_filter,
+read and every answer line goes through the exchange's own checks
+(``ChatExchange.judge``: refusal, ``finish_reason`` length or content_filter,
 schema validation, repair turn), so a batch answer is held to the same rules
 as an online one. Good answers go to the per-request cache at once. Only a
 set above the service's per-batch limits (50,000 lines, ~200 MB) is split
@@ -96,18 +96,16 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from memoryquest.llm.backends import ChatCall, ChatResult, OutputMode
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
+from memoryquest.llm.exchange import Attempt, ChatExchange
 from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS
 from memoryquest.llm.request import LLMRequest, ResponseT
 from memoryquest.lockstep import Lockstep, current_member
-
-if TYPE_CHECKING:
-    from memoryquest.llm.client import Attempt, ModelClient
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +187,11 @@ class _Collector:
     held_since: float | None = None
 
 
-class BatchRunner:
-    """Runs ``ModelClient.complete`` and ``complete_all`` through the Batch API; built by the client itself."""
+class BatchProcessor:
+    """Answers requests through the Batch API: the online processor's sibling (see the module's text)."""
 
-    def __init__(self, client: ModelClient, options: BatchOptions) -> None:
-        backend = client.chat_backend
+    def __init__(self, exchange: ChatExchange, options: BatchOptions) -> None:
+        backend = exchange.chat_backend
         if not callable(getattr(backend, "request_body", None)) or not callable(
             getattr(backend, "sdk_client", None)
         ):
@@ -209,7 +207,7 @@ class BatchRunner:
                 f"the batch collector needs collect_seconds >= 0 and collect_max >= 1, "
                 f"got {options.collect_seconds} and {options.collect_max}"
             )
-        self.client = client
+        self.exchange = exchange
         self.options = options
         self.url = "/chat/completions" if backend.name == "azure" else "/v1/chat/completions"
         self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Collector] = (
@@ -219,7 +217,7 @@ class BatchRunner:
         # Lines of adopted batches whose request has not been asked yet: (record, batch status).
         self._unclaimed: dict[str, tuple[dict[str, Any], str]] = {}
 
-    # --- what the client calls ------------------------------------------------------------
+    # --- the request processor's interface ------------------------------------------------------------
 
     def takes(self, request: LLMRequest[Any]) -> bool:
         """Whether ``request`` travels in a batch; the client sends the others online."""
@@ -237,7 +235,7 @@ class BatchRunner:
     ) -> list[Any]:
         with contextlib.ExitStack() as stack:
             for stage in dict.fromkeys(r.stage for r in requests):
-                stack.enter_context(self.client.ledger.timing(stage))
+                stack.enter_context(self.exchange.ledger.timing(stage))
             entries = [self._entry(request) for request in requests]
             await self._wait(list(dict.fromkeys(e for e in entries if isinstance(e, _Row))))
         answers: list[Any] = []
@@ -286,12 +284,12 @@ class BatchRunner:
 
     def _entry(self, request: LLMRequest[Any]) -> BaseModel | _Row:
         """The cached answer, or the row the request waits on (joined, or queued for the next batch)."""
-        client = self.client
-        attempt = client.attempt(request)
-        key = client.cache_key(attempt)
-        cached = self._cached(key, request)
+        exchange = self.exchange
+        attempt = exchange.attempt(request)
+        key = exchange.cache_key(attempt)
+        cached = exchange.cached(key, request)
         if cached is not None:
-            client.ledger.cache_hits(request.stage)
+            exchange.ledger.cache_hits(request.stage)
             return cached
         collector = self._collector()
         member = current_member()
@@ -299,7 +297,7 @@ class BatchRunner:
             collector.locksteps.add(member.lockstep)
         row = collector.rows.get(key)
         if row is not None:  # asked twice: sent once, like online
-            client.ledger.cache_hits(request.stage)
+            exchange.ledger.cache_hits(request.stage)
             return row
         loop = asyncio.get_running_loop()
         row = _Row(key, attempt, loop.create_future())
@@ -440,8 +438,8 @@ class BatchRunner:
         self, rows: list[_Row]
     ) -> tuple[list[tuple[Path, dict[str, Any], list[_Row]]], list[_Row]]:
         """Recorded unfinished batches holding some of ``rows`` (with those rows), and the rows left over."""
-        cache = self.client.cache
-        if cache is None or not self.client.caching:
+        cache = self.exchange.cache
+        if cache is None or not self.exchange.caching:
             return [], rows
         directory = cache.directory / "batches"
         if not directory.is_dir():
@@ -510,21 +508,9 @@ class BatchRunner:
 
     # --- the set --------------------------------------------------------------------------
 
-    def _cached(self, key: str, request: LLMRequest[Any]) -> BaseModel | None:
-        cache = self.client.cache
-        if cache is None or not self.client.caching:
-            return None
-        entry = cache.get_chat(key)
-        if entry is None:
-            return None
-        try:
-            return request.response_model.model_validate_json(entry["text"])
-        except ValidationError:
-            return None  # the model's validators changed since: ask again
-
     def _state_path(self, keys: Iterable[str]) -> Path | None:
-        cache = self.client.cache
-        if cache is None or not self.client.caching:
+        cache = self.exchange.cache
+        if cache is None or not self.exchange.caching:
             return None
         digest = hashlib.sha256("\n".join(sorted(keys)).encode("ascii")).hexdigest()
         return cache.directory / "batches" / f"{digest}.json"
@@ -596,9 +582,9 @@ class BatchRunner:
 
     def _line(self, row: _Row) -> bytes:
         """The JSONL line of a row: the online request body, with ``custom_id`` = cache key."""
-        client = self.client
-        backend: Any = client.chat_backend
-        row.call = client.next_call(row.attempt)
+        exchange = self.exchange
+        backend: Any = exchange.chat_backend
+        row.call = exchange.next_call(row.attempt)
         body = dict(backend.request_body(row.call))
         hints = body.pop("extra_headers", None)
         body.update(body.pop("extra_body", None) or {})
@@ -753,9 +739,9 @@ class BatchRunner:
 
     def _settle_line(self, row: _Row, record: dict[str, Any] | None, batch_status: str) -> None:
         """One output or error line: the answer checked and cached, or the row left for the next round."""
-        client = self.client
+        exchange = self.exchange
         attempt = row.attempt
-        call = row.call or client.next_call(attempt)
+        call = row.call or exchange.next_call(attempt)
         response = record.get("response") if record else None
         status = response.get("status_code") if isinstance(response, dict) else None
         if status == 200:
@@ -764,12 +750,12 @@ class BatchRunner:
             if result is None:
                 row.problem = "an answer without choices"
                 return
-            cost = client.account_batch_answer(call, result)
+            cost = exchange.account_batch_answer(call, result)
             if row.done:  # answered meanwhile (a resumed batch): billed, nothing more to do
                 return
             attempt.add(cost)
             try:
-                value = client.judge(attempt, result)
+                value = exchange.judge(attempt, result)
             except LLMError as exc:
                 row.error = exc
                 return
@@ -777,8 +763,8 @@ class BatchRunner:
                 row.problem = _why_retried(result)
                 return
             row.value = value
-            if client.caching:
-                client.remember(row.key, attempt, value.model_dump_json(), result.model)
+            if exchange.caching:
+                exchange.remember(row.key, attempt, value.model_dump_json(), result.model)
             return
         if row.done:
             return
@@ -796,7 +782,7 @@ class BatchRunner:
             and any(w in text for w in RESPONSE_FORMAT_WORDS)
         ):
             try:
-                client.format_rejected(
+                exchange.format_rejected(
                     call, attempt.where, PermanentBackendError(f"HTTP 400: {message}", status=400)
                 )
             except LLMConfigurationError as exc:
@@ -808,24 +794,24 @@ class BatchRunner:
         )
 
     async def _online(self, row: _Row) -> None:
-        client = self.client
+        exchange = self.exchange
         try:
-            value, result, _ = await client.ask_from(row.attempt)
+            value, result, _ = await exchange.ask_from(row.attempt)
         except LLMError as exc:
             row.error = exc
             return
         row.value = value
-        if client.caching:
-            client.remember(row.key, row.attempt, value.model_dump_json(), result.model)
+        if exchange.caching:
+            exchange.remember(row.key, row.attempt, value.model_dump_json(), result.model)
 
     async def _sdk(self, send: Callable[[Any], Awaitable[T]], where: str) -> T:
-        """One Files/Batches API call with the client's retries, backoff and circuit breaker."""
+        """One Files/Batches API call with the exchange's retries, backoff and circuit breaker."""
         import openai
 
         from memoryquest.llm.openai_backend import translate_error
 
-        client = self.client
-        backend: Any = client.chat_backend
+        exchange = self.exchange
+        backend: Any = exchange.chat_backend
 
         async def attempt() -> T:
             try:
@@ -833,7 +819,7 @@ class BatchRunner:
             except openai.OpenAIError as exc:
                 raise translate_error(exc) from exc
 
-        return await client.call_endpoint(attempt, where=where)
+        return await exchange.call_endpoint(attempt, where=where)
 
 
 # --- helpers --------------------------------------------------------------------------------

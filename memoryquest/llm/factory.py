@@ -197,10 +197,7 @@ def _judge_client(
         }
     )
     judge = build_client(judged, embedder=author.embedder, retry=retry, prompts_dir=prompts_dir)
-    judge.cache = author.cache
-    judge.ledger = author.ledger
-    if not elsewhere:
-        judge.limiter = author.limiter
+    judge.share(author, limiter=not elsewhere)
     return judge
 
 

@@ -1,0 +1,675 @@
+"""The chat policy every way of sending shares: one request's tries, the cache, limits and accounting.
+
+``ChatExchange`` turns an :class:`LLMRequest` into tries (:class:`Attempt`),
+keys them in the response cache, fits them to the model's window, sends one
+through the limiter with retries and the circuit breaker
+(:meth:`ChatExchange.call_endpoint`), judges each answer (refusal,
+truncation, content filter, schema; a repair turn when it does not fit) and
+bills it to its stage. The two request processors, online
+(:mod:`memoryquest.llm.processors`) and Batch API (:mod:`memoryquest.llm.batch`),
+both send through it and neither knows the other. Backends make single attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from memoryquest.llm.accounting import UsageLedger
+from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult, OutputMode
+from memoryquest.llm.budget import Fit, PromptMeter, Throughput
+from memoryquest.llm.cache import ResponseCache, chat_key
+from memoryquest.llm.errors import (
+    AuthenticationBackendError,
+    BackendError,
+    ContextLengthBackendError,
+    FieldRejectedError,
+    LLMAuthenticationError,
+    LLMConfigurationError,
+    LLMContentFilterError,
+    LLMContextLengthError,
+    LLMOutputError,
+    LLMRefusalError,
+    LLMTransportError,
+    LLMTruncatedError,
+    PermanentBackendError,
+    TransientBackendError,
+)
+from memoryquest.llm.limiter import (
+    CircuitBreaker,
+    RateLimiter,
+    RateLimitSignal,
+    RetryPolicy,
+    one_line,
+)
+from memoryquest.llm.prices import PriceTable
+from memoryquest.llm.prompts import PromptTemplate, load_template
+from memoryquest.llm.request import LLMRequest, ResponseT
+from memoryquest.llm.schema import (
+    extract_json,
+    repair_instruction,
+    response_schema,
+    schema_fingerprint,
+    schema_name,
+    strict_json_schema,
+)
+from memoryquest.llm.tokens import TokenCounter, token_counter
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+# A truncated answer is retried with twice the output budget, up to this many tokens.
+TRUNCATION_BUDGET_CAP = 16_384
+
+
+def _nothing_spent() -> dict[str, Any]:
+    return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0}
+
+
+@dataclass
+class Attempt:
+    """Where one request stands between tries: what to send next and what went wrong so far.
+
+    The online loop and the Batch API runner both keep one per request, so a
+    bad answer costs the same retries whichever way it travelled.
+    """
+
+    request: LLMRequest[Any]
+    template: PromptTemplate
+    messages: list[dict[str, str]]  # the rendered prompt
+    seed: int
+    where: str  # names the request in error messages
+    conversation: list[dict[str, str]]  # what the next try sends (a repair adds two turns)
+    max_tokens: int
+    repairs: int = 0
+    refusals: int = 0
+    filtered: int = 0
+    truncated: int = 0
+    spent: dict[str, Any] = field(default_factory=_nothing_spent)
+
+    def add(self, cost: dict[str, Any]) -> None:
+        for name, value in cost.items():
+            self.spent[name] += value
+
+
+class ChatExchange:
+    """One endpoint's chat policy: tries, cache entries, window fit, retries, judging and billing."""
+
+    def __init__(
+        self,
+        chat: ChatBackend,
+        *,
+        ledger: UsageLedger,
+        cache: ResponseCache | None = None,
+        limiter: RateLimiter | None = None,
+        retry: RetryPolicy | None = None,
+        prices: PriceTable | None = None,
+        breaker_failures: int = 20,
+        strict_schema: bool = True,
+        repair_attempts: int = 2,
+        output_retries: int = 2,
+        prompts_dir: Path | None = None,
+        batch_pricing: bool = False,
+        rng: random.Random | None = None,
+        throughput: Throughput | None = None,
+        base_timeout: float = 60.0,
+        concurrency_from_server: bool = False,
+    ) -> None:
+        self.chat_backend = chat
+        self.ledger = ledger
+        self.cache = cache
+        self.limiter = limiter
+        self.retry = retry or RetryPolicy()
+        self.prices = prices or PriceTable.load()
+        self.breaker = CircuitBreaker(breaker_failures, chat.base_url or chat.name)
+        self.strict_schema = strict_schema
+        self.repair_attempts = repair_attempts
+        self.output_retries = output_retries
+        self.prompts_dir = prompts_dir
+        self.batch_pricing = batch_pricing
+        self.rng = rng or random.Random()
+        self._modes: dict[str, OutputMode] = {}
+        self._schema_token_counts: dict[str, int] = {}
+        self._chat_tokens = token_counter(chat.model)
+        profile = getattr(chat, "profile", None)
+        hosted = profile is None or profile.kind in ("openai", "azure")
+        self.prompt_meter = PromptMeter(exact=hosted and not self._chat_tokens.approximate)
+        self.throughput = throughput or Throughput(assumed_tokens_per_second=10.0)
+        self.base_timeout = base_timeout
+        # The limiter takes the server's slot count as its concurrency (unless limits.max_concurrency was set).
+        self.concurrency_from_server = concurrency_from_server
+        self._prepared = False
+        # The message of a refused key; once set, nothing more is sent.
+        self._auth_failure: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return self.chat_backend.simulated
+
+    @property
+    def caching(self) -> bool:
+        """Whether answers are read from and written to the response cache."""
+        return self.cache is not None and self.cache.enabled
+
+    @property
+    def endpoint_url(self) -> str:
+        """The chat endpoint, for messages: its base URL (or the SDK's default), else the backend name."""
+        return endpoint_label(self.chat_backend)
+
+    def _authentication_failed(self, exc: BackendError) -> LLMAuthenticationError:
+        """One message for a refused key, remembered so no later request is sent with it."""
+        if self._auth_failure is None:
+            self._auth_failure = str(authentication_error(self.endpoint_url, exc))
+        return LLMAuthenticationError(self._auth_failure)
+
+    async def check_access(self) -> None:
+        """Fail fast, before any work, when the endpoint refuses the key (see :func:`check_access`)."""
+        try:
+            await check_access(self.chat_backend)
+        except LLMAuthenticationError as exc:
+            self._auth_failure = str(exc)
+            raise
+
+    # --- one request's tries ---------------------------------------------------------------
+
+    def attempt(self, request: LLMRequest[Any]) -> Attempt:
+        """The first try of ``request``: its prompt rendered and its seed fixed."""
+        template = load_template(request.template_id, self.prompts_dir)
+        messages = template.render(request.variables)
+        return Attempt(
+            request=request,
+            template=template,
+            messages=messages,
+            seed=int(getattr(self.chat_backend, "seed", 0)) + request.seed,
+            where=f"{request.template_id} v{template.version} (stage {request.stage})",
+            conversation=list(messages),
+            max_tokens=request.output_budget(template.max_output_tokens),
+        )
+
+    def cache_key(self, attempt: Attempt) -> str:
+        """The request's key in the response cache: endpoint, model, prompt, parameters and schema."""
+        backend = self.chat_backend
+        request = attempt.request
+        return chat_key(
+            backend=backend.name,
+            base_url=backend.base_url,
+            model=backend.model,
+            template_id=attempt.template.template_id,
+            template_version=attempt.template.version,
+            messages=attempt.messages,
+            parameters={
+                "temperature": request.temperature,
+                "max_output_tokens": request.output_budget(attempt.template.max_output_tokens),
+                "seed": attempt.seed,
+                "extra": request.extra,
+            },
+            schema=schema_fingerprint(request.response_model),
+        )
+
+    def cached(self, key: str, request: LLMRequest[Any]) -> BaseModel | None:
+        """The cached answer under ``key``, unless caching is off or the model's validators changed since."""
+        if self.cache is None or not self.caching:
+            return None
+        entry = self.cache.get_chat(key)
+        if entry is None:
+            return None
+        try:
+            return request.response_model.model_validate_json(entry["text"])
+        except ValidationError:
+            return None
+
+    def _mode(self, name: str, strict: dict[str, Any] | None) -> OutputMode:
+        if name in self._modes:
+            return self._modes[name]
+        strongest = getattr(self.chat_backend, "strongest_mode", OutputMode.JSON_SCHEMA)
+        if strongest is OutputMode.JSON_OBJECT_SCHEMA:
+            return (
+                strongest  # the server's grammar: the plain schema serves when no strict one exists
+            )
+        if self.strict_schema and strict is not None:
+            return strongest
+        return OutputMode.JSON_OBJECT
+
+    async def ask_from(self, attempt: Attempt) -> tuple[Any, ChatResult, dict[str, Any]]:
+        """Send, check and validate online from wherever ``attempt`` stands, repairing or retrying
+        bad answers a bounded number of times (the Batch API runner hands over here); the answer,
+        the last result and what the attempt spent."""
+        await self.prepare()
+        while True:
+            call = await self.fitted(self.next_call(attempt), attempt)
+            try:
+                result, cost = await self._send_chat(call, attempt.where)
+            except FieldRejectedError as exc:
+                self.field_rejected(call, attempt.where, exc)
+                continue
+            attempt.add(cost)
+            value = self.judge(attempt, result)
+            if value is not None:
+                return value, result, attempt.spent
+
+    def next_call(self, attempt: Attempt) -> ChatCall:
+        """The next call for ``attempt``, in the strongest output mode the server has not rejected."""
+        model = attempt.request.response_model
+        name = schema_name(model)
+        strict = strict_json_schema(model) if self.strict_schema else None
+        return ChatCall(
+            messages=attempt.conversation,
+            request=attempt.request,
+            schema=response_schema(model),
+            schema_name=name,
+            strict_schema=strict,
+            mode=self._mode(name, strict),
+            seed=attempt.seed,
+            max_output_tokens=attempt.max_tokens,
+            template_version=attempt.template.version,
+        )
+
+    async def prepare(self) -> None:
+        """Learn, once, what the server is (profile, window, slots) before the first request."""
+        if self._prepared:
+            return
+        prepare = getattr(self.chat_backend, "prepare", None)
+        if callable(prepare):
+            await prepare()
+        self._prepared = True
+        slots = getattr(self.chat_backend, "slots", None)
+        if self.concurrency_from_server and slots and self.limiter is not None:
+            self.limiter.cap_concurrency(int(slots))
+
+    @property
+    def context_window(self) -> int | None:
+        return getattr(self.chat_backend, "context_window", None)
+
+    async def measure(self, call: ChatCall) -> Fit:
+        """``call``'s prompt in the server's tokens against the model's window."""
+        window = self.context_window
+        if window is None:
+            return Fit(0, call.max_output_tokens, None)
+        messages = call.sent_messages()
+        # A byte-level tokenizer makes at most one token a byte: a prompt that fits by its bytes
+        # fits, and needs no counting (hosted windows are ten times any prompt here).
+        ceiling = sum(len(m["content"].encode()) + 8 for m in messages) + 16
+        if ceiling + call.max_output_tokens <= window:
+            return Fit(ceiling, call.max_output_tokens, window)
+        exact = None
+        count = getattr(self.chat_backend, "count_prompt", None)
+        if callable(count) and not self.simulated:
+            exact = await count(messages)
+        if exact is None:
+            exact = self.prompt_meter.estimate(self._prompt_tokens(call))
+        return Fit(exact, call.max_output_tokens, window)
+
+    async def fits(self, request: LLMRequest[Any]) -> bool:
+        """Whether ``request``'s prompt and output allowance fit the model's window (stages trim until it does)."""
+        if self.context_window is None:
+            return True
+        await self.prepare()
+        attempt = self.attempt(request)
+        return (await self.measure(self.next_call(attempt))).fits
+
+    async def first_fitting(
+        self, options: Iterable[tuple[LLMRequest[ResponseT], P]]
+    ) -> tuple[LLMRequest[ResponseT], P]:
+        """The first of ``options`` (requests, each with the plan it was built from; fullest
+        first, built lazily) whose prompt and output allowance fit the model's context window;
+        the last when none does, which then fails alone with ``LLMContextLengthError``.
+        Without a known window the first is taken as it is."""
+        last: tuple[LLMRequest[ResponseT], P] | None = None
+        for option in options:
+            last = option
+            if await self.fits(option[0]):
+                return option
+        if last is None:
+            raise ValueError("first_fitting needs at least one request")
+        return last
+
+    async def fitted(self, call: ChatCall, attempt: Attempt) -> ChatCall:
+        """``call`` with its timeout, checked against the window: a retry's larger output
+        allowance is cut to the room left, a request that cannot fit fails alone."""
+        fit = await self.measure(call)
+        allowance = attempt.request.output_budget(attempt.template.max_output_tokens)
+        if fit.window is not None and fit.room is not None:
+            if fit.room < min(allowance, call.max_output_tokens):
+                raise LLMContextLengthError(
+                    f"{attempt.where}: a prompt of {fit.prompt_tokens} tokens and an output "
+                    f"allowance of {min(allowance, call.max_output_tokens)} do not fit the "
+                    f"{fit.window}-token context window of {self.chat_backend.model}"
+                )
+            if call.max_output_tokens > fit.room:
+                attempt.max_tokens = fit.room
+                call = replace(call, max_output_tokens=fit.room)
+        if self.simulated:
+            return call
+        return replace(
+            call, timeout=self.throughput.timeout(call.max_output_tokens, self.base_timeout)
+        )
+
+    def field_rejected(self, call: ChatCall, where: str, exc: FieldRejectedError) -> None:
+        """The server refuses a field: a weaker output mode, or the field left out, or give up."""
+        if exc.field != "response_format":
+            drop = getattr(self.chat_backend, "drop_field", None)
+            if callable(drop) and drop(exc.field):
+                return
+            raise LLMConfigurationError(
+                f"{where}: {self.endpoint_url} refuses {exc.field}: {one_line(str(exc))}"
+            ) from exc
+        self.format_rejected(call, where, exc)
+
+    def format_rejected(self, call: ChatCall, where: str, exc: Exception) -> None:
+        """Remember that the server refuses ``call.mode`` for this schema, or give up."""
+        weaker = call.mode.weaker()
+        if weaker is None:
+            raise LLMConfigurationError(
+                f"{where}: the server rejects every output format: {exc}"
+            ) from exc
+        self._modes[call.schema_name] = weaker
+
+    def judge(self, attempt: Attempt, result: ChatResult) -> Any | None:
+        """The validated answer, or None after preparing ``attempt`` for another try.
+
+        Raises the matching ``LLMOutputError`` once a kind of bad answer has
+        used up its retries. Online answers and Batch API output lines both
+        pass through here, so both are held to the same rules.
+        """
+        request = attempt.request
+        where = attempt.where
+        if result.refusal:
+            attempt.refusals += 1
+            if attempt.refusals > self.output_retries:
+                raise LLMRefusalError(
+                    f"{where}: the model refused {attempt.refusals} times; reason: {result.refusal}",
+                    result.refusal,
+                )
+            return None
+        if result.finish_reason == "content_filter":
+            attempt.filtered += 1
+            if attempt.filtered > self.output_retries:
+                raise LLMContentFilterError(
+                    f"{where}: the provider's content filter withheld the answer {attempt.filtered} times "
+                    "(finish_reason content_filter)"
+                )
+            return None
+        if result.finish_reason == "length":
+            attempt.truncated += 1
+            if attempt.truncated > self.output_retries:
+                raise LLMTruncatedError(
+                    f"{where}: the answer was cut off at the output limit ({attempt.max_tokens} tokens) "
+                    f"{attempt.truncated} times (finish_reason length); raise max_output_tokens "
+                    f"(the {request.template_id} template's header, or the request's)"
+                )
+            attempt.max_tokens = min(
+                attempt.max_tokens * 2, max(attempt.max_tokens, TRUNCATION_BUDGET_CAP)
+            )
+            return None
+        text = result.text or ""
+        model = request.response_model
+        try:
+            return model.model_validate_json(extract_json(text))
+        except ValidationError as exc:
+            problem = _summarise(exc) if text.strip() else "the answer was empty"
+            attempt.repairs += 1
+            if self.simulated or attempt.repairs > self.repair_attempts:
+                tries = "" if self.simulated else f" after {self.repair_attempts} repair attempts"
+                raise LLMOutputError(
+                    f"{where}: answer does not fit {model.__name__}{tries}: {problem}"
+                ) from exc
+            attempt.conversation = [
+                *attempt.messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": repair_instruction(problem)},
+            ]
+            return None
+
+    def remember(self, key: str, attempt: Attempt, text: str, model: str | None) -> None:
+        """Store an answer under its cache key with what its attempt cost."""
+        assert self.cache is not None
+        self.cache.put_chat(
+            key,
+            text,
+            {
+                "template": [attempt.template.template_id, attempt.template.version],
+                "model": model or self.chat_backend.model,
+                **attempt.spent,  # what the answer cost, repairs and retried refusals included
+                "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            },
+        )
+
+    async def _send_chat(self, call: ChatCall, where: str) -> tuple[ChatResult, dict[str, Any]]:
+        """The answer, and what it cost (tokens and USD)."""
+        counter = self._chat_tokens
+        if self.simulated:  # counts its own tokens; nothing to limit or retry
+            result = await self.chat_backend.chat(call)
+            return result, self._account_chat(
+                call.request.stage, result, result.input_tokens, counter
+            )
+        prompt_tokens = self._prompt_tokens(call)
+        started: list[float] = []
+
+        async def send() -> ChatResult:
+            started.append(time.monotonic())
+            return await self.chat_backend.chat(call)
+
+        result = await self.call_endpoint(
+            send,
+            reserve=prompt_tokens + call.max_output_tokens,
+            used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
+            where=where,
+        )
+        if result.usage_reported:
+            self.throughput.observe(result.output_tokens, time.monotonic() - started[-1])
+            self.prompt_meter.observe(prompt_tokens, result.input_tokens)
+        return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
+
+    def _prompt_tokens(self, call: ChatCall) -> int:
+        """The prompt's tokens as the endpoint bills them (a strict schema counts as prompt)."""
+        tokens = self._chat_tokens.count_messages(call.sent_messages())
+        if call.mode is OutputMode.JSON_SCHEMA:
+            if call.schema_name not in self._schema_token_counts:
+                text = json.dumps(call.strict_schema or call.schema, separators=(",", ":"))
+                self._schema_token_counts[call.schema_name] = self._chat_tokens.count(text)
+            tokens += self._schema_token_counts[call.schema_name]
+        return tokens
+
+    def account_batch_answer(self, call: ChatCall, result: ChatResult) -> dict[str, Any]:
+        """Bill one Batch API output line, at the batch price, to its request's stage; what it cost."""
+        prompt_tokens = 0 if result.usage_reported else self._prompt_tokens(call)
+        return self._account_chat(
+            call.request.stage, result, prompt_tokens, self._chat_tokens, batch=True
+        )
+
+    def _account_chat(
+        self,
+        stage: str,
+        result: ChatResult,
+        prompt_tokens: int,
+        counter: TokenCounter,
+        *,
+        batch: bool | None = None,
+    ) -> dict[str, Any]:
+        """``batch``: priced as a Batch API answer (default: ``self.batch_pricing``)."""
+        if result.usage_reported or self.simulated:
+            input_tokens, output_tokens, approximate = (
+                result.input_tokens,
+                result.output_tokens,
+                False,
+            )
+        else:
+            input_tokens = prompt_tokens
+            output_tokens = counter.count(result.text or result.refusal or "")
+            approximate = counter.approximate
+        if self.simulated:
+            cost = 0.0
+        else:
+            model = (
+                result.model
+                if result.model and self.prices.price(result.model)
+                else self.chat_backend.model
+            )
+            discounted = self.batch_pricing if batch is None else batch
+            cost = self.prices.cost(
+                model, input_tokens, output_tokens, result.cached_tokens, batch=discounted
+            )
+        self.ledger.chat(
+            stage,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=result.cached_tokens,
+            cost_usd=cost,
+            approximate=approximate,
+        )
+        return {
+            "calls": 1,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cached_tokens": result.cached_tokens,
+            "cost_usd": cost,
+        }
+
+    async def call_endpoint(
+        self,
+        send: Callable[[], Awaitable[T]],
+        *,
+        where: str,
+        reserve: int = 0,
+        used: Callable[[T], int] = lambda _: 0,
+    ) -> T:
+        """One logical request to the endpoint: limiter, retries with backoff, circuit breaker.
+
+        The one retry policy of the project: 429s, 5xx, timeouts and dropped
+        connections are retried here (never sooner than the server's
+        Retry-After); 400, 401, 403, 404 and other refusals are not retried at
+        all. A run of failures opens the circuit breaker, which ends every
+        request with one line naming the endpoint and the last error.
+        ``reserve`` tokens are held while it runs, settled to ``used(result)``
+        and handed back when an attempt fails. Without a limiter (the
+        simulator, some tests) it is sent once, as it is.
+        """
+        if self.limiter is None:
+            return await send()
+        limiter = self.limiter
+        attempt = 0
+        ticket: int | None = None  # the first try's place in the queue, kept by the retries
+        while True:
+            if self._auth_failure is not None:
+                raise LLMAuthenticationError(self._auth_failure)
+            self.breaker.check()
+            try:
+                async with limiter.slot(reserve, retry_of=ticket) as permit:
+                    ticket = permit.ticket
+                    self.breaker.check()
+                    try:
+                        result = await send()
+                    except TransientBackendError as exc:
+                        if exc.rate_limited and not limiter.on_rate_limited(_signal(exc)):
+                            permit.give_back_request()  # noise: the server did no work for it
+                        raise
+                    permit.settle(used(result))
+            except FieldRejectedError:
+                raise
+            except ContextLengthBackendError as exc:
+                learn = getattr(self.chat_backend, "learn_window", None)
+                if exc.window and callable(learn):
+                    learn(exc.window)
+                raise LLMContextLengthError(
+                    f"{where}: {self.breaker.endpoint} says the request exceeds the model's "
+                    f"context window: {one_line(str(exc))}"
+                ) from exc
+            except AuthenticationBackendError as exc:
+                raise self._authentication_failed(exc) from None
+            except PermanentBackendError as exc:
+                raise LLMConfigurationError(
+                    f"{where}: {self.breaker.endpoint} rejected the request: {one_line(str(exc))}"
+                ) from exc
+            except TransientBackendError as exc:
+                attempt += 1
+                if not exc.rate_limited:
+                    self.breaker.failure(str(exc))
+                    self.breaker.check()
+                retry_after = exc.retry_after
+                too_long = retry_after is not None and retry_after > self.retry.max_retry_after
+                if attempt > self.retry.max_retries or too_long:
+                    if exc.rate_limited:
+                        self.breaker.failure(f"rate limited on every attempt: {exc}")
+                    why = (
+                        f"the server asks to wait {retry_after:.0f} s, more than {self.retry.max_retry_after:.0f} s"
+                        if too_long and retry_after is not None
+                        else f"gave up after {attempt} attempts (endpoint.max_retries={self.retry.max_retries})"
+                    )
+                    raise LLMTransportError(
+                        f"{where}: {why}; last error: {one_line(str(exc))}", attempt, exc
+                    ) from exc
+                await asyncio.sleep(self.retry.delay(attempt, retry_after, self.rng))
+                continue
+            limiter.on_success()
+            self.breaker.success()
+            return result
+
+
+def endpoint_label(backend: ChatBackend) -> str:
+    """Where a backend sends requests, for messages: its URL (the SDK's default included), else its name."""
+    return str(getattr(backend, "endpoint_url", None) or backend.base_url or backend.name)
+
+
+def authentication_error(endpoint: str, exc: BackendError) -> LLMAuthenticationError:
+    """One line: where, the server's (redacted, shortened) reason, and what to check."""
+    reason = " ".join(str(exc).split())
+    if len(reason) > 200:
+        reason = reason[:199] + "…"
+    return LLMAuthenticationError(
+        f"authentication failed for {endpoint} ({reason}); check endpoint.api_key "
+        "(or OPENAI_API_KEY / AZURE_OPENAI_API_KEY)"
+    )
+
+
+async def check_access(backend: ChatBackend) -> None:
+    """Raise :class:`LLMAuthenticationError` when ``backend``'s endpoint refuses the key.
+
+    One free request (``GET /models``). Only a refused key (401/403) is
+    conclusive; any other answer (a server without ``/models``, a slow start)
+    is left for the run itself to report. The simulator has nothing to check.
+    """
+    check = getattr(backend, "check_access", None)
+    if backend.simulated or not callable(check):
+        return
+    try:
+        await check()
+    except AuthenticationBackendError as exc:
+        raise authentication_error(endpoint_label(backend), exc) from None
+    except BackendError:
+        return
+
+
+def _signal(exc: TransientBackendError) -> RateLimitSignal:
+    return RateLimitSignal(
+        retry_after=exc.retry_after,
+        quota=exc.quota,
+        limit_requests=exc.limit_requests,
+        limit_tokens=exc.limit_tokens,
+    )
+
+
+def _used_chat_tokens(result: ChatResult, prompt_tokens: int, counter: TokenCounter) -> int:
+    if result.usage_reported:
+        return result.input_tokens + result.output_tokens
+    return prompt_tokens + counter.count(result.text or "")
+
+
+def _summarise(exc: ValidationError, limit: int = 8) -> str:
+    """The validation problems in a few lines the model (and a person) can act on."""
+    lines = []
+    for error in exc.errors()[:limit]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "(root)"
+        lines.append(f"- {where}: {error.get('msg', 'invalid')}")
+    more = len(exc.errors()) - limit
+    if more > 0:
+        lines.append(f"- ... and {more} more")
+    return "\n".join(lines)
