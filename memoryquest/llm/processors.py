@@ -53,10 +53,7 @@ class OnlineProcessor:
     async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
         exchange = self.exchange
         attempt = exchange.attempt(request)
-        cacheable = exchange.caching and bool(
-            getattr(exchange.chat_backend, "cacheable", not exchange.simulated)
-        )
-        if not cacheable:
+        if not exchange.caching or exchange.simulated:  # the simulator's answers cost nothing
             value, _, _ = await exchange.ask_from(attempt)
             return value
         key = exchange.cache_key(attempt)
