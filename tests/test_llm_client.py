@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.exchange import ChatExchange
 from memoryquest.llm.factory import build_client, shared_local_embedder
 from memoryquest.llm.local_embedder import MODEL_NAME, LocalEmbedder
 from memoryquest.llm.prompts import PromptError, load_template
@@ -253,6 +254,8 @@ async def test_embedding_nothing_gives_an_empty_matrix(client: ModelClient) -> N
 async def test_a_client_built_without_settings_still_works(
     embedder: LocalEmbedder, prompts_dir: Path
 ) -> None:
-    client = ModelClient(SimulatedChatBackend(seed=3), embedder, prompts_dir=prompts_dir)
+    client = ModelClient(
+        ChatExchange(SimulatedChatBackend(seed=3), prompts_dir=prompts_dir), embedder
+    )
     assert (await client.complete(plan_request())).city == "Lisbon"
     assert client.cache_stats.hits == 0

@@ -14,9 +14,7 @@ through the same limiter, retries and ledger. Backends make single attempts.
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,7 +23,7 @@ from memoryquest.contracts import StageUsage
 from memoryquest.llm.accounting import UsageLedger
 from memoryquest.llm.backends import ChatBackend, ChatCall, EmbeddingBackend, EmbeddingResult
 from memoryquest.llm.batch import BatchOptions, BatchProcessor
-from memoryquest.llm.budget import Fit, Throughput
+from memoryquest.llm.budget import Fit
 from memoryquest.llm.cache import CacheStats, ResponseCache, embedding_key
 from memoryquest.llm.errors import (
     CircuitOpenError,
@@ -40,7 +38,7 @@ from memoryquest.llm.errors import (
     LLMTruncatedError,
 )
 from memoryquest.llm.exchange import TRUNCATION_BUDGET_CAP, ChatExchange, check_access
-from memoryquest.llm.limiter import RateLimiter, RetryPolicy
+from memoryquest.llm.limiter import RateLimiter
 from memoryquest.llm.openai_backend import normalise_rows
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.processors import OnlineProcessor, RequestProcessor, gather_answers
@@ -85,60 +83,20 @@ EMBEDDING_BATCH_TOKENS = 200_000
 class ModelClient:
     """Structured chat completions and embeddings with caching, limits, retries and accounting.
 
-    Build it with ``memoryquest.llm.factory.build_client(settings)``. The
-    keyword arguments exist for tests and benchmarks; without them the
-    client neither caches nor (for the simulator) rate-limits.
+    Build it with ``memoryquest.llm.factory.build_client(settings)``. Built
+    from a bare backend (tests, benchmarks), it neither caches nor (for the
+    simulator) rate-limits.
     """
 
     def __init__(
         self,
-        chat: ChatBackend,
+        chat: ChatBackend | ChatExchange,
         embedder: EmbeddingBackend,
         *,
-        cache: ResponseCache | None = None,
-        limiter: RateLimiter | None = None,
-        retry: RetryPolicy | None = None,
-        prices: PriceTable | None = None,
-        breaker_failures: int = 20,
-        strict_schema: bool = True,
-        repair_attempts: int = 2,
-        output_retries: int = 2,
-        prompts_dir: Path | None = None,
-        batch_pricing: bool = False,
         batch: BatchOptions | None = None,
-        rng: random.Random | None = None,
-        throughput: Throughput | None = None,
-        base_timeout: float = 60.0,
-        concurrency_from_server: bool = False,
     ) -> None:
-        if limiter is None and not chat.simulated:
-            from memoryquest.settings import LimitSettings
-
-            defaults = LimitSettings()
-            limiter = RateLimiter(
-                defaults.requests_per_minute, defaults.tokens_per_minute, defaults.max_concurrency
-            )
-        self.ledger = UsageLedger()
-        # A paid answer's usage is on disk before the next answer arrives.
-        self.ledger.write_through = not chat.simulated
-        self.exchange = ChatExchange(
-            chat,
-            ledger=self.ledger,
-            cache=cache,
-            limiter=limiter,
-            retry=retry,
-            prices=prices,
-            breaker_failures=breaker_failures,
-            strict_schema=strict_schema,
-            repair_attempts=repair_attempts,
-            output_retries=output_retries,
-            prompts_dir=prompts_dir,
-            batch_pricing=batch_pricing,
-            rng=rng,
-            throughput=throughput,
-            base_timeout=base_timeout,
-            concurrency_from_server=concurrency_from_server,
-        )
+        """``chat``: a backend, sent to with the default policy, or an exchange built with its own."""
+        self.exchange = chat if isinstance(chat, ChatExchange) else ChatExchange(chat)
         self.online = OnlineProcessor(self.exchange)
         # Batch API mode for the stages it takes (None: every request online); see memoryquest.llm.batch.
         self.batch = BatchProcessor(self.exchange, batch) if batch is not None else None
@@ -158,6 +116,10 @@ class ModelClient:
         self.exchange.chat_backend = backend
 
     @property
+    def ledger(self) -> UsageLedger:
+        return self.exchange.ledger
+
+    @property
     def cache(self) -> ResponseCache | None:
         return self.exchange.cache
 
@@ -168,10 +130,6 @@ class ModelClient:
     @property
     def prices(self) -> PriceTable:
         return self.exchange.prices
-
-    @property
-    def batch_pricing(self) -> bool:
-        return self.exchange.batch_pricing
 
     @property
     def simulated(self) -> bool:
@@ -214,7 +172,7 @@ class ModelClient:
     def share(self, other: ModelClient, *, limiter: bool) -> None:
         """Cache in and bill to ``other``'s cache and ledger, and with ``limiter`` take its place
         in ``other``'s limiter: a judge model's client beside the author's."""
-        self.ledger = self.exchange.ledger = other.ledger
+        self.exchange.ledger = other.ledger
         self.exchange.cache = other.cache
         if limiter:
             self.exchange.limiter = other.limiter
@@ -376,7 +334,7 @@ class ModelClient:
             tokens = counted if counted is not None else self._embedding_tokens.count_many(batch)
             approximate = self._embedding_tokens.approximate
         cost = (
-            self.prices.cost(self._embedding_model, tokens, batch=self.batch_pricing)
+            self.prices.cost(self._embedding_model, tokens)  # embeddings always go online
             if remote
             else 0.0
         )

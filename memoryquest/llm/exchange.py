@@ -108,7 +108,7 @@ class ChatExchange:
         self,
         chat: ChatBackend,
         *,
-        ledger: UsageLedger,
+        ledger: UsageLedger | None = None,
         cache: ResponseCache | None = None,
         limiter: RateLimiter | None = None,
         retry: RetryPolicy | None = None,
@@ -118,15 +118,23 @@ class ChatExchange:
         repair_attempts: int = 2,
         output_retries: int = 2,
         prompts_dir: Path | None = None,
-        batch_pricing: bool = False,
         rng: random.Random | None = None,
         throughput: Throughput | None = None,
         base_timeout: float = 60.0,
         concurrency_from_server: bool = False,
     ) -> None:
         self.chat_backend = chat
-        self.ledger = ledger
+        self.ledger = ledger or UsageLedger()
+        # A paid answer's usage is on disk before the next answer arrives.
+        self.ledger.write_through = not chat.simulated
         self.cache = cache
+        if limiter is None and not chat.simulated:
+            from memoryquest.settings import LimitSettings
+
+            defaults = LimitSettings()
+            limiter = RateLimiter(
+                defaults.requests_per_minute, defaults.tokens_per_minute, defaults.max_concurrency
+            )
         self.limiter = limiter
         self.retry = retry or RetryPolicy()
         self.prices = prices or PriceTable.load()
@@ -135,7 +143,6 @@ class ChatExchange:
         self.repair_attempts = repair_attempts
         self.output_retries = output_retries
         self.prompts_dir = prompts_dir
-        self.batch_pricing = batch_pricing
         self.rng = rng or random.Random()
         self._modes: dict[str, OutputMode] = {}
         self._schema_token_counts: dict[str, int] = {}
@@ -493,9 +500,9 @@ class ChatExchange:
         prompt_tokens: int,
         counter: TokenCounter,
         *,
-        batch: bool | None = None,
+        batch: bool = False,
     ) -> dict[str, Any]:
-        """``batch``: priced as a Batch API answer (default: ``self.batch_pricing``)."""
+        """``batch``: priced as a Batch API answer (online answers are billed in full)."""
         if result.usage_reported or self.simulated:
             input_tokens, output_tokens, approximate = (
                 result.input_tokens,
@@ -514,9 +521,8 @@ class ChatExchange:
                 if result.model and self.prices.price(result.model)
                 else self.chat_backend.model
             )
-            discounted = self.batch_pricing if batch is None else batch
             cost = self.prices.cost(
-                model, input_tokens, output_tokens, result.cached_tokens, batch=discounted
+                model, input_tokens, output_tokens, result.cached_tokens, batch=batch
             )
         self.ledger.chat(
             stage,

@@ -11,6 +11,7 @@ from memoryquest.llm.budget import Throughput
 from memoryquest.llm.cache import ResponseCache
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.errors import LLMConfigurationError
+from memoryquest.llm.exchange import ChatExchange
 from memoryquest.llm.limiter import RateLimiter, RetryPolicy
 from memoryquest.llm.local_embedder import MODEL_NAME as LOCAL_MODEL_NAME
 from memoryquest.llm.local_embedder import LocalEmbedder
@@ -150,9 +151,8 @@ def build_client(
             collect_seconds=endpoint.batch_collect_seconds,
             stages=frozenset(endpoint.batch_stages),
         )
-    client = ModelClient(
+    exchange = ChatExchange(
         chat,
-        embedder or build_embedding_backend(settings),
         cache=ResponseCache(settings.cache_dir, enabled=settings.cache.enabled),
         limiter=build_limiter(settings),
         retry=retry
@@ -165,13 +165,11 @@ def build_client(
         breaker_failures=limits.circuit_breaker_failures,
         strict_schema=settings.endpoint.strict_schema,
         prompts_dir=prompts_dir,
-        # Online requests are billed in full; Batch API answers are priced per line (memoryquest.llm.batch).
-        batch_pricing=False,
-        batch=batch,
         throughput=Throughput(endpoint.tokens_per_second),
         base_timeout=endpoint.timeout_seconds,
         concurrency_from_server="max_concurrency" not in limits.model_fields_set,
     )
+    client = ModelClient(exchange, embedder or build_embedding_backend(settings), batch=batch)
     if endpoint.judge_model and not chat.simulated:
         client.judge_client = _judge_client(settings, client, retry, prompts_dir)
     return client
