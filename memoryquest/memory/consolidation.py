@@ -29,6 +29,7 @@ from memoryquest.memory.consolidation_contracts import ConsolidationInputs, Merg
 from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason
+from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 
 STAGE = "memory"
 
@@ -111,17 +112,6 @@ def merge_problems(answer: MergedFactAnswer, group: Sequence[Fact]) -> list[str]
     return []
 
 
-async def _answer_each(
-    client: ModelClient, requests: list[LLMRequest[MergedFactAnswer]]
-) -> list[MergedFactAnswer | LLMOutputError]:
-    """All answers concurrently; an answer that does not fit takes its error's place."""
-    results = await client.complete_all(requests, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException) and not isinstance(result, LLMOutputError):
-            raise result  # transport or configuration trouble is not the answer's fault
-    return list(results)
-
-
 async def consolidate(
     store: FactStore,
     client: ModelClient,
@@ -147,66 +137,81 @@ async def consolidate(
         known.update(zip(missing, fresh, strict=True))
         outcome.embedding_calls += 1
     vectors = np.stack([known[f.info] for f in facts])
-    pending = merge_groups(facts, vectors, settings)
-    answers: dict[int, MergedFactAnswer] = {}
-    unresolved = list(range(len(pending)))
-    for attempt in range(settings.max_regenerations + 1):
-        if not unresolved:
-            break
-        requests = [merge_request(pending[i], seed + attempt) for i in unresolved]
-        results = await _answer_each(client, requests)
-        outcome.llm_calls += len(requests)
-        still: list[int] = []
-        for index, result in zip(unresolved, results, strict=True):
-            group = pending[index]
-            if isinstance(result, LLMOutputError):
-                reason, detail, payload = (
-                    failure_reason(result),
-                    str(result),
-                    {"error": str(result)},
-                )
-            else:
-                problems = merge_problems(result, group)
-                if not problems:
-                    answers[index] = result
-                    continue
-                reason, detail, payload = (
-                    RejectionReason.INVARIANT,
-                    "; ".join(problems),
-                    result.model_dump(mode="json"),
-                )
-            still.append(index)
-            member_fids = [f.fid for f in group]
-            exhausted = attempt == settings.max_regenerations
-            outcome.rejected.append(
-                RejectedCandidate(
-                    rejected_id=make_id(
-                        "rejected",
-                        store.persona_id,
-                        ConsolidationInputs.template_id,
-                        *member_fids,
-                        attempt,
-                    ),
-                    persona_id=store.persona_id,
-                    stage="memory",
-                    reason=reason,
-                    detail=f"merge of {member_fids} (attempt {attempt + 1}): {detail}"
-                    + ("; retries exhausted, the facts stay unmerged" if exhausted else ""),
-                    payload_json=json.dumps(
-                        {"facts": [fact_view(f) for f in group], "answer": payload},
-                        ensure_ascii=False,
-                    ),
-                )
-            )
-        unresolved = still
+    groups = merge_groups(facts, vectors, settings)
+    job = _MergeJob(store.persona_id, client, seed)
+    merged = await regenerate(job, groups, settings.max_regenerations + 1)
+    outcome.llm_calls += merged.calls
+    outcome.rejected.extend(merged.rejected)
+    answers = merged.kept
     for index in sorted(answers):
-        group, answer = pending[index], answers[index]
+        group, answer = groups[index], answers[index]
         store.merge(
             [f.fid for f in group], answer.info, answer.type, _dedupe(answer.related_entities), on
         )
         outcome.merges += 1
         outcome.merged_fids.extend(f.fid for f in group)
     return outcome
+
+
+class _MergeJob(Regeneration[list[Fact], MergedFactAnswer, MergedFactAnswer]):
+    """Each group's merged fact, asked again while it breaks a rule; a group that never passes
+    stays unmerged."""
+
+    def __init__(self, persona_id: str, client: ModelClient, seed: int) -> None:
+        self.persona_id, self.client, self.seed = persona_id, client, seed
+
+    async def ask(
+        self, items: Sequence[list[Fact]], round: Round
+    ) -> Sequence[MergedFactAnswer | BaseException]:
+        requests = [merge_request(group, self.seed + round.attempt) for group in items]
+        return await self.client.complete_all(requests, return_exceptions=True)
+
+    async def check(
+        self, answers: Sequence[tuple[int, list[Fact], MergedFactAnswer]], round: Round
+    ) -> list[tuple[int, MergedFactAnswer | RejectedCandidate]]:
+        verdicts: list[tuple[int, MergedFactAnswer | RejectedCandidate]] = []
+        for position, group, answer in answers:
+            problems = merge_problems(answer, group)
+            if not problems:
+                verdicts.append((position, answer))
+                continue
+            payload = answer.model_dump(mode="json")
+            rejection = self._rejected(
+                group, RejectionReason.INVARIANT, "; ".join(problems), payload, round
+            )
+            verdicts.append((position, rejection))
+        return verdicts
+
+    def failed(self, item: list[Fact], error: LLMOutputError, round: Round) -> RejectedCandidate:
+        return self._rejected(item, failure_reason(error), str(error), {"error": str(error)}, round)
+
+    def _rejected(
+        self,
+        group: list[Fact],
+        reason: RejectionReason,
+        detail: str,
+        payload: dict[str, object],
+        round: Round,
+    ) -> RejectedCandidate:
+        member_fids = [f.fid for f in group]
+        return RejectedCandidate(
+            rejected_id=make_id(
+                "rejected",
+                self.persona_id,
+                ConsolidationInputs.template_id,
+                *member_fids,
+                round.attempt,
+            ),
+            persona_id=self.persona_id,
+            stage="memory",
+            reason=reason,
+            detail=f"merge of {member_fids} (attempt {round.attempt + 1}): {detail}"
+            + ("; retries exhausted, the facts stay unmerged" if round.last else ""),
+            payload_json=json.dumps(
+                {"facts": [fact_view(f) for f in group], "answer": payload},
+                ensure_ascii=False,
+            ),
+        )
 
 
 def _dedupe(values: Sequence[str]) -> list[str]:

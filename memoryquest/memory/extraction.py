@@ -49,6 +49,7 @@ from memoryquest.memory.extraction_contracts import (
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import TRIM_LEVELS, failure_reason
+from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import best_sentence, content_words, locate, sentences_covering
 
 STAGE = "memory"
@@ -327,53 +328,79 @@ async def _extract_batch(
     max_output_tokens: int | None = None,
 ) -> tuple[list[FactChange], int]:
     """The batch's writes and the number of calls they took; ``active`` is what the call sees."""
-    active_fids = {f.fid for f in active}
-    names = shown_names(active)
-    anchor = batch[0].session_id
-    session_ids = [s.session_id for s in batch]
-    for attempt in range(settings.max_regenerations + 1):
-        exhausted = attempt == settings.max_regenerations
-        try:
-            answer = await client.complete(
-                extraction_request(active, batch, seed + attempt, max_output_tokens)
-            )
-        except LLMOutputError as exc:
-            too_long = isinstance(exc, LLMContextLengthError)
-            rejected.append(
-                _rejection(
-                    store.persona_id,
-                    anchor,
-                    attempt,
-                    failure_reason(exc),
-                    str(exc),
-                    session_ids,
-                    {"error": str(exc)},
-                    exhausted or too_long,
-                )
-            )
-            if too_long:
-                break  # the smallest prompt does not fit: asking again cannot help
-            continue
-        answer = with_fids(answer, names)
-        changes, problems = check_answer(answer, batch, active_fids)
-        if not problems:
-            return changes, attempt + 1
-        rejected.append(
-            _rejection(
-                store.persona_id,
-                anchor,
-                attempt,
-                RejectionReason.INVARIANT,
-                "; ".join(problems),
-                session_ids,
-                answer.model_dump(mode="json"),
-                exhausted,
-                salvaged=len(changes),
-            )
+    job = _ExtractionJob(store.persona_id, client, active, seed, max_output_tokens)
+    outcome = await regenerate(job, [batch], settings.max_regenerations + 1)
+    rejected.extend(outcome.rejected)
+    return outcome.kept.get(0, []), outcome.calls
+
+
+class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[FactChange]]):
+    """One batch of sessions: its facts written, checked against the batch, asked again when a rule
+    breaks; after the last attempt the well-formed facts are kept."""
+
+    def __init__(
+        self,
+        persona_id: str,
+        client: ModelClient,
+        active: Sequence[Fact],
+        seed: int,
+        max_output_tokens: int | None,
+    ) -> None:
+        self.persona_id, self.client, self.active = persona_id, client, active
+        self.seed, self.max_output_tokens = seed, max_output_tokens
+        self.active_fids = {f.fid for f in active}
+        self.names = shown_names(active)
+
+    async def ask(
+        self, items: Sequence[Sequence[Session]], round: Round
+    ) -> Sequence[ExtractionAnswer | BaseException]:
+        (batch,) = items
+        request = extraction_request(
+            self.active, batch, self.seed + round.attempt, self.max_output_tokens
         )
-        if exhausted:
-            return changes, attempt + 1
-    return [], settings.max_regenerations + 1
+        return await self.client.complete_all([request], return_exceptions=True)
+
+    async def check(
+        self, answers: Sequence[tuple[int, Sequence[Session], ExtractionAnswer]], round: Round
+    ) -> list[tuple[int, list[FactChange] | RejectedCandidate]]:
+        verdicts: list[tuple[int, list[FactChange] | RejectedCandidate]] = []
+        for position, batch, answer in answers:
+            answer = with_fids(answer, self.names)
+            changes, problems = check_answer(answer, batch, self.active_fids)
+            if problems:
+                verdicts.append(
+                    (
+                        position,
+                        _rejection(
+                            self.persona_id,
+                            batch[0].session_id,
+                            round.attempt,
+                            RejectionReason.INVARIANT,
+                            "; ".join(problems),
+                            [s.session_id for s in batch],
+                            answer.model_dump(mode="json"),
+                            round.last,
+                            salvaged=len(changes),
+                        ),
+                    )
+                )
+            if not problems or round.last:
+                verdicts.append((position, changes))
+        return verdicts
+
+    def failed(
+        self, item: Sequence[Session], error: LLMOutputError, round: Round
+    ) -> RejectedCandidate:
+        return _rejection(
+            self.persona_id,
+            item[0].session_id,
+            round.attempt,
+            failure_reason(error),
+            str(error),
+            [s.session_id for s in item],
+            {"error": str(error)},
+            round.last or isinstance(error, LLMContextLengthError),
+        )
 
 
 def _rejection(

@@ -18,6 +18,7 @@ the rejected candidates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -38,10 +39,12 @@ from memoryquest.contracts import (
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
+from memoryquest.llm.errors import LLMOutputError
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason, final_text_problem, rejected
 from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
+from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import locate, normalise_text, sentence_spans
 
 STAGE = "dialogues"
@@ -251,71 +254,12 @@ async def expand_dialogues(
             f"timeline {timeline.timeline_id} belongs to query {timeline.query_id}, not {query.query_id}"
         )
     events = timeline.events
-    done: dict[int, Session] = {}
-    rejections: list[RejectedCandidate] = []
-    pending = list(range(len(events)))
-    for attempt in range(settings.max_regenerations + 1):
-        if not pending:
-            break
-        requests = [_request(persona, query, events[i], settings, seed + attempt) for i in pending]
-        answers = await client.complete_all(requests, return_exceptions=True)
-        candidates: dict[int, Session] = {}
-        drafts: dict[int, DialogueDraft] = {}
-        for position, answer in zip(pending, answers, strict=True):
-            event = events[position]
-            if isinstance(answer, BaseException):  # an LLMError in place of the answer
-                rejections.append(
-                    rejected(
-                        persona.persona_id,
-                        STAGE,
-                        failure_reason(answer),
-                        f"event {event.event_id}: {answer}",
-                        {"event_id": event.event_id, "error": str(answer)},
-                        event.event_id,
-                        attempt,
-                    )
-                )
-                continue
-            drafts[position] = answer
-            checked = check_dialogue(answer, persona, query, event, settings)
-            if checked.session is None:
-                rejections.append(
-                    rejected(
-                        persona.persona_id,
-                        STAGE,
-                        RejectionReason.INVARIANT,
-                        f"event {event.event_id}, attempt {attempt + 1}: {'; '.join(checked.problems)}",
-                        answer,
-                        event.event_id,
-                        attempt,
-                    )
-                )
-            else:
-                candidates[position] = checked.session
-        weak, settled = await conveyance_problems(
-            list(candidates.values()), query, client, settings
-        )
-        for position, session in candidates.items():
-            if session.session_id in weak:
-                reason, detail = weak[session.session_id]
-                rejections.append(
-                    rejected(
-                        persona.persona_id,
-                        STAGE,
-                        reason,
-                        f"event {events[position].event_id}, attempt {attempt + 1}: {detail}",
-                        drafts[position],
-                        events[position].event_id,
-                        attempt,
-                    )
-                )
-            else:
-                done[position] = settled.get(session.session_id, session)
-        pending = [i for i in pending if i not in done]
-
-    if pending:
-        failed = ", ".join(events[i].event_id for i in pending)
-        for _, session in sorted(done.items()):
+    job = _DialogueJob(persona, query, client, settings, seed)
+    outcome = await regenerate(job, events, settings.max_regenerations + 1)
+    rejections = outcome.rejected
+    if outcome.unresolved:
+        failed = ", ".join(events[i].event_id for i in outcome.unresolved)
+        for _, session in sorted(outcome.kept.items()):
             rejections.append(
                 rejected(
                     persona.persona_id,
@@ -328,7 +272,87 @@ async def expand_dialogues(
                 )
             )
         return DialogueStageResult(sessions=[], rejected=rejections)
-    return DialogueStageResult(sessions=[done[i] for i in range(len(events))], rejected=rejections)
+    return DialogueStageResult(
+        sessions=[outcome.kept[i] for i in range(len(events))], rejected=rejections
+    )
+
+
+class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
+    """A timeline's conversations: all asked together, each checked alone, then the reference
+    sentences of the lot embedded in one call."""
+
+    def __init__(
+        self,
+        persona: Persona,
+        query: Query,
+        client: ModelClient,
+        settings: GenerationSettings,
+        seed: int,
+    ) -> None:
+        self.persona, self.query, self.client = persona, query, client
+        self.settings, self.seed = settings, seed
+
+    async def ask(
+        self, items: Sequence[TimelineEvent], round: Round
+    ) -> Sequence[DialogueDraft | BaseException]:
+        requests = [
+            _request(self.persona, self.query, event, self.settings, self.seed + round.attempt)
+            for event in items
+        ]
+        return await self.client.complete_all(requests, return_exceptions=True)
+
+    async def check(
+        self, answers: Sequence[tuple[int, TimelineEvent, DialogueDraft]], round: Round
+    ) -> list[tuple[int, Session | RejectedCandidate]]:
+        verdicts: list[tuple[int, Session | RejectedCandidate]] = []
+        candidates: dict[int, tuple[TimelineEvent, DialogueDraft, Session]] = {}
+        for position, event, draft in answers:
+            checked = check_dialogue(draft, self.persona, self.query, event, self.settings)
+            if checked.session is None:
+                detail = f"event {event.event_id}, attempt {round.attempt + 1}: {'; '.join(checked.problems)}"
+                verdicts.append(
+                    (
+                        position,
+                        self._rejected(event, RejectionReason.INVARIANT, detail, draft, round),
+                    )
+                )
+            else:
+                candidates[position] = (event, draft, checked.session)
+        weak, settled = await conveyance_problems(
+            [session for _, _, session in candidates.values()],
+            self.query,
+            self.client,
+            self.settings,
+        )
+        for position, (event, draft, session) in candidates.items():
+            if session.session_id in weak:
+                reason, detail = weak[session.session_id]
+                detail = f"event {event.event_id}, attempt {round.attempt + 1}: {detail}"
+                verdicts.append((position, self._rejected(event, reason, detail, draft, round)))
+            else:
+                verdicts.append((position, settled.get(session.session_id, session)))
+        return verdicts
+
+    def failed(self, item: TimelineEvent, error: LLMOutputError, round: Round) -> RejectedCandidate:
+        return self._rejected(
+            item,
+            failure_reason(error),
+            f"event {item.event_id}: {error}",
+            {"event_id": item.event_id, "error": str(error)},
+            round,
+        )
+
+    def _rejected(
+        self,
+        event: TimelineEvent,
+        reason: RejectionReason,
+        detail: str,
+        payload: BaseModel | dict[str, str],
+        round: Round,
+    ) -> RejectedCandidate:
+        return rejected(
+            self.persona.persona_id, STAGE, reason, detail, payload, event.event_id, round.attempt
+        )
 
 
 __all__ = [

@@ -24,8 +24,9 @@ proposed. Nothing is dropped silently: every rejected candidate becomes a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -57,6 +58,7 @@ from memoryquest.stages.queries_contracts import (
     ReferenceRelevanceInputs,
     RelevanceAnswer,
 )
+from memoryquest.stages.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
 from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 
@@ -412,60 +414,128 @@ async def generate_queries(
         raise ValueError(
             f"generation.query_date_start ({settings.query_date_start}) is after query_date_end ({settings.query_date_end})"
         )
-    persona_id = persona.persona_id
-    rejections: list[RejectedCandidate] = []
-    passing: list[tuple[_Parsed, np.ndarray, float, list[str]]] = []
-    proposed: list[str] = []
-    seen: set[str] = set()
-    accepted_texts: list[str] = []
-    accepted_vectors = np.zeros((0, 0), dtype=np.float32)
-
-    def refuse(parsed: _Parsed, problem: CandidateProblem, gamma: float | None = None) -> None:
-        rejections.append(
-            rejected(
-                persona_id,
-                STAGE,
-                problem.reason,
-                problem.detail,
-                parsed.draft,
-                *parsed.key,
-                gamma=gamma,
-                embedder=client.embedder_name if gamma is not None else None,
+    job = _QueryJob(persona.persona_id, client, settings, seed)
+    outcome = await regenerate(job, [persona], settings.max_regenerations + 1)
+    rejections = outcome.rejected
+    passing = sorted(job.passing, key=lambda item: (item[2], item[0].query_id))
+    queries: list[Query] = []
+    for parsed, cosines, gamma, relevance in passing:
+        if len(queries) < settings.queries_per_user:
+            queries.append(
+                _to_query(
+                    persona.persona_id,
+                    parsed,
+                    cosines,
+                    gamma,
+                    client.embedder_name,
+                    len(queries),
+                    relevance,
+                )
             )
+        else:
+            detail = f"gamma {gamma:.3f} is within the threshold but {settings.queries_per_user} lower-gamma queries were kept"
+            rejections.append(
+                job.refusal(parsed, CandidateProblem(RejectionReason.CAPACITY, detail), gamma)
+            )
+    return QueryStageResult(queries=queries, rejected=rejections)
+
+
+_Passing = tuple[_Parsed, np.ndarray, float, list[str]]
+_Verdict = tuple[int, "list[_Passing] | RejectedCandidate | GiveUp"]
+
+
+class _QueryJob(Regeneration[Persona, list[Any], list[_Passing]]):
+    """A persona's candidates, attempt after attempt, until enough pass: each attempt's calls
+    propose new ones (told what was already proposed), and every candidate is parsed, gated on
+    its references' similarity and judged for relevance."""
+
+    def __init__(
+        self, persona_id: str, client: ModelClient, settings: GenerationSettings, seed: int
+    ) -> None:
+        self.persona_id, self.client, self.settings, self.seed = persona_id, client, settings, seed
+        self.passing: list[_Passing] = []
+        self.proposed: list[str] = []
+        self.seen: set[str] = set()
+        self.accepted_texts: list[str] = []
+        self.accepted_vectors = np.zeros((0, 0), dtype=np.float32)
+
+    def refusal(
+        self, parsed: _Parsed, problem: CandidateProblem, gamma: float | None = None
+    ) -> RejectedCandidate:
+        return rejected(
+            self.persona_id,
+            STAGE,
+            problem.reason,
+            problem.detail,
+            parsed.draft,
+            *parsed.key,
+            gamma=gamma,
+            embedder=self.client.embedder_name if gamma is not None else None,
         )
 
-    for attempt in range(settings.max_regenerations + 1):
-        requests = await generation_requests(client, persona, settings, seed + attempt, proposed)
-        answers = await client.complete_all(requests, return_exceptions=True)
+    async def ask(self, items: Sequence[Persona], round: Round) -> Sequence[list[Any]]:
+        (persona,) = items
+        requests = await generation_requests(
+            self.client, persona, self.settings, self.seed + round.attempt, self.proposed
+        )
+        return [await self.client.complete_all(requests, return_exceptions=True)]
+
+    def failed(self, item: Persona, error: LLMOutputError, round: Round) -> RejectedCandidate:
+        return self._call_failed(error, round, 0)
+
+    def _call_failed(self, error: LLMOutputError, round: Round, call: int) -> RejectedCandidate:
+        return rejected(
+            self.persona_id,
+            STAGE,
+            failure_reason(error),
+            str(error),
+            {"error": str(error)},
+            round.attempt,
+            "call",
+            *((call,) if call else ()),
+        )
+
+    async def check(
+        self, answers: Sequence[tuple[int, Persona, list[Any]]], round: Round
+    ) -> list[_Verdict]:
+        verdicts: list[_Verdict] = []
+        for position, _, calls in answers:
+            candidates, too_long = self._parse(calls, round, position, verdicts)
+            if too_long:
+                verdicts.append((position, GIVE_UP))  # the smallest prompt does not fit
+                continue
+            await self._gate_and_judge(candidates, round, position, verdicts)
+            if len(self.passing) >= self.settings.queries_per_user:
+                verdicts.append((position, self.passing))
+        return verdicts
+
+    def _parse(
+        self, calls: list[Any], round: Round, position: int, verdicts: list[_Verdict]
+    ) -> tuple[list[_Parsed], bool]:
+        """The attempt's well-formed, new candidates; whether a call's prompt could not fit."""
         candidates: list[_Parsed] = []
         index = 0  # runs on across the calls of one attempt, so every candidate's key is its own
         too_long = False
-        for call, answer in enumerate(answers):
+        for call, answer in enumerate(calls):
             if isinstance(answer, BaseException) and not isinstance(answer, LLMOutputError):
                 raise answer  # the endpoint failed, not this item
             if isinstance(answer, LLMOutputError):
                 too_long = too_long or isinstance(answer, LLMContextLengthError)
-                rejections.append(
-                    rejected(
-                        persona_id,
-                        STAGE,
-                        failure_reason(answer),
-                        str(answer),
-                        {"error": str(answer)},
-                        attempt,
-                        "call",
-                        *((call,) if call else ()),
-                    )
-                )
+                verdicts.append((position, self._call_failed(answer, round, call)))
                 continue
             for draft in answer.candidates:
-                key = (attempt, index, draft.query)
+                key = (round.attempt, index, draft.query)
                 index += 1
-                proposed.append(draft.query)
-                outcome = check_candidate(draft, settings)
+                self.proposed.append(draft.query)
+                outcome = check_candidate(draft, self.settings)
                 if isinstance(outcome, CandidateProblem):
-                    rejections.append(
-                        rejected(persona_id, STAGE, outcome.reason, outcome.detail, draft, *key)
+                    verdicts.append(
+                        (
+                            position,
+                            rejected(
+                                self.persona_id, STAGE, outcome.reason, outcome.detail, draft, *key
+                            ),
+                        )
                     )
                     continue
                 query_date, domain, references = (
@@ -473,25 +543,35 @@ async def generate_queries(
                     outcome.domain,
                     outcome.references,
                 )
-                query_id = make_id("query", persona_id, draft.query.strip(), query_date.isoformat())
-                if query_id in seen:
-                    rejections.append(
-                        rejected(
-                            persona_id,
-                            STAGE,
-                            RejectionReason.INVARIANT,
-                            "duplicate of an earlier candidate",
-                            draft,
-                            *key,
+                query_id = make_id(
+                    "query", self.persona_id, draft.query.strip(), query_date.isoformat()
+                )
+                if query_id in self.seen:
+                    verdicts.append(
+                        (
+                            position,
+                            rejected(
+                                self.persona_id,
+                                STAGE,
+                                RejectionReason.INVARIANT,
+                                "duplicate of an earlier candidate",
+                                draft,
+                                *key,
+                            ),
                         )
                     )
                     continue
-                seen.add(query_id)
+                self.seen.add(query_id)
                 candidates.append(_Parsed(draft, query_id, query_date, domain, references, key))
-        if too_long:
-            break  # the smallest prompt does not fit: asking again cannot help
+        return candidates, too_long
+
+    async def _gate_and_judge(
+        self, candidates: list[_Parsed], round: Round, position: int, verdicts: list[_Verdict]
+    ) -> None:
+        """Candidates whose references pass the similarity gates and the relevance judge join ``passing``."""
         if not candidates:
-            continue
+            return
+        client, settings = self.client, self.settings
         texts: list[str] = []
         for parsed in candidates:
             texts.append(parsed.draft.query.strip())
@@ -509,21 +589,21 @@ async def generate_queries(
             if problem is None:
                 ref_texts = [ref.text for ref in parsed.references]
                 problem = conflicting_reference(
-                    ref_texts, ref_vectors, accepted_texts, accepted_vectors, settings
+                    ref_texts, ref_vectors, self.accepted_texts, self.accepted_vectors, settings
                 )
             if problem is not None:
-                refuse(parsed, problem, gamma)
+                verdicts.append((position, self.refusal(parsed, problem, gamma)))
                 continue
-            accepted_texts.extend(ref.text for ref in parsed.references)
-            accepted_vectors = (
+            self.accepted_texts.extend(ref.text for ref in parsed.references)
+            self.accepted_vectors = (
                 ref_vectors
-                if not accepted_vectors.size
-                else np.vstack([accepted_vectors, ref_vectors])
+                if not self.accepted_vectors.size
+                else np.vstack([self.accepted_vectors, ref_vectors])
             )
             gated.append((parsed, cosines, gamma))
         if settings.judge_relevance and gated:
             answers = await client.complete_all(
-                [relevance_request(parsed, seed + attempt) for parsed, _, _ in gated],
+                [relevance_request(parsed, self.seed + round.attempt) for parsed, _, _ in gated],
                 return_exceptions=True,
             )
         else:
@@ -532,42 +612,17 @@ async def generate_queries(
             if isinstance(verdict, BaseException) and not isinstance(verdict, LLMOutputError):
                 raise verdict  # the endpoint failed, not this candidate
             if isinstance(verdict, LLMOutputError):
-                refuse(
-                    parsed,
-                    CandidateProblem(failure_reason(verdict), f"relevance judge: {verdict}"),
-                    gamma,
-                )
+                problem = CandidateProblem(failure_reason(verdict), f"relevance judge: {verdict}")
+                verdicts.append((position, self.refusal(parsed, problem, gamma)))
                 continue
             relevance: list[str] = []
             if settings.judge_relevance:
                 judged = check_relevance(verdict, len(parsed.references))
                 if isinstance(judged, CandidateProblem):
-                    refuse(parsed, judged, gamma)
+                    verdicts.append((position, self.refusal(parsed, judged, gamma)))
                     continue
                 relevance = judged
-            passing.append((parsed, cosines, gamma, relevance))
-        if len(passing) >= settings.queries_per_user:
-            break
-
-    passing.sort(key=lambda item: (item[2], item[0].query_id))
-    queries: list[Query] = []
-    for parsed, cosines, gamma, relevance in passing:
-        if len(queries) < settings.queries_per_user:
-            queries.append(
-                _to_query(
-                    persona_id,
-                    parsed,
-                    cosines,
-                    gamma,
-                    client.embedder_name,
-                    len(queries),
-                    relevance,
-                )
-            )
-        else:
-            detail = f"gamma {gamma:.3f} is within the threshold but {settings.queries_per_user} lower-gamma queries were kept"
-            refuse(parsed, CandidateProblem(RejectionReason.CAPACITY, detail), gamma)
-    return QueryStageResult(queries=queries, rejected=rejections)
+            self.passing.append((parsed, cosines, gamma, relevance))
 
 
 # --------------------------------------------------------------------------- the stage group

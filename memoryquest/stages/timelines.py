@@ -45,7 +45,7 @@ from memoryquest.contracts import (
     TimelineEvent,
 )
 from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
+from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import (
@@ -58,6 +58,7 @@ from memoryquest.stages.common import (
     spread,
     task_variables,
 )
+from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
 from memoryquest.text import split_sentences, without_lead_in
 
@@ -264,59 +265,90 @@ async def synthesise_timeline(
     timeline of a user sends the same list, which a provider caches): filler updates
     must neither repeat nor contradict their references, and may matter to the others.
     """
-    rejections: list[RejectedCandidate] = []
-    for attempt in range(settings.max_regenerations + 1):
-        request, _ = await client.first_fitting(
+    job = _TimelineJob(persona, client, settings, seed, user_queries)
+    outcome = await regenerate(job, [query], settings.max_regenerations + 1)
+    return TimelineStageResult(timeline=outcome.kept.get(0), rejected=outcome.rejected)
+
+
+class _TimelineJob(Regeneration[Query, TimelineDraft, Timeline]):
+    """One query's timeline: drafted, its events built and checked, asked again when a rule breaks."""
+
+    def __init__(
+        self,
+        persona: Persona,
+        client: ModelClient,
+        settings: GenerationSettings,
+        seed: int,
+        user_queries: Sequence[Query],
+    ) -> None:
+        self.persona, self.client, self.settings = persona, client, settings
+        self.seed, self.user_queries = seed, user_queries
+
+    async def ask(
+        self, items: Sequence[Query], round: Round
+    ) -> Sequence[TimelineDraft | BaseException]:
+        (query,) = items
+        request, _ = await self.client.first_fitting(
             (
-                (
-                    timeline_request(persona, query, settings, seed + attempt, user_queries, keep),
+                timeline_request(
+                    self.persona,
+                    query,
+                    self.settings,
+                    self.seed + round.attempt,
+                    self.user_queries,
                     keep,
+                ),
+                keep,
+            )
+            for keep in TRIM_LEVELS
+        )
+        return await self.client.complete_all([request], return_exceptions=True)
+
+    async def check(
+        self, answers: Sequence[tuple[int, Query, TimelineDraft]], round: Round
+    ) -> list[tuple[int, Timeline | RejectedCandidate]]:
+        verdicts: list[tuple[int, Timeline | RejectedCandidate]] = []
+        for position, query, draft in answers:
+            built = build_events(draft, query, self.settings)
+            problems = built.problems or await filler_similarity_problems(
+                built.events, query, self.client, self.settings
+            )
+            if not problems:
+                timeline = Timeline(
+                    timeline_id=make_id("timeline", query.query_id),
+                    query_id=query.query_id,
+                    persona_id=self.persona.persona_id,
+                    events=built.events,
                 )
-                for keep in TRIM_LEVELS
-            ),
-        )
-        try:
-            draft = await client.complete(request)
-        except LLMOutputError as exc:
-            rejections.append(
-                rejected(
-                    persona.persona_id,
-                    STAGE,
-                    failure_reason(exc),
-                    str(exc),
-                    {"query_id": query.query_id, "error": str(exc)},
-                    query.query_id,
-                    attempt,
+                verdicts.append((position, timeline))
+                continue
+            detail = f"query {query.query_id}, attempt {round.attempt + 1}: " + "; ".join(problems)
+            verdicts.append(
+                (
+                    position,
+                    rejected(
+                        self.persona.persona_id,
+                        STAGE,
+                        RejectionReason.INVARIANT,
+                        detail,
+                        draft,
+                        query.query_id,
+                        round.attempt,
+                    ),
                 )
             )
-            if isinstance(exc, LLMContextLengthError):
-                break  # the smallest prompt does not fit: asking again cannot help
-            continue
-        built = build_events(draft, query, settings)
-        problems = built.problems or await filler_similarity_problems(
-            built.events, query, client, settings
+        return verdicts
+
+    def failed(self, item: Query, error: LLMOutputError, round: Round) -> RejectedCandidate:
+        return rejected(
+            self.persona.persona_id,
+            STAGE,
+            failure_reason(error),
+            str(error),
+            {"query_id": item.query_id, "error": str(error)},
+            item.query_id,
+            round.attempt,
         )
-        if not problems:
-            timeline = Timeline(
-                timeline_id=make_id("timeline", query.query_id),
-                query_id=query.query_id,
-                persona_id=persona.persona_id,
-                events=built.events,
-            )
-            return TimelineStageResult(timeline=timeline, rejected=rejections)
-        detail = f"query {query.query_id}, attempt {attempt + 1}: " + "; ".join(problems)
-        rejections.append(
-            rejected(
-                persona.persona_id,
-                STAGE,
-                RejectionReason.INVARIANT,
-                detail,
-                draft,
-                query.query_id,
-                attempt,
-            )
-        )
-    return TimelineStageResult(timeline=None, rejected=rejections)
 
 
 __all__ = [
