@@ -1,9 +1,10 @@
-"""`memoryquest pgr run` on a small dataset built from user0's real PersonaLens profile."""
+"""`memoryquest pgr run` (and its --win-rate) on a small dataset built from user0's real PersonaLens profile."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.pgr.sample import sample_dataset
+from memoryquest.pgr.winrate_contracts import WinRateReport
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +87,76 @@ def test_run_prints_the_table_and_writes_joined_results(
         )
     tot = [line for line in lines if line["method"] == "pgr_tot"]
     assert all(line["iterations"][0]["iteration"] == 0 and line["summary"] for line in tot)
+    # Without --win-rate: no answers, no Win Rate table, no report.
+    assert all(line["answer"] is None for line in every)
+    assert "Win Rate" not in printed and not (out.parent / "pgr.winrate.json").exists()
+
+
+def test_win_rate_writes_the_table_with_intervals_beside_recall(
+    dataset_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_settings_env: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "results" / "pgr.jsonl"
+    code = run(
+        dataset_dir, tmp_path,
+        "--method", "pgr_tot", "--judge", "provenance", "--win-rate", "--output", str(out),
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "judged pairwise in both orders" in printed
+    assert "interval: 95% percentile bootstrap over queries (2000 resamples)" in printed
+    header = next(line for line in printed.splitlines() if "Win Rate % [95% CI]" in line)
+    for column in ("Recall", "RecallExact", "baseline Recall", "baseline RecallExact"):
+        assert column in header
+    table = [line.split() for line in printed.splitlines() if line.startswith("  pgr_tot ")]
+    win_rows = [r for r in table if len(r) == 10]  # method baseline n 4×recall rate [CI] tally
+    assert [r[1] for r in win_rows] == ["query_only", "bm25", "random"]
+    assert all(r[2] == "2" and re.fullmatch(r"\[[\d.]+,[\d.]+\]", r[8]) for r in win_rows)
+    assert f"wrote the Win Rate report to {out.parent / 'pgr.winrate.json'}" in printed
+
+    report = WinRateReport.model_validate_json(
+        (out.parent / "pgr.winrate.json").read_text(encoding="utf-8")
+    )
+    assert report.interval == "95% percentile bootstrap over queries" and not report.unjudged
+    assert [(r.method.value, r.baseline.value, r.n) for r in report.rows] == [
+        ("pgr_tot", "query_only", 2), ("pgr_tot", "bm25", 2), ("pgr_tot", "random", 2)
+    ]  # fmt: skip
+    for row, printed_row in zip(report.rows, win_rows, strict=True):
+        assert row.win_rate_low <= row.win_rate <= row.win_rate_high
+        assert printed_row[7] == f"{100 * row.win_rate:.1f}"
+        assert row.wins + row.ties + row.losses == row.n
+        scores = [p.score for p in report.pairs if p.baseline == row.baseline]
+        assert row.win_rate == pytest.approx(sum(scores) / len(scores))
+    # Both orders were judged for every pair: the score is their mean.
+    points = {"pgr": 1.0, "tie": 0.5, "baseline": 0.0}
+    assert len(report.pairs) == 2 * 3
+    for pair in report.pairs:
+        assert pair.score == (points[pair.pgr_first] + points[pair.baseline_first]) / 2
+    # The results carry the answer each retrieval was judged by.
+    every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(every) == 2 * 4 and all(line["answer"] for line in every)
+
+
+def test_win_rate_bad_input_is_one_line_and_loses_nothing(
+    dataset_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_settings_env: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "pgr.jsonl"
+    out.write_text("earlier results\n", encoding="utf-8")
+    missing = tmp_path / "no-such-dataset"
+    assert run(missing, tmp_path, "--win-rate", "--output", str(out)) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"{missing} is not a dataset directory" in error
+    no_pgr = ("--win-rate", "--method", "query_only", "--output", str(out))
+    assert run(dataset_dir, tmp_path, *no_pgr) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--win-rate compares PGR's answers" in error
+    assert out.read_text(encoding="utf-8") == "earlier results\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pgr.jsonl"]
 
 
 def test_unknown_user_is_a_clear_error(

@@ -1,4 +1,5 @@
-"""Pairwise win rate: both orders are judged and averaged (win 1, tie 0.5, loss 0)."""
+"""Pairwise win rate: both orders are judged and averaged (win 1, tie 0.5, loss 0); over a run's
+results, each PGR answer against each budget-matched baseline's, with a bootstrap interval."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import json
 
 import pytest
 
-from memoryquest.contracts import Domain, Query, Reference
+from memoryquest.contracts import (
+    Domain,
+    Fact,
+    JudgeKind,
+    Query,
+    Reference,
+    RetrievalMethod,
+    ValidationResult,
+)
 from memoryquest.ids import make_id
 from memoryquest.llm.backends import ChatCall, ChatResult
 from memoryquest.llm.client import ModelClient
@@ -16,8 +25,17 @@ from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.snapshot import memory_as_of
 from memoryquest.pgr.judges import JudgeOutputError
-from memoryquest.pgr.sample import make_fact
-from memoryquest.pgr.winrate import opaque_labels, pairwise_winrate, win_rate
+from memoryquest.pgr.runner import validate_queries
+from memoryquest.pgr.sample import make_fact, sample_dataset
+from memoryquest.pgr.winrate import (
+    answer_level,
+    opaque_labels,
+    pairwise_winrate,
+    win_rate,
+    win_rate_report,
+)
+from memoryquest.pgr.winrate_contracts import ScoredPair
+from memoryquest.settings import PGRSettings
 
 PID = make_id("persona", "winrate-test")
 DAY = dt.date(2024, 3, 1)
@@ -74,9 +92,13 @@ class PositionBiased:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.templates: set[str] = set()
+        self.all_judge_requests = True
 
     async def chat(self, call: ChatCall) -> ChatResult:
         self.calls += 1
+        self.templates.add(call.request.template_id)
+        self.all_judge_requests &= call.request.judge
         shown_first = call.request.variables["first_label"]
         return ChatResult(
             text=json.dumps({"reasoning": "the first one reads better", "choice": shown_first})
@@ -152,3 +174,83 @@ def test_the_judge_sees_opaque_labels_and_a_choice_outside_them_is_refused() -> 
     prompt = return_first.prompts[0]
     assert f"Response {label_a}:" in prompt and f"Response {label_b}:" in prompt
     assert "First response" not in prompt
+
+
+# --------------------------------------------------------------------------- a run's answers, judged
+
+
+Run = tuple[list[Query], list[Fact], list[ValidationResult]]
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    """user0's two sample queries, retrieved by PGR-ToT and its budget-matched baselines on the simulator."""
+    client = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    dataset = asyncio.run(sample_dataset(client, background=40))
+    settings = PGRSettings(methods=["pgr_tot"], judges=["provenance"], max_iterations=2)
+    results = asyncio.run(validate_queries(dataset.queries, dataset.facts, client, settings))
+    return dataset.queries, dataset.facts, results
+
+
+def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
+    run: Run,
+) -> None:
+    """Answers come from the author (the simulator), verdicts from the judge model
+    (endpoint.judge_model): a judge biased to the first position cancels out to 50% exactly."""
+    queries, facts, results = run
+    judge = PositionBiased()
+    author = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    author.judge_client = ModelClient(judge, shared_local_embedder())
+    judged = asyncio.run(answer_level(queries, facts, results, author, samples=200))
+    report = judged.report
+    assert [(r.method, r.baseline) for r in report.rows] == [
+        (RetrievalMethod.PGR_TOT, b)
+        for b in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.BM25, RetrievalMethod.RANDOM)
+    ]
+    assert all(
+        r.n == 2 and r.win_rate == 0.5 and (r.wins, r.ties, r.losses) == (0, 2, 0)
+        for r in report.rows
+    )
+    assert all((r.win_rate_low, r.win_rate_high) == (0.5, 0.5) for r in report.rows)
+    # Both orders of every pair reached the judge, flagged as judge requests; nothing else did.
+    assert len(report.pairs) == 2 * 3 and judge.calls == 2 * len(report.pairs)
+    assert all((p.pgr_first, p.baseline_first) == ("pgr", "baseline") for p in report.pairs)
+    assert judge.templates == {"judge_pairwise"} and judge.all_judge_requests
+    # Every retrieval compared carries the answer it was judged by.
+    assert all(r.answer for r in judged.results)
+
+
+def test_the_win_rate_has_a_bootstrap_interval_beside_both_recalls(
+    run: Run,
+) -> None:
+    _, _, results = run
+    query_ids = sorted({r.query_id for r in results})
+    scores = {query_ids[0]: 1.0, query_ids[1]: 0.5}
+    pairs = [
+        ScoredPair(
+            query_id=q,
+            method=RetrievalMethod.PGR_TOT,
+            baseline=RetrievalMethod.RANDOM,
+            pgr_first="pgr",
+            baseline_first="pgr" if score == 1.0 else "baseline",
+            score=score,
+        )
+        for q, score in scores.items()
+    ]
+    (row,) = win_rate_report(pairs, results, samples=500).rows
+    assert (row.n, row.win_rate, row.wins, row.ties, row.losses) == (2, 0.75, 1, 1, 0)
+    assert row.win_rate_low == 0.5 and row.win_rate_high == 1.0
+    own = [
+        r
+        for r in results
+        if r.method is RetrievalMethod.PGR_TOT
+        and r.baseline_for is None
+        and r.judge is JudgeKind.PROVENANCE
+    ]
+    theirs = [
+        r for r in results if r.method is RetrievalMethod.RANDOM and r.baseline_for is not None
+    ]
+    assert row.judge is JudgeKind.PROVENANCE
+    assert row.recall == pytest.approx(sum(r.recall for r in own) / 2)
+    assert row.baseline_recall == pytest.approx(sum(r.recall for r in theirs) / 2)
+    assert row.baseline_recall_exact == sum(r.recall_exact for r in theirs) / 2

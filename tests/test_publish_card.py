@@ -17,9 +17,11 @@ from memoryquest.contracts import (
 )
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
+from memoryquest.pgr.winrate import win_rate_report
+from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
 from memoryquest.publish import load_published, publish_dataset
 from memoryquest.publish.arrow import arrow_schema, rows_to_table, table_to_rows
-from memoryquest.publish.card import headline_lines
+from memoryquest.publish.card import CardInputs, headline_lines, render_card
 from memoryquest.publish.stats import compute_statistics
 from memoryquest.settings import Settings
 
@@ -260,3 +262,58 @@ def test_published_validation_table_holds_the_baseline_rows(
     assert sorted(r.result_id for r in reloaded.validation) == sorted(
         r.result_id for r in dataset.validation
     )
+
+
+# --------------------------------------------------------------------------- answer-level Win Rate
+
+
+def card_for(dataset: GeneratedDataset, win_rates: WinRateReport | None = None) -> str:
+    assert dataset.manifest is not None
+    inputs = CardInputs(
+        manifest=dataset.manifest,
+        statistics=compute_statistics(dataset, bootstrap_samples=200),
+        publish=Settings().publish,
+        gamma_threshold=0.3,
+        row_counts={},
+        users_per_split={},
+        schemas={},
+        plots=(),
+        has_personalens=True,
+        licence_file=None,
+        win_rates=win_rates,
+    )
+    return render_card(inputs)
+
+
+def test_the_card_shows_the_win_rate_with_its_interval_beside_recall() -> None:
+    dataset = with_baselines(build_publish_fixture(users=2, queries_per_user=2))
+    queries = sorted({r.query_id for r in dataset.validation if r.method is TOT})
+    points = [1.0, 1.0, 0.5, 0.0]  # won, won, split, lost
+    pairs = [
+        ScoredPair(
+            query_id=q,
+            method=TOT,
+            baseline=BM25,
+            pgr_first="pgr" if score > 0 else "baseline",
+            baseline_first="pgr" if score == 1.0 else "baseline",
+            score=score,
+        )
+        for q, score in zip(queries, points, strict=True)
+    ]
+    report = win_rate_report(pairs, dataset.validation, samples=500)
+    (row,) = report.rows
+    card = card_for(dataset, win_rates=report)
+
+    assert "#### Answer-level Win Rate" in card
+    assert "twice with the positions swapped" in card
+    assert "95% percentile bootstrap over queries (500 resamples)" in card
+    interval = f"{100 * row.win_rate_low:.1f}..{100 * row.win_rate_high:.1f}%"
+    assert (
+        f"| `pgr_tot` | `bm25` | 4 | {row.recall:.3f} | {row.recall_exact:.3f} | "
+        f"{row.baseline_recall:.3f} | {row.baseline_recall_exact:.3f} | 62.5% ({interval}) | 2 / 1 / 1 |"
+    ) in card
+    assert 0.0 <= row.win_rate_low < 0.625 < row.win_rate_high <= 1.0
+    headline = card[card.index("## Headline results") : card.index("## Provenance")]
+    assert f"BM25 62.5% (95% CI {interval}, 4 queries)" in headline
+    # Without a Win Rate report the card says nothing about answers.
+    assert "Win Rate" not in card_for(dataset)

@@ -3,6 +3,10 @@
 The printout has two tables: every method at its own budget (labelled with
 the facts it retrieved per query), and each PGR method beside the baselines
 given exactly its budget, with bootstrap intervals — the comparison to read.
+With ``--win-rate`` a third compares answers (:mod:`memoryquest.pgr.winrate`):
+PGR's, from its facts and prospection summary, against each baseline's at the
+same budget, judged pairwise in both orders; the report is written next to
+``--output`` as ``<name>.winrate.json``.
 
 While it runs, progress is shown per query (:mod:`memoryquest.progress`): each
 query is validated on its own, all of them concurrently over one shared
@@ -16,10 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryquest.cli.generate import add_progress_options, check_progress_options
 from memoryquest.cli.inputs import (
@@ -39,7 +45,13 @@ from memoryquest.pgr.runner import validate_queries
 from memoryquest.progress import ProgressMode, RunFigures, showing
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.progress.figures import request_limit
-from memoryquest.settings import Settings
+from memoryquest.settings import PGRSettings, Settings
+
+if TYPE_CHECKING:
+    from memoryquest.pgr.winrate_contracts import WinRateReport
+
+WIN_RATE_SUFFIX = ".winrate.json"  # beside the results file: pgr.jsonl -> pgr.winrate.json
+PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
 
 
 @dataclass(frozen=True)
@@ -139,6 +151,78 @@ def comparison_table(summary: PGRSummary) -> str:
     return "\n".join(lines)
 
 
+def win_rate_table(report: WinRateReport) -> str:
+    """The paper's Table 1 for this run: each baseline's Recall and RecallExact beside PGR's,
+    and the Win Rate of PGR's answers over the baseline's, with its interval."""
+    if not report.rows:
+        return "Win Rate: no pair of answers could be judged" + _unjudged_note(report)
+    judge = report.rows[0].judge.value
+    header = (
+        f"  {'method':<8} {'baseline':<11} {'n':>4} {'Recall':>7} {'RecallExact':>11} "
+        f"{'baseline Recall':>15} {'baseline RecallExact':>20} {'Win Rate % [95% CI]':>22} "
+        f"{'won/tied/lost':>13}"
+    )
+    lines = [
+        "Win Rate (answer level): PGR's answer (its facts and prospection summary) against each "
+        "baseline's answer at the same budget (its facts alone), judged pairwise in both orders "
+        "(win 1, tie 0.5, loss 0, averaged over the orders)",
+        f"  interval: {report.interval} ({report.bootstrap_samples} resamples); "
+        f"Recall and RecallExact under the {judge} judge, over the same queries",
+        header,
+        "  " + "-" * (len(header) - 2),
+    ]
+    for row in report.rows:
+        rate = (
+            f"{100 * row.win_rate:.1f} [{100 * row.win_rate_low:.1f},{100 * row.win_rate_high:.1f}]"
+        )
+        tally = f"{row.wins}/{row.ties}/{row.losses}"
+        lines.append(
+            f"  {row.method.value:<8} {row.baseline.value:<11} {row.n:>4} {row.recall:>7.3f} "
+            f"{row.recall_exact:>11.3f} {row.baseline_recall:>15.3f} {row.baseline_recall_exact:>20.3f} "
+            f"{rate:>22} {tally:>13}"
+        )
+    return "\n".join(lines) + _unjudged_note(report)
+
+
+def _unjudged_note(report: WinRateReport) -> str:
+    if not report.unjudged:
+        return ""
+    return (
+        f"\n  {len(report.unjudged)} pair(s) could not be judged and are left out "
+        f"(each named in the report's 'unjudged'); the first: {report.unjudged[0]}"
+    )
+
+
+def win_rate_path(output: Path) -> Path:
+    """Where the Win Rate report goes: beside the results file (pgr.jsonl -> pgr.winrate.json)."""
+    return output.with_name(output.stem + WIN_RATE_SUFFIX)
+
+
+def check_win_rate(settings: PGRSettings) -> None:
+    """Before any work: the Win Rate compares a PGR method with its budget-matched baselines."""
+    if not any(m in PGR_METHODS for m in settings.methods):
+        raise ValueError(
+            "--win-rate compares PGR's answers with those of its budget-matched baselines: "
+            f"run a PGR method (--method {' or --method '.join(PGR_METHODS)})"
+        )
+    if not settings.budget_baselines:
+        raise ValueError(
+            "--win-rate needs budget-matched baselines, but pgr.budget_baselines is empty"
+        )
+
+
+def write_atomically(path: Path, lines: Sequence[str]) -> None:
+    """Write ``lines`` to ``path`` whole: a failure leaves the earlier file (or none), never half."""
+    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.writelines(lines)
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
+
+
 def joined_rows(
     results: list[ValidationResult], queries: list[Query], personas: list[Persona]
 ) -> list[dict[str, Any]]:
@@ -207,6 +291,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--answers", action="store_true", default=None, help="also generate answers (PAG)"
     )
+    run.add_argument(
+        "--win-rate",
+        action="store_true",
+        help="also compare answers: PGR's (with its prospection summary) against each budget-matched "
+        "baseline's, judged pairwise in both orders; prints the Win Rate with 95%% bootstrap intervals "
+        f"beside Recall and RecallExact and writes it next to --output (NAME{WIN_RATE_SUFFIX})",
+    )
     add_progress_options(run)
     add_verbose_option(run)
     run.set_defaults(func=_run)
@@ -217,25 +308,42 @@ def _run(args: argparse.Namespace) -> int:
         args,
         pgr__methods=args.methods,
         pgr__judges=args.judges,
-        pgr__generate_answers=args.answers,
+        pgr__generate_answers=True if args.win_rate else args.answers,
     )
+    if args.win_rate:
+        check_win_rate(settings.pgr)
     if args.output is not None:
         check_output_target(args.output, directory=False)
+        if args.win_rate:
+            check_output_target(win_rate_path(args.output), directory=False)
     check_progress_options(args)
     dataset = dataset_dir(args)
     inputs = load_for_pgr(dataset)
     queries = select_users(inputs, PersonaSelection.parse(users=args.users).user_ids)
     display = Display(ProgressMode(args.progress), args.progress_seconds)
     with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
-        results = asyncio.run(_validate(queries, inputs.facts, settings, display))
+        results, report = asyncio.run(
+            _validate(queries, inputs.facts, settings, display, win_rate=args.win_rate)
+        )
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
+    if report is not None:
+        print("")
+        print(win_rate_table(report))
     if args.output is not None:
-        with args.output.open("w", encoding="utf-8") as handle:
-            for row in joined_rows(results, queries, inputs.personas):
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_atomically(
+            args.output,
+            [
+                json.dumps(row, ensure_ascii=False) + "\n"
+                for row in joined_rows(results, queries, inputs.personas)
+            ],
+        )
         print(f"wrote {len(results)} results to {args.output}")
+        if report is not None:
+            target = win_rate_path(args.output)
+            write_atomically(target, [report.model_dump_json(indent=2) + "\n"])
+            print(f"wrote the Win Rate report to {target}")
     return 0
 
 
@@ -245,19 +353,26 @@ class Display:
     every_seconds: float = DEFAULT_EVERY_SECONDS
 
 
-PGR_STAGE = "pgr"  # the one bar of `pgr run`: queries validated
+PGR_STAGE = "pgr"  # the bar of `pgr run`: queries validated
+WIN_RATE_STAGE = "win rate"  # with --win-rate: queries whose answers were judged
 PGR_LOG = "pgr.log"  # in the logs directory of the run that wrote the dataset
 
 
 async def _validate(
-    queries: list[Query], facts: list[Fact], settings: Settings, display: Display = Display()
-) -> list[ValidationResult]:
+    queries: list[Query],
+    facts: list[Fact],
+    settings: Settings,
+    display: Display = Display(),
+    *,
+    win_rate: bool = False,
+) -> tuple[list[ValidationResult], WinRateReport | None]:
     from memoryquest.llm.factory import build_client
     from memoryquest.pgr.retrieval import IndexCache
+    from memoryquest.pgr.winrate import answer_level
 
     client = build_client(settings)
     figures = RunFigures(
-        [PGR_STAGE],
+        [PGR_STAGE, WIN_RATE_STAGE] if win_rate else [PGR_STAGE],
         len(queries),
         unit="queries",
         client=client,
@@ -280,6 +395,17 @@ async def _validate(
             every_seconds=display.every_seconds,
         ):
             groups = await asyncio.gather(*(one(q) for q in queries))
-        return [result for group in groups for result in group]
+            results = [result for group in groups for result in group]
+            if not win_rate:
+                return results, None
+            judged = await answer_level(
+                queries,
+                facts,
+                results,
+                client,
+                samples=settings.pgr.bootstrap_samples,
+                query_done=lambda: figures.unit_done(WIN_RATE_STAGE),
+            )
+        return judged.results, judged.report
     finally:
         await client.aclose()

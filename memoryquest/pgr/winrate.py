@@ -4,34 +4,56 @@ Position bias is real in model judges, so every pair is judged twice with the
 answers swapped; a win counts 1, a tie 0.5, a loss 0, and the two scores are
 averaged. The win rate of A over B is the mean of that score over queries. The
 judge sees each response under an opaque label, never "first" or a method's name.
+
+:func:`answer_level` is the paper's response-level evaluation over a run's
+results: an answer from each PGR retrieval (its facts and its prospection
+summary) and from each baseline given the same budget (its facts alone), each
+PGR answer judged against each baseline's, and the Win Rate per pair of
+methods with a 95% bootstrap interval beside their Recall and RecallExact.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Sequence
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from statistics import fmean
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from memoryquest.contracts import Query
-from memoryquest.llm.client import ModelClient
-from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.contracts import Fact, JudgeKind, Query, RetrievalMethod, ValidationResult
+from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.pgr.judges import JudgeOutputError
-from memoryquest.pgr.winrate_contracts import TIE, PairwiseInputs, PairwiseVerdict
+from memoryquest.pgr.metrics import DEFAULT_BOOTSTRAP_SAMPLES, bootstrap_ci
+from memoryquest.pgr.prospection import facts_view
+from memoryquest.pgr.prospection_contracts import AnswerInputs, GeneratedAnswer
+from memoryquest.pgr.winrate_contracts import (
+    TIE,
+    PairwiseInputs,
+    PairwiseOutcome,
+    PairwiseVerdict,
+    Preferred,
+    ScoredPair,
+    Side,
+    WinRateReport,
+    WinRateRow,
+)
 
-Side = Literal["a", "b", "tie"]
+__all__ = [
+    "AnswerLevel",
+    "PairwiseOutcome",
+    "answer_level",
+    "generate_answer",
+    "opaque_labels",
+    "pairwise_winrate",
+    "recall_judge",
+    "win_rate",
+    "win_rate_report",
+]
 
-
-class PairwiseOutcome(BaseModel):
-    query_id: str
-    a_first: Side = Field(description="Winner when answer A was shown first.")
-    b_first: Side = Field(description="Winner when answer B was shown first.")
-    score_a: float = Field(
-        ge=0.0, le=1.0, description="Mean of both orders: win 1, tie 0.5, loss 0."
-    )
-    llm_calls: int = 2
+log = logging.getLogger(__name__)
 
 
 def opaque_labels(query_id: str) -> tuple[str, str]:
@@ -105,3 +127,220 @@ def win_rate(outcomes: Sequence[PairwiseOutcome]) -> float:
     if not outcomes:
         raise ValueError("win_rate needs at least one pairwise outcome")
     return fmean(o.score_a for o in outcomes)
+
+
+# --------------------------------------------------------------------------- a run's answers, judged
+
+Retrieval = tuple[str, RetrievalMethod, RetrievalMethod | None]  # query, method, baseline_for
+_PREFERRED: dict[Side, Preferred] = {"a": "pgr", "b": "baseline", "tie": "tie"}
+
+
+@dataclass(frozen=True)
+class AnswerLevel:
+    """The Win Rate report, and the results with the answer each retrieval was judged by."""
+
+    report: WinRateReport
+    results: list[ValidationResult]
+
+
+def _chronological(items: Sequence[MemoryItem]) -> list[MemoryItem]:
+    return sorted(items, key=lambda item: (item.date, item.fid))
+
+
+async def generate_answer(
+    query: Query, facts: Sequence[MemoryItem], summary: str, client: ModelClient
+) -> str:
+    """An answer from ``facts`` and, for PGR, its prospection summary: the runner's own request
+    (same variables, seed and cache scope), so an answer ``pgr.generate_answers`` paid for is reused."""
+    inputs = AnswerInputs(
+        query=query.text,
+        query_date=query.query_date.isoformat(),
+        facts=facts_view(_chronological(facts)),
+        summary=summary,
+    )
+    reply: GeneratedAnswer = await client.complete(
+        inputs.request(cache_scope=f"query:{query.query_id}")
+    )
+    return reply.answer
+
+
+def recall_judge(results: Sequence[ValidationResult]) -> JudgeKind | None:
+    """The judge whose Recall stands beside the Win Rate: provenance (exact) when it ran."""
+    judges = {r.judge for r in results}
+    return next((j for j in JudgeKind if j in judges), None)
+
+
+def _order(method: RetrievalMethod) -> int:
+    return list(RetrievalMethod).index(method)
+
+
+async def _judge_query(
+    query: Query,
+    facts: Sequence[Fact],
+    rows: Sequence[ValidationResult],
+    client: ModelClient,
+) -> tuple[list[ScoredPair], dict[Retrieval, str], list[str]]:
+    """One query: answers for its PGR retrievals and their budget-matched baselines, then each
+    PGR answer against each baseline's in both orders."""
+    retrievals: dict[tuple[RetrievalMethod, RetrievalMethod | None], ValidationResult] = {}
+    for row in rows:
+        retrievals.setdefault((row.method, row.baseline_for), row)
+    methods = sorted(
+        {target for _, target in retrievals if target is not None and (target, None) in retrievals},
+        key=_order,
+    )
+    if not methods:
+        return [], {}, []
+    memory = {item.fid: item for item in memory_as_of(list(facts), query.query_date)}
+    wanted = [
+        key for key in retrievals if (key[1] is None and key[0] in methods) or key[1] in methods
+    ]
+    unjudged: list[str] = []
+
+    async def answer(key: tuple[RetrievalMethod, RetrievalMethod | None]) -> str | None:
+        row = retrievals[key]
+        if row.answer:
+            return row.answer
+        summary = (row.summary or "") if key[1] is None else ""
+        try:
+            return await generate_answer(
+                query, [memory[fid] for fid in row.retrieved_fids], summary, client
+            )
+        except LLMOutputError as exc:
+            name = key[0].value if key[1] is None else f"{key[0].value} at {key[1].value}'s budget"
+            unjudged.append(f"query {query.query_id}, answer of {name}: {exc}")
+            log.warning("%s", unjudged[-1])
+            return None
+
+    answers = dict(zip(wanted, await asyncio.gather(*(answer(k) for k in wanted)), strict=True))
+    user_facts = _chronological(list(memory.values()))
+    pairs = [
+        (method, baseline, ours, theirs)
+        for method in methods
+        for baseline in sorted((k[0] for k in wanted if k[1] == method), key=_order)
+        if (ours := answers[(method, None)]) and (theirs := answers[(baseline, method)])
+    ]
+
+    async def judged(
+        method: RetrievalMethod, baseline: RetrievalMethod, ours: str, theirs: str
+    ) -> ScoredPair | None:
+        try:
+            outcome = await pairwise_winrate(query, ours, theirs, user_facts, client)
+        except LLMOutputError as exc:
+            unjudged.append(f"query {query.query_id}, {method.value} vs {baseline.value}: {exc}")
+            log.warning("%s", unjudged[-1])
+            return None
+        return ScoredPair(
+            query_id=query.query_id,
+            method=method,
+            baseline=baseline,
+            pgr_first=_PREFERRED[outcome.a_first],
+            baseline_first=_PREFERRED[outcome.b_first],
+            score=outcome.score_a,
+        )
+
+    scored = await asyncio.gather(*(judged(*pair) for pair in pairs))
+    given = {
+        (query.query_id, method, target): text
+        for (method, target), text in answers.items()
+        if text is not None
+    }
+    return [p for p in scored if p is not None], given, unjudged
+
+
+async def answer_level(
+    queries: Sequence[Query],
+    facts: Sequence[Fact],
+    results: Sequence[ValidationResult],
+    client: ModelClient,
+    *,
+    samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    query_done: Callable[[], None] | None = None,
+) -> AnswerLevel:
+    """Win Rate of each PGR method against each of its budget-matched baselines over ``results``.
+
+    A pair that cannot be judged (an answer or a verdict the model got wrong)
+    is left out and named in ``report.unjudged``; the other queries go on.
+    Answers are generated only for retrievals that carry none.
+    """
+    by_query: dict[str, list[ValidationResult]] = {}
+    for row in results:
+        by_query.setdefault(row.query_id, []).append(row)
+    by_persona: dict[str, list[Fact]] = {}
+    for fact in facts:
+        by_persona.setdefault(fact.persona_id, []).append(fact)
+
+    async def one(query: Query) -> tuple[list[ScoredPair], dict[Retrieval, str], list[str]]:
+        outcome = await _judge_query(
+            query, by_persona.get(query.persona_id, []), by_query.get(query.query_id, []), client
+        )
+        if query_done is not None:
+            query_done()
+        return outcome
+
+    per_query = await asyncio.gather(*(one(q) for q in queries))
+    pairs = [pair for found, _, _ in per_query for pair in found]
+    answers = {key: text for _, given, _ in per_query for key, text in given.items()}
+    unjudged = [note for _, _, notes in per_query for note in notes]
+    with_answers = [
+        row.model_copy(update={"answer": answers[key]})
+        if row.answer is None and (key := (row.query_id, row.method, row.baseline_for)) in answers
+        else row
+        for row in results
+    ]
+    return AnswerLevel(win_rate_report(pairs, results, samples, unjudged), with_answers)
+
+
+def win_rate_report(
+    pairs: Sequence[ScoredPair],
+    results: Sequence[ValidationResult],
+    samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    unjudged: Sequence[str] = (),
+    seed: int = 0,
+) -> WinRateReport:
+    """One row per PGR method × baseline: Win Rate with its interval, beside both methods' Recall
+    and RecallExact under :func:`recall_judge`, over the same queries."""
+    judge = recall_judge(results)
+    if judge is None:  # no results, so nothing was judged
+        return WinRateReport(bootstrap_samples=samples, rows=[], pairs=[], unjudged=list(unjudged))
+    scored: dict[tuple[RetrievalMethod, RetrievalMethod], list[ScoredPair]] = {}
+    for pair in sorted(pairs, key=lambda p: p.query_id):
+        scored.setdefault((pair.method, pair.baseline), []).append(pair)
+    rows = []
+    for (method, baseline), group in sorted(
+        scored.items(), key=lambda kv: (_order(kv[0][0]), _order(kv[0][1]))
+    ):
+        queries = {p.query_id for p in group}
+        ours = [r for r in results if r.query_id in queries and r.judge == judge]
+        mine = [r for r in ours if r.method == method and r.baseline_for is None]
+        theirs = [r for r in ours if r.method == baseline and r.baseline_for == method]
+        scores = [p.score for p in group]
+        low, high = bootstrap_ci(scores, samples, seed)
+        rows.append(
+            WinRateRow(
+                method=method,
+                baseline=baseline,
+                judge=judge,
+                n=len(group),
+                recall=_mean([r.recall for r in mine]),
+                recall_exact=_mean([float(r.recall_exact) for r in mine]),
+                baseline_recall=_mean([r.recall for r in theirs]),
+                baseline_recall_exact=_mean([float(r.recall_exact) for r in theirs]),
+                win_rate=math.fsum(scores) / len(scores),
+                win_rate_low=low,
+                win_rate_high=high,
+                wins=sum(1 for s in scores if s > 0.5),
+                ties=sum(1 for s in scores if s == 0.5),
+                losses=sum(1 for s in scores if s < 0.5),
+            )
+        )
+    return WinRateReport(
+        bootstrap_samples=samples,
+        rows=rows,
+        pairs=sorted(pairs, key=lambda p: (_order(p.method), _order(p.baseline), p.query_id)),
+        unjudged=list(unjudged),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0

@@ -9,6 +9,9 @@ beat retrieval without prospection only when the 95% bootstrap interval of its
 paired recall difference with the best baseline *given the same number of
 facts* lies above 0. Recall at unequal budgets (query-only at K = 20, PGR at
 whatever it retrieved) is shown, labelled with the budget, but never compared.
+When ``memoryquest pgr run --win-rate`` was run, the answer-level Win Rate of
+each PGR method against each baseline at its budget is shown beside recall,
+with its interval, and claims nothing beyond it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pyarrow as pa
 
 from memoryquest.contracts import SCHEMA_VERSION, JudgeKind, RetrievalMethod, RunManifest
 from memoryquest.pgr.metrics import BudgetComparison
+from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish.arrow import describe_columns
 from memoryquest.publish.splits import SPLITS
 from memoryquest.publish.stats import DatasetStatistics, Distribution
@@ -75,6 +79,7 @@ class CardInputs:
         str
     ] = ()  # failed gates, when publishing anyway (--allow-failed-audit)
     audit_targets_missed: Sequence[str] = ()  # benchmark targets the audit found missed
+    win_rates: WinRateReport | None = None  # answer-level Win Rate (memoryquest pgr run --win-rate)
 
 
 def _q(text: str) -> str:
@@ -192,7 +197,17 @@ def verdict(method: str, comparisons: Sequence[BudgetComparison]) -> str:
     )
 
 
-def headline_lines(stats: DatasetStatistics, simulated: bool) -> list[str]:
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _win_rate(low: float, high: float) -> str:
+    return f"{100 * low:.1f}..{100 * high:.1f}%"
+
+
+def headline_lines(
+    stats: DatasetStatistics, simulated: bool, win_rates: WinRateReport | None = None
+) -> list[str]:
     """What the validation shows about PGR, stated only as strongly as the intervals allow."""
     pgr_scores = [s for s in stats.validation if s.method in PGR_METHODS]
     if not pgr_scores:
@@ -235,6 +250,16 @@ def headline_lines(stats: DatasetStatistics, simulated: bool) -> list[str]:
             f"with {first.budget:.1f} facts retrieved per query, over {first.n} queries. At the same budget: {baselines}.",
             f"  {verdict(method, rows)}",
         ]
+        answers = [r for r in (win_rates.rows if win_rates else []) if r.method.value == method]
+        if answers:
+            lines.append(
+                "  Win Rate of its answers over the baselines' at the same budget (pairwise judge, both orders): "
+                + "; ".join(
+                    f"{_name(r.baseline.value)} {_percent(r.win_rate)} (95% CI {_win_rate(r.win_rate_low, r.win_rate_high)}, {r.n} queries)"
+                    for r in answers
+                )
+                + "."
+            )
     lines.append("")
     if simulated:
         lines += [
@@ -522,11 +547,61 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
             )
         else:
             lines.append("No budget-matched baselines were run for this dataset.")
+        if inputs.win_rates is not None:
+            lines += ["", *win_rate_lines(inputs.win_rates)]
     else:
         lines.append("No validation results in this dataset.")
     lines.append("")
     for path, alt in inputs.plots:
         lines += [f"![{alt}]({path})", ""]
+    return lines
+
+
+def win_rate_lines(report: WinRateReport) -> list[str]:
+    """The answer-level comparison (the paper's Win Rate), beside each side's recall."""
+    lines = ["#### Answer-level Win Rate", ""]
+    if not report.rows:
+        return [*lines, "`memoryquest pgr run --win-rate` could judge no pair of answers."]
+    judge = report.rows[0].judge.value
+    lines += [
+        "From `memoryquest pgr run --win-rate`: an answer is generated from each retrieval — a PGR method's from",
+        "its facts and its prospection summary, each baseline's from the facts it retrieved at the PGR method's",
+        "budget — and a pairwise judge, playing the user with their facts and the query's references, picks the",
+        "more useful answer or a tie, twice with the positions swapped. A win counts 1, a tie 0.5, a loss 0,",
+        "averaged over both orders; the Win Rate is PGR's mean over queries (50% = no preference), with a",
+        f"{report.interval} ({report.bootstrap_samples} resamples). Recall is under the `{judge}` judge, over the",
+        "same queries.",
+        "",
+    ]
+    lines += _table(
+        [
+            "method",
+            "baseline",
+            "queries",
+            "Recall",
+            "RecallExact",
+            "baseline Recall",
+            "baseline RecallExact",
+            "Win Rate (95% CI)",
+            "won / tied / lost",
+        ],
+        [
+            (
+                f"`{r.method.value}`",
+                f"`{r.baseline.value}`",
+                r.n,
+                _fmt(r.recall),
+                _fmt(r.recall_exact),
+                _fmt(r.baseline_recall),
+                _fmt(r.baseline_recall_exact),
+                f"{_percent(r.win_rate)} ({_win_rate(r.win_rate_low, r.win_rate_high)})",
+                f"{r.wins} / {r.ties} / {r.losses}",
+            )
+            for r in report.rows
+        ],
+    )
+    if report.unjudged:
+        lines += ["", f"{len(report.unjudged)} pair(s) could not be judged and are left out."]
     return lines
 
 
@@ -742,7 +817,7 @@ def render_card(inputs: CardInputs) -> str:
         "Configs: " + ", ".join(f"`{c}`" for c in inputs.schemas) + ".",
         "",
     ]
-    body += headline_lines(inputs.statistics, inputs.manifest.simulated)
+    body += headline_lines(inputs.statistics, inputs.manifest.simulated, inputs.win_rates)
     body += _provenance(inputs)
     body += _splits_section(inputs)
     body += _statistics_section(inputs)

@@ -4,7 +4,8 @@ Layout of an explorer directory::
 
     index.html                 the page; open it from disk (file://), no server needed
     explorer.js, explorer.css  the viewer (plain JS, no build step, no CDN)
-    data/index.js              every persona with its query list (γ, cosines, difficulty, recall by method)
+    data/index.js              every persona with its query list (γ, cosines, difficulty, recall by method),
+                               and the answer-level Win Rate when `pgr run --win-rate` was given
     data/<persona_id>.js       one persona's queries, timelines, sessions, facts and retrieval results
     plots/*.png                the dataset card's figures, when there are any
 
@@ -46,6 +47,7 @@ from memoryquest.contracts import (
     ValidationResult,
 )
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.pgr.winrate_contracts import WinRateReport
 
 __all__ = [
     "DATA_DIR",
@@ -468,6 +470,34 @@ class _Tables:
         return entry, payload
 
 
+def _win_rates(report: WinRateReport) -> dict[str, Any]:
+    """The Win Rate table as the overview shows it (rates 0..1, rounded like recall)."""
+    return {
+        "interval": report.interval,
+        "bootstrap_samples": report.bootstrap_samples,
+        "unjudged": len(report.unjudged),
+        "rows": [
+            {
+                "method": row.method.value,
+                "baseline": row.baseline.value,
+                "label": f"{_LABELS.get(row.method.value, row.method.value)} vs "
+                f"{_LABELS.get(row.baseline.value, row.baseline.value)}",
+                "judge": row.judge.value,
+                "n": row.n,
+                "recall": _round(row.recall),
+                "recall_exact": _round(row.recall_exact),
+                "baseline_recall": _round(row.baseline_recall),
+                "baseline_recall_exact": _round(row.baseline_recall_exact),
+                "win_rate": _round(row.win_rate),
+                "low": _round(row.win_rate_low),
+                "high": _round(row.win_rate_high),
+                "won_tied_lost": [row.wins, row.ties, row.losses],
+            }
+            for row in report.rows
+        ],
+    }
+
+
 def _index(
     dataset: GeneratedDataset,
     tables: _Tables,
@@ -475,8 +505,9 @@ def _index(
     manifest: RunManifest | None,
     audit: Mapping[str, object] | None,
     plots: Sequence[Mapping[str, str]],
+    win_rates: WinRateReport | None = None,
 ) -> dict[str, Any]:
-    return {
+    index = {
         "format": FORMAT_VERSION,
         "run": _run_summary(manifest),
         "totals": {
@@ -493,6 +524,9 @@ def _index(
         "plots": [dict(p) for p in plots],
         "personas": personas,
     }
+    if win_rates is not None:  # absent otherwise, so an explorer without it keeps its bytes
+        index["win_rates"] = _win_rates(win_rates)
+    return index
 
 
 # --------------------------------------------------------------------------- files
@@ -529,13 +563,16 @@ def write_explorer(
     manifest: RunManifest | None = None,
     audit: Mapping[str, object] | None = None,
     plots: Sequence[Plot] = (),
+    win_rates: WinRateReport | None = None,
 ) -> list[Path]:
     """Write the explorer for ``dataset`` into the directory ``destination``; return the files written.
 
     ``manifest`` (default: the dataset's) supplies the run summary and, unless
     ``audit`` is given, the audit results. ``plots`` are copied into
-    ``destination/plots`` and shown beside the audit. ``destination`` is
-    created; files already in it with the same names are overwritten.
+    ``destination/plots`` and shown beside the audit. ``win_rates`` (the report
+    of ``memoryquest pgr run --win-rate``) is shown in the overview beside
+    recall. ``destination`` is created; files already in it with the same
+    names are overwritten.
     """
     destination = Path(destination)
     plot_entries: list[dict[str, str]] = []
@@ -563,7 +600,7 @@ def write_explorer(
         path.write_text(_data_script("MQX.receivePersona", persona_id, payload), encoding="utf-8")
         written.append(path)
     index_path = destination / DATA_DIR / INDEX_FILE
-    index = _index(dataset, tables, entries, manifest, audit, plot_entries)
+    index = _index(dataset, tables, entries, manifest, audit, plot_entries, win_rates)
     index_path.write_text(_data_script("MQX.receiveIndex", index), encoding="utf-8")
     written.append(index_path)
     if plots:

@@ -606,13 +606,22 @@ def _cited(text: str, statements: Iterable[str]) -> int:
 
 @simulates(PairwiseInputs)
 def judge_pairwise(inputs: PairwiseInputs, rng: random.Random) -> dict[str, Any]:
-    statements = [str(f.get("info", "")) for f in inputs.user_facts]
-    statements += [str(r) for r in inputs.references]
-    first = _cited(str(inputs.first_response), statements)
-    second = _cited(str(inputs.second_response), statements)
+    """The answer that takes up more of what it should (the references) wins; the user's other
+    facts it draws on break a tie, as a user would weigh them."""
+    references = [str(r) for r in inputs.references]
+    facts = [str(f.get("info", "")) for f in inputs.user_facts]
+    first = (
+        _cited(str(inputs.first_response), references),
+        _cited(str(inputs.first_response), facts),
+    )
+    second = (
+        _cited(str(inputs.second_response), references),
+        _cited(str(inputs.second_response), facts),
+    )
     labels = (inputs.first_label, inputs.second_label)
     choice = labels[0] if first > second else labels[1] if second > first else "tie"
     reasoning = (
-        f"Response {labels[0]} draws on {first} of the user's facts, {labels[1]} on {second}."
+        f"Response {labels[0]} takes up {first[0]} of the things to consider and {first[1]} of "
+        f"the user's facts, {labels[1]} {second[0]} and {second[1]}."
     )
     return {"reasoning": reasoning, "choice": choice}

@@ -331,6 +331,41 @@
             h("tbody", null, rows),
           )
         : h("p", { class: "muted" }, "This dataset has no validation results."),
+      renderWinRates(index.win_rates),
+    );
+  }
+
+  function percent(value) {
+    return value === null || value === undefined ? "—" : (100 * value).toFixed(1) + "%";
+  }
+
+  function renderWinRates(report) {
+    if (!report) return null;
+    if (!report.rows.length) return h("p", { class: "muted" }, "Win Rate: no pair of answers could be judged.");
+    const rows = report.rows.map((r) =>
+      h(
+        "tr",
+        null,
+        h("th", { scope: "row" }, r.label),
+        h("td", { class: "num" }, r.n),
+        h("td", { class: "num" }, fmt(r.recall) + " / " + fmt(r.baseline_recall)),
+        h("td", { class: "num" }, fmt(r.recall_exact) + " / " + fmt(r.baseline_recall_exact)),
+        h("td", { class: "num " + heat(r.win_rate) }, percent(r.win_rate)),
+        h("td", { class: "num" }, percent(r.low) + " – " + percent(r.high)),
+        h("td", { class: "num" }, r.won_tied_lost.join(" / ")),
+      ),
+    );
+    return h(
+      "div",
+      { class: "win-rates" },
+      h(
+        "table",
+        { class: "grid compact" },
+        h("caption", null, "Win Rate of PGR's answers over each baseline's at the same budget (pairwise judge, both orders; Recall under the " + report.rows[0].judge + " judge)"),
+        h("thead", null, h("tr", null, h("th", null, "PGR vs baseline"), h("th", null, "queries"), h("th", null, "Recall (PGR / baseline)"), h("th", null, "RecallExact (PGR / baseline)"), h("th", null, "Win Rate"), h("th", null, "95% CI"), h("th", null, "won / tied / lost"))),
+        h("tbody", null, rows),
+      ),
+      h("p", { class: "muted" }, "Win 1, tie 0.5, loss 0, averaged over both orders; 50% = no preference. Interval: " + report.interval + " (" + report.bootstrap_samples + " resamples)." + (report.unjudged ? " " + report.unjudged + " pair(s) could not be judged and are left out." : "")),
     );
   }
 
