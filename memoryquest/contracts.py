@@ -103,6 +103,20 @@ class TaskKind(StrEnum):
     MULTI_DOMAIN = "multi_domain"
 
 
+class Stage(StrEnum):
+    """The pipeline's stages, by the names rejected rows, usage rows and logs give them.
+
+    A stage group (one Prefect task per persona) runs one or more of them: the conversations
+    group runs timelines and dialogues.
+    """
+
+    QUERIES = "queries"  # candidates with dated references, the γ filter and per-reference gates
+    TIMELINES = "timelines"  # a dated timeline of events leading up to each query
+    DIALOGUES = "dialogues"  # one conversation per event
+    MEMORY = "memory"  # facts extracted and consolidated
+    PGR = "pgr"  # every query checked by retrieval
+
+
 class RejectionReason(StrEnum):
     """Why a generated candidate did not make it into the dataset."""
 
@@ -289,7 +303,7 @@ class RejectedCandidate(Row):
 
     rejected_id: Id
     persona_id: Id
-    stage: Literal["queries", "timelines", "dialogues", "memory", "pgr"]
+    stage: Stage
     reason: RejectionReason
     detail: str
     payload_json: str = Field(description="The rejected candidate as generated, as JSON text.")

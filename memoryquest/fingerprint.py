@@ -23,15 +23,15 @@ from pathlib import Path
 
 import memoryquest
 from memoryquest.llm.prompts import all_templates
-from memoryquest.pipeline import STAGES
+from memoryquest.pipeline import STAGE_GROUPS
 from memoryquest.settings import Backend, Settings
 
 PACKAGE = "memoryquest"
 PACKAGE_ROOT = Path(memoryquest.__file__).resolve().parent.parent
 ALWAYS = ("memoryquest.simulator",)  # loaded by template id, invisible to a static import scan
 
-STAGE_ENTRIES: dict[str, tuple[str, ...]] = {stage.name: (stage.module,) for stage in STAGES}
-"""Stage group (as :data:`memoryquest.pipeline.STAGES` names it) -> the modules it starts from."""
+STAGE_ENTRIES: dict[str, tuple[str, ...]] = {stage.name: (stage.module,) for stage in STAGE_GROUPS}
+"""Stage group (as :data:`memoryquest.pipeline.STAGE_GROUPS` names it) -> the modules it starts from."""
 
 
 def source_file(module: str, root: Path) -> Path | None:

@@ -17,7 +17,7 @@ request (:meth:`Lockstep.all_idle`), instead of guessing from a quiet
 window alone. The rounds are then those of the slowest persona, whatever
 the number of personas.
 
-The order of the stage groups is still :data:`memoryquest.pipeline.STAGES`,
+The order of the stage groups is still :data:`memoryquest.pipeline.STAGE_GROUPS`,
 walked by each persona as before (:func:`memoryquest.pipeline.run_persona`);
 a persona that fails or is cancelled leaves, so it never holds up the rest.
 """

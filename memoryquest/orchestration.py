@@ -20,7 +20,7 @@ Why this shape:
   a cached task's 0.27 s for a small persona, and more as the state grows.
 
 The flow only orchestrates: the stages and their order are
-:data:`memoryquest.pipeline.STAGES`, setup and teardown are :mod:`memoryquest.run`.
+:data:`memoryquest.pipeline.STAGE_GROUPS`, setup and teardown are :mod:`memoryquest.run`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from memoryquest.dataset import GeneratedDataset
 from memoryquest.fingerprint import runs_simulator, stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
-from memoryquest.pipeline import STAGES, Stage, lockstep_for, run_persona, stage_named
+from memoryquest.pipeline import STAGE_GROUPS, StageGroup, group_named, lockstep_for, run_persona
 from memoryquest.progress import (
     ProgressMode,
     RunFigures,
@@ -115,10 +115,10 @@ async def stage_task(
 ) -> BaseModel:
     """One stage group for one persona (``fingerprint`` and ``inputs``, the digest of ``state`` and
     ``settings``, are there for the cache key only)."""
-    return await stage_named(stage).run(state, client, settings)
+    return await group_named(stage).run(state, client, settings)
 
 
-STAGE_TASKS = {stage.name: stage_task.with_options(name=stage.name) for stage in STAGES}
+STAGE_TASKS = {stage.name: stage_task.with_options(name=stage.name) for stage in STAGE_GROUPS}
 """The task of each stage group, named after it (the names ``run_report.json`` counts by)."""
 
 
@@ -132,7 +132,7 @@ class StageRecord:
 
 
 async def _cached(
-    stage: Stage[Any], state: PersonaState, run: Run, client: ModelClient, record: StageRecord
+    stage: StageGroup[Any], state: PersonaState, run: Run, client: ModelClient, record: StageRecord
 ) -> BaseModel:
     """Run one stage group as its task; note whether Prefect computed it or served it from its cache."""
     started = time.perf_counter()
@@ -172,7 +172,7 @@ async def _generate(
     async def tracked(persona: Persona) -> GeneratedDataset:
         record = records[persona.source_user_id] = StageRecord()
 
-        async def execute(stage: Stage[Any], state: PersonaState) -> BaseModel:
+        async def execute(stage: StageGroup[Any], state: PersonaState) -> BaseModel:
             output = await _cached(stage, state, run, client, record)
             if record.states.get(stage.name) == "Cached":
                 figures.served_from_cache(stage.name)

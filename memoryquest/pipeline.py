@@ -1,6 +1,6 @@
 """The pipeline, declared once: which stage groups run for a persona, in which order. Start here.
 
-Every persona goes through the stage groups of :data:`STAGES`, in order. A
+Every persona goes through the stage groups of :data:`STAGE_GROUPS`, in order. A
 stage group is a plain typed async function that takes the persona's state
 so far (:class:`~memoryquest.stages.state.PersonaState`: the persona, the
 queries still standing, the history, the facts) and returns its pydantic
@@ -13,6 +13,10 @@ knows about Prefect: every way of running executes this one declaration —
   persona × stage group, keyed on the group's inputs and its code
   (:mod:`memoryquest.fingerprint`, whose stages are these);
 * across Prefect workers, as shards of that flow (:mod:`memoryquest.distributed`).
+
+A group runs one or more stages (``StageGroup.stages``): the names of
+:class:`memoryquest.contracts.Stage` (queries, timelines, dialogues, memory, pgr),
+which rejected rows, usage rows and logs use. A group's name is its Prefect task's.
 
 Run setup and teardown (settings, personas, lock, manifest, save, publish)
 are in :mod:`memoryquest.run`.
@@ -70,7 +74,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from memoryquest.contracts import Persona
+from memoryquest.contracts import Persona, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
 from memoryquest.lockstep import Lockstep
@@ -87,11 +91,13 @@ def _always(settings: Settings) -> bool:
 
 
 @dataclass(frozen=True)
-class Stage(Generic[OutputT]):
-    """One stage group: its name (the Prefect task's, and :mod:`memoryquest.fingerprint`'s), how it
-    runs, how its output joins the persona's state, and whether the settings ask for it."""
+class StageGroup(Generic[OutputT]):
+    """One stage group: its name (the Prefect task's, and :mod:`memoryquest.fingerprint`'s), the
+    stages it runs (the names rejected and usage rows give them), how it runs, how its output
+    joins the persona's state, and whether the settings ask for it."""
 
     name: str
+    stages: tuple[Stage, ...]
     run: Callable[[PersonaState, ModelClient, Settings], Awaitable[OutputT]]
     apply: Callable[[PersonaState, OutputT], PersonaState]
     enabled: Callable[[Settings], bool] = _always
@@ -102,23 +108,34 @@ class Stage(Generic[OutputT]):
         return self.run.__module__
 
 
-STAGES: tuple[Stage[Any], ...] = (
-    Stage("queries", queries.run, queries.apply),
-    Stage("conversations", conversations.run, conversations.apply),
-    Stage("memory", memory.run, memory.apply),
-    Stage("pgr-validation", pgr_validation.run, pgr_validation.apply, pgr_validation.enabled),
+STAGE_GROUPS: tuple[StageGroup[Any], ...] = (
+    StageGroup("queries", (Stage.QUERIES,), queries.run, queries.apply),
+    StageGroup(
+        "conversations",
+        (Stage.TIMELINES, Stage.DIALOGUES),
+        conversations.run,
+        conversations.apply,
+    ),
+    StageGroup("memory", (Stage.MEMORY,), memory.run, memory.apply),
+    StageGroup(
+        "pgr-validation",
+        (Stage.PGR,),
+        pgr_validation.run,
+        pgr_validation.apply,
+        pgr_validation.enabled,
+    ),
 )
 """Every stage group, in the order it runs."""
 
 
-def stage_named(name: str) -> Stage[Any]:
-    for stage in STAGES:
+def group_named(name: str) -> StageGroup[Any]:
+    for stage in STAGE_GROUPS:
         if stage.name == name:
             return stage
-    raise ValueError(f"unknown stage {name!r}; known: {', '.join(s.name for s in STAGES)}")
+    raise ValueError(f"unknown stage {name!r}; known: {', '.join(s.name for s in STAGE_GROUPS)}")
 
 
-Execute = Callable[[Stage[Any], PersonaState], Awaitable[BaseModel]]
+Execute = Callable[[StageGroup[Any], PersonaState], Awaitable[BaseModel]]
 """Runs one stage group on a state and returns its output (the Prefect flow runs it as a cached task)."""
 
 
@@ -133,9 +150,9 @@ class PipelineObserver(Protocol):
         """Every enabled stage group is done for ``persona``."""
 
 
-def enabled_stages(settings: Settings) -> list[Stage[Any]]:
+def enabled_groups(settings: Settings) -> list[StageGroup[Any]]:
     """The stage groups these settings run, in order."""
-    return [stage for stage in STAGES if stage.enabled(settings)]
+    return [stage for stage in STAGE_GROUPS if stage.enabled(settings)]
 
 
 async def run_persona(
@@ -154,7 +171,7 @@ async def run_persona(
     """
     state = PersonaState(persona=persona)
     with lockstep.member() if lockstep is not None else contextlib.nullcontext():
-        for stage in enabled_stages(settings):
+        for stage in enabled_groups(settings):
             if lockstep is not None:
                 await lockstep.reach(stage.name)
             if execute is None:

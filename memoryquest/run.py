@@ -41,7 +41,7 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.manifest import build_manifest
 from memoryquest.pgr.metrics import summarise, summary_markdown
-from memoryquest.pipeline import enabled_stages
+from memoryquest.pipeline import enabled_groups
 from memoryquest.progress import RunFigures
 from memoryquest.progress.figures import request_limit
 from memoryquest.run_lock import RunLock
@@ -126,7 +126,7 @@ def run_figures(
     """
     settings = run.settings
     return RunFigures(
-        [stage.name for stage in enabled_stages(settings)],
+        [stage.name for stage in enabled_groups(settings)],
         len(run.personas),
         client=client,
         requests_per_minute_limit=request_limit(client, settings.limits.requests_per_minute),

@@ -1,7 +1,7 @@
 """The stage groups declared once (memoryquest.pipeline): their order, names, and what each adds to a persona.
 
 Every way of running (in process, the Prefect flow, Dask, shards) executes
-:data:`memoryquest.pipeline.STAGES` through :func:`memoryquest.pipeline.run_persona`;
+:data:`memoryquest.pipeline.STAGE_GROUPS` through :func:`memoryquest.pipeline.run_persona`;
 here an ``execute`` that hands back canned outputs shows what the declaration
 does with them, without running a model.
 """
@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryquest.contracts import JudgeKind, RetrievalMethod
+from memoryquest.contracts import JudgeKind, RetrievalMethod, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.fingerprint import STAGE_ENTRIES
 from memoryquest.memory.extraction import MemoryStageResult
 from memoryquest.pgr.metrics import query_difficulty
-from memoryquest.pipeline import STAGES, Stage, run_persona, stage_named
+from memoryquest.pipeline import STAGE_GROUPS, StageGroup, group_named, run_persona
 from memoryquest.settings import Settings
 from memoryquest.stages.conversations import ConversationsResult
 from memoryquest.stages.pgr_validation import ValidationStageResult
@@ -32,12 +32,22 @@ except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.pa
 
 
 def test_the_stage_groups_in_order_are_the_fingerprinted_ones() -> None:
-    assert [s.name for s in STAGES] == ["queries", "conversations", "memory", "pgr-validation"]
-    assert list(STAGE_ENTRIES) == [s.name for s in STAGES]
-    for stage in STAGES:
+    assert [s.name for s in STAGE_GROUPS] == [
+        "queries",
+        "conversations",
+        "memory",
+        "pgr-validation",
+    ]
+    assert list(STAGE_ENTRIES) == [s.name for s in STAGE_GROUPS]
+    for stage in STAGE_GROUPS:
         assert STAGE_ENTRIES[stage.name] == (stage.module,)
         assert stage.module.startswith("memoryquest.stages."), stage.module
-        assert stage_named(stage.name) is stage
+        assert group_named(stage.name) is stage
+
+
+def test_every_stage_runs_in_exactly_one_group_in_pipeline_order() -> None:
+    """One vocabulary: the stages named by rejected and usage rows are the groups' stages."""
+    assert [stage for group in STAGE_GROUPS for stage in group.stages] == list(Stage)
 
 
 class Canned:
@@ -49,7 +59,7 @@ class Canned:
         first, second, third = (q.query_id for q in rows.queries[:3])
         self.dropped, self.withdrawn, self.kept = first, second, third
 
-    async def __call__(self, stage: Stage[Any], state: PersonaState) -> BaseModel:
+    async def __call__(self, stage: StageGroup[Any], state: PersonaState) -> BaseModel:
         self.seen.append((stage.name, [q.query_id for q in state.queries]))
         rows = self.rows
         if stage.name == "queries":

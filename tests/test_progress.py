@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.pipeline import enabled_stages, generate_dataset
+from memoryquest.pipeline import enabled_groups, generate_dataset
 from memoryquest.progress import (
     ProgressMode,
     RunFigures,
@@ -115,7 +115,7 @@ def watched() -> tuple[RunFigures, GeneratedDataset]:
     settings = load_settings(overrides=SMALL)
     client = simulated_client()
     personas = load_users("user0")
-    figures = RunFigures([s.name for s in enabled_stages(settings)], len(personas), client=client)
+    figures = RunFigures([s.name for s in enabled_groups(settings)], len(personas), client=client)
     dataset = asyncio.run(generate_dataset(personas, client, settings, figures))
     return figures, dataset
 

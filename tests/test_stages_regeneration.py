@@ -12,7 +12,6 @@ from memoryquest.llm.errors import LLMContextLengthError, LLMOutputError, LLMTra
 from memoryquest.stages.common import failure_reason, rejected
 from memoryquest.stages.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
 
-
 PERSONA = make_id("persona", "user0")
 
 

@@ -44,7 +44,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
     from memoryquest.estimate import default_sample_dir, estimate_run, estimate_table
     from memoryquest.intake import PersonaSelection, load_personas
-    from memoryquest.pipeline import enabled_stages
+    from memoryquest.pipeline import enabled_groups
     from memoryquest.progress import ProgressMode, RunFigures, showing
 
     settings = settings_from_args(
@@ -56,7 +56,7 @@ def _estimate(args: argparse.Namespace) -> int:
     intake = load_personas(default_sample_dir(), PersonaSelection(count=args.sample))
     if intake.errors:
         raise ValueError(f"sample personas failed to load: {intake.errors[0]}")
-    figures = RunFigures([s.name for s in enabled_stages(settings)], len(intake.personas))
+    figures = RunFigures([s.name for s in enabled_groups(settings)], len(intake.personas))
 
     async def dry_run() -> RunEstimate:
         async with showing(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memoryquest.contracts import Fact, RejectedCandidate, RejectionReason
+from memoryquest.contracts import Fact, RejectedCandidate, RejectionReason, Stage
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
@@ -31,7 +31,7 @@ from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 
-STAGE = "memory"
+STAGE = Stage.MEMORY
 
 
 @dataclass
@@ -203,7 +203,7 @@ class _MergeJob(Regeneration[list[Fact], MergedFactAnswer, MergedFactAnswer]):
                 round.attempt,
             ),
             persona_id=self.persona_id,
-            stage="memory",
+            stage=STAGE,
             reason=reason,
             detail=f"merge of {member_fids} (attempt {round.attempt + 1}): {detail}"
             + ("; retries exhausted, the facts stay unmerged" if round.last else ""),

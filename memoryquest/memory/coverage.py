@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from memoryquest.contracts import Fact, Query, RejectedCandidate, RejectionReason
+from memoryquest.contracts import Fact, Query, RejectedCandidate, RejectionReason, Stage
 from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import final_text_problem, rejected
 
-STAGE = "memory"
+STAGE = Stage.MEMORY
 
 
 def uncovered_in(query: Query, snapshot: Iterable[MemoryItem]) -> list[str]:

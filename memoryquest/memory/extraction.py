@@ -37,6 +37,7 @@ from memoryquest.contracts import (
     RejectionReason,
     Role,
     Session,
+    Stage,
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
@@ -52,7 +53,7 @@ from memoryquest.stages.common import TRIM_LEVELS, failure_reason
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import best_sentence, content_words, locate, sentences_covering
 
-STAGE = "memory"
+STAGE = Stage.MEMORY
 # A quote copies a sentence's opening words, not the sentence: enough to name it among the
 # turn's sentences, and about a third of the stage's output tokens less.
 QUOTE_WORDS = 6
@@ -424,7 +425,7 @@ def _rejection(
     return RejectedCandidate(
         rejected_id=make_id("rejected", persona_id, ExtractionInputs.template_id, anchor, attempt),
         persona_id=persona_id,
-        stage="memory",
+        stage=STAGE,
         reason=reason,
         detail=f"extraction over sessions {session_ids} (attempt {attempt + 1}): {detail}{note}",
         payload_json=json.dumps({"session_ids": session_ids, "answer": answer}, ensure_ascii=False),

@@ -17,11 +17,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memoryquest.contracts import Fact
+from memoryquest.contracts import Fact, Stage
 from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 
-EMBED_STAGE = "pgr"
+EMBED_STAGE = Stage.PGR
 
 
 class Hit(NamedTuple):

@@ -46,6 +46,7 @@ from memoryquest.contracts import (
     RejectedCandidate,
     RejectionReason,
     RetrievalMethod,
+    Stage,
     ValidationResult,
 )
 from memoryquest.ids import make_id
@@ -111,7 +112,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STAGE = "pgr"
+STAGE = Stage.PGR
 
 
 @dataclass(frozen=True)

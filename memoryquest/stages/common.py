@@ -17,6 +17,7 @@ from memoryquest.contracts import (
     Query,
     RejectedCandidate,
     RejectionReason,
+    Stage,
     TaskBrief,
     parse_date,
     parse_domain,
@@ -107,7 +108,7 @@ def cosine_rows(vectors: np.ndarray, left: list[int], right: list[int]) -> np.nd
 
 def rejected(
     persona_id: str,
-    stage: str,
+    stage: Stage,
     reason: RejectionReason,
     detail: str,
     payload: BaseModel | dict[str, Any] | str,

@@ -18,7 +18,7 @@ import asyncio
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import Persona, Query, RejectedCandidate, Session, Timeline
+from memoryquest.contracts import Persona, Query, RejectedCandidate, Session, Stage, Timeline
 from memoryquest.llm.client import ModelClient
 from memoryquest.settings import Settings
 from memoryquest.stages.dialogues import expand_dialogues
@@ -109,7 +109,7 @@ async def gamma_said(
     if not pairs:
         return {}
     texts = list(dict.fromkeys(t for q, sentences in pairs for t in (q.text, *sentences)))
-    vectors = await client.embed(texts, stage="dialogues")
+    vectors = await client.embed(texts, stage=Stage.DIALOGUES)
     row = {text: index for index, text in enumerate(texts)}
     return {
         q.query_id: float(np.mean([vectors[row[s]] @ vectors[row[q.text]] for s in sentences]))

@@ -1,4 +1,4 @@
-"""Stage 5: every timeline event becomes one dated user–assistant conversation.
+"""The ``dialogues`` stage: every timeline event becomes one dated user–assistant conversation.
 
 One LLM call per event, all of a timeline's calls sent together. The model sees
 the event, the user's demographics, and the domain's interaction summary and
@@ -32,6 +32,7 @@ from memoryquest.contracts import (
     RejectionReason,
     Role,
     Session,
+    Stage,
     TaskKind,
     Timeline,
     TimelineEvent,
@@ -47,7 +48,7 @@ from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import locate, normalise_text, sentence_spans
 
-STAGE = "dialogues"
+STAGE = Stage.DIALOGUES
 
 
 class DialogueStageResult(BaseModel):

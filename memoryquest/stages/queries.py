@@ -1,4 +1,4 @@
-"""Stage 2 + 3: candidate in-situ queries with required references, then the γ filter and per-reference gates.
+"""The ``queries`` stage: candidate in-situ queries with required references, then the γ filter and per-reference gates.
 
 One LLM call proposes ``candidates_per_user`` candidates for a persona. Each is
 checked against the rules of SPEC §2 (reference count, dates before the query,
@@ -38,6 +38,7 @@ from memoryquest.contracts import (
     Reference,
     RejectedCandidate,
     RejectionReason,
+    Stage,
 )
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
@@ -62,7 +63,7 @@ from memoryquest.stages.regeneration import GIVE_UP, GiveUp, Regeneration, Round
 from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 
-STAGE = "queries"
+STAGE = Stage.QUERIES
 # The template's max_output_tokens is sized for this many candidates (the default candidates_per_user).
 SIZED_FOR_CANDIDATES = GenerationSettings.model_fields["candidates_per_user"].default
 

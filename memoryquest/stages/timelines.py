@@ -1,4 +1,4 @@
-"""Stage 4: a dated timeline of events leading up to one query.
+"""The ``timelines`` stage: a dated timeline of events leading up to one query.
 
 The model lays out ``events_min..events_max`` events in ascending date order:
 the first shortly before the earliest reference (at most ``lead_days_max``
@@ -40,6 +40,7 @@ from memoryquest.contracts import (
     Query,
     RejectedCandidate,
     RejectionReason,
+    Stage,
     TaskKind,
     Timeline,
     TimelineEvent,
@@ -62,7 +63,7 @@ from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
 from memoryquest.text import split_sentences, without_lead_in
 
-STAGE = "timelines"
+STAGE = Stage.TIMELINES
 
 
 class TimelineStageResult(BaseModel):
