@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.pgr.sample import sample_dataset
 from memoryquest.pgr.winrate_contracts import WinRateReport
+from memoryquest.publish import WIN_RATE_FILE
+
+try:
+    from tests.test_explorer_data import read_index
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from test_explorer_data import read_index
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +121,10 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     win_rows = [r for r in table if len(r) == 10]  # method baseline n 4×recall rate [CI] tally
     assert [r[1] for r in win_rows] == ["query_only", "bm25", "random"]
     assert all(r[2] == "2" and re.fullmatch(r"\[[\d.]+,[\d.]+\]", r[8]) for r in win_rows)
-    assert f"wrote the Win Rate report to {out.parent / 'pgr.winrate.json'}" in printed
+    assert (
+        f"wrote the Win Rate report to {out.parent / 'pgr.winrate.json'} (give it to "
+        f"`memoryquest publish` and `memoryquest explore` as --win-rate-report {out.parent / 'pgr.winrate.json'})"
+    ) in printed
 
     report = WinRateReport.model_validate_json(
         (out.parent / "pgr.winrate.json").read_text(encoding="utf-8")
@@ -137,6 +147,28 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     # The results carry the answer each retrieval was judged by.
     every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(every) == 2 * 4 and all(line["answer"] for line in every)
+
+
+def test_win_rate_without_output_goes_beside_the_dataset_where_explore_finds_it(
+    dataset_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_settings_env: pytest.MonkeyPatch,
+) -> None:
+    copy = tmp_path / "dataset"
+    shutil.copytree(dataset_dir, copy)
+    code = run(copy, tmp_path, "--method", "pgr_tot", "--judge", "provenance", "--win-rate")
+    assert code == 0
+    report_path = copy / WIN_RATE_FILE
+    assert (
+        f"wrote the Win Rate report to {report_path} "
+        "(`memoryquest publish` and `memoryquest explore` show it)"
+    ) in capsys.readouterr().out
+    report = WinRateReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+    assert [r.baseline.value for r in report.rows] == ["query_only", "bm25", "random"]
+    assert main(["explore", str(copy)]) == 0
+    rows = read_index(copy / "explorer")["win_rates"]["rows"]
+    assert [row["n"] for row in rows] == [r.n for r in report.rows] == [2, 2, 2]
 
 
 def test_win_rate_bad_input_is_one_line_and_loses_nothing(

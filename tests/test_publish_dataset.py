@@ -13,10 +13,13 @@ import yaml
 from pydantic import SecretStr
 
 from memoryquest.cli.main import main
-from memoryquest.contracts import TABLES, Turn
+from memoryquest.contracts import TABLES, RetrievalMethod, Turn
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.pgr.winrate import win_rate_report
+from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
 from memoryquest.publish import (
     PRIMARY_KEYS,
+    WIN_RATE_FILE,
     AuditFailedError,
     PublishError,
     load_published,
@@ -29,8 +32,12 @@ from memoryquest.settings import AuditSettings, Settings
 
 try:
     from tests.publish_fixture import build_publish_fixture
+    from tests.test_explorer_data import read_index
+    from tests.test_publish_card import with_baselines
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from publish_fixture import build_publish_fixture
+    from test_explorer_data import read_index
+    from test_publish_card import with_baselines
 
 SECRET = "sk-test-DO-NOT-PUBLISH-7f3a9c1e5b"
 
@@ -476,3 +483,143 @@ def test_the_publish_command_refuses_a_failed_audit_in_one_line(
         "memoryquest: error: refusing to publish: the validity audit failed"
     ), captured.err
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- the Win Rate report
+
+
+@pytest.fixture(scope="module")
+def judged(dataset: GeneratedDataset) -> tuple[GeneratedDataset, WinRateReport]:
+    """The fixture with BM25 at each PGR-ToT budget, and the Win Rate report of their answers."""
+    with_bm25 = with_baselines(dataset)
+    tot, bm25 = RetrievalMethod.PGR_TOT, RetrievalMethod.BM25
+    queries = sorted({r.query_id for r in with_bm25.validation if r.method is tot})
+    scores = [(1.0, 0.5, 0.0)[i % 3] for i in range(len(queries))]  # won, split, lost, ...
+    pairs = [
+        ScoredPair(
+            query_id=query,
+            method=tot,
+            baseline=bm25,
+            pgr_first="pgr" if score > 0 else "baseline",
+            baseline_first="pgr" if score == 1.0 else "baseline",
+            score=score,
+        )
+        for query, score in zip(queries, scores, strict=True)
+    ]
+    return with_bm25, win_rate_report(pairs, with_bm25.validation, samples=200)
+
+
+def _publish_command(source: Path, destination: Path, *extra: str) -> int:
+    return main(
+        ["publish", str(source), "--output", str(destination), "--allow-failed-audit", *extra]
+    )
+
+
+@pytest.mark.parametrize("where", ["beside the dataset", "--win-rate-report"])
+def test_publish_shows_the_win_rate_report_in_the_card_and_the_explorer(
+    where: str,
+    judged: tuple[GeneratedDataset, WinRateReport],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dataset, report = judged
+    source = dataset.save(tmp_path / "dataset")
+    if where == "beside the dataset":  # where `pgr run DIR --win-rate` writes it without --output
+        report_path = source / WIN_RATE_FILE
+        extra: tuple[str, ...] = ()
+    else:  # where `pgr run DIR --win-rate --output elsewhere/results.jsonl` wrote it
+        report_path = tmp_path / "elsewhere" / "results.winrate.json"
+        report_path.parent.mkdir()
+        extra = ("--win-rate-report", str(report_path))
+    report_path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    destination = tmp_path / "hub"
+    assert _publish_command(source, destination, *extra) == 0
+    assert f"with the Win Rate table of {report_path}" in capsys.readouterr().out
+
+    card = (destination / "README.md").read_text(encoding="utf-8")
+    (row,) = report.rows
+    interval = f"{100 * row.win_rate_low:.1f}..{100 * row.win_rate_high:.1f}%"
+    assert "#### Answer-level Win Rate" in card
+    assert (
+        f"| `pgr_tot` | `bm25` | {row.n} | {row.recall:.3f} | {row.recall_exact:.3f} | "
+        f"{row.baseline_recall:.3f} | {row.baseline_recall_exact:.3f} | "
+        f"{100 * row.win_rate:.1f}% ({interval}) | {row.wins} / {row.ties} / {row.losses} |"
+    ) in card
+    assert read_index(destination / "explorer")["win_rates"]["rows"][0]["label"] == (
+        "PGR-ToT vs BM25"
+    )
+    # A copy is published at the root (listed with its checksum), where `explore` finds it again.
+    kept = WinRateReport.model_validate_json(
+        (destination / WIN_RATE_FILE).read_text(encoding="utf-8")
+    )
+    assert kept == report
+    manifest = json.loads((destination / "manifest.json").read_text(encoding="utf-8"))
+    assert WIN_RATE_FILE in {f["path"] for f in manifest["publish"]["files"]}
+
+
+def test_without_a_win_rate_report_the_card_has_no_win_rate(
+    judged: tuple[GeneratedDataset, WinRateReport], tmp_path: Path
+) -> None:
+    dataset, _ = judged
+    source = dataset.save(tmp_path / "dataset")
+    assert _publish_command(source, tmp_path / "hub") == 0
+    assert "Win Rate" not in (tmp_path / "hub" / "README.md").read_text(encoding="utf-8")
+    assert not (tmp_path / "hub" / WIN_RATE_FILE).exists()
+    assert "win_rates" not in read_index(tmp_path / "hub" / "explorer")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            '{"rows": [',
+            "is not a Win Rate report of `memoryquest pgr run --win-rate`: Invalid JSON",
+        ),
+        ('{"rows": []}', "bootstrap_samples: Field required"),
+        (b"\xff\xfe not text", "cannot read the Win Rate report"),
+        ("another dataset", "is the Win Rate report of another dataset: it judged query"),
+        (None, "cannot read the Win Rate report"),
+    ],
+)
+def test_a_bad_win_rate_report_is_one_line_naming_it_and_nothing_is_published(
+    content: str | bytes | None,
+    message: str,
+    judged: tuple[GeneratedDataset, WinRateReport],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dataset, report = judged
+    source = dataset.save(tmp_path / "dataset")
+    bad = source / WIN_RATE_FILE
+    if content is None:
+        bad.mkdir()
+    elif isinstance(content, bytes):
+        bad.write_bytes(content)
+    elif content == "another dataset":
+        strangers = [p.model_copy(update={"query_id": "q-not-here"}) for p in report.pairs]
+        bad.write_text(report.model_copy(update={"pairs": strangers}).model_dump_json())
+    else:
+        bad.write_text(content, encoding="utf-8")
+    destination = tmp_path / "hub"
+    assert _publish_command(source, destination) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("memoryquest: error: ") and str(bad) in captured.err
+    assert message in captured.err
+    assert not destination.exists()
+
+
+def test_a_missing_win_rate_report_named_by_the_flag_is_an_error(
+    judged: tuple[GeneratedDataset, WinRateReport],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dataset, _ = judged
+    source = dataset.save(tmp_path / "dataset")
+    missing = tmp_path / "results.winrate.json"
+    assert _publish_command(source, tmp_path / "hub", "--win-rate-report", str(missing)) == 2
+    assert capsys.readouterr().err == (
+        f"memoryquest: error: --win-rate-report {missing} does not exist\n"
+    )
+    assert not (tmp_path / "hub").exists()

@@ -1,4 +1,12 @@
-"""``memoryquest explore DIR``: the static dataset explorer for a generated or published dataset."""
+"""``memoryquest explore DIR``: the static dataset explorer for a generated or published dataset.
+
+It shows the audit `memoryquest audit --write` left beside a generated dataset
+(``audit.json``), and the Win Rate report of ``memoryquest pgr run --win-rate``
+found beside the dataset (``pgr.winrate.json``: where ``pgr run`` writes it
+without ``--output``, and where ``publish`` keeps a copy) or named by
+``--win-rate-report``. A report that cannot be used is a one-line error before
+anything is written; no report, no Win Rate table.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ import tempfile
 import time
 import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryquest.cli.inputs import (
     GENERATED_MARKER,
@@ -17,7 +26,11 @@ from memoryquest.cli.inputs import (
     check_output_target,
 )
 from memoryquest.cli.main import add_common_options, settings_from_args
+from memoryquest.cli.publish import add_win_rate_report_option, win_rate_report_path
 from memoryquest.dataset import swap_into_place
+
+if TYPE_CHECKING:
+    from memoryquest.pgr.winrate_contracts import WinRateReport
 
 AUDIT_FILE = "audit.json"  # written next to a generated dataset by `memoryquest audit DIR --write`
 PUBLISHED_MARKER = "manifest.json"
@@ -28,7 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Show a dataset in the browser: personas and their queries (gamma, cosines, difficulty, recall "
         "per method), one query's references and timeline, each session's dialogue with the reference "
         "sentence highlighted and the facts extracted from it, what each retrieval method found, and "
-        "the audit beside the card's plots. A published dataset already holds one in explorer/; for a "
+        "the audit beside the card's plots, and the Win Rate of `pgr run --win-rate` when its report "
+        "is found. A published dataset already holds one in explorer/; for a "
         "generated dataset (or to rebuild) the explorer is written to --output. It is a folder of "
         "static files: open index.html from disk, no server needed."
     )
@@ -41,6 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--open", action="store_true", help="open the explorer in the default web browser"
     )
+    add_win_rate_report_option(parser)
     parser.set_defaults(func=_explore)
 
 
@@ -105,9 +120,11 @@ def _audit(kind: str, dataset_dir: Path) -> dict[str, object] | None:
     return document if isinstance(document, dict) else None
 
 
-def _build(args: argparse.Namespace, kind: str, output: Path) -> tuple[int, int, float]:
+def _build(
+    args: argparse.Namespace, kind: str, output: Path, report: Path | None
+) -> tuple[int, int, float]:
     from memoryquest.dataset import GeneratedDataset
-    from memoryquest.publish import load_published
+    from memoryquest.publish import load_published, read_win_rate_report
     from memoryquest.publish.explorer import PLOT_CAPTIONS, Plot, write_explorer
 
     started = time.perf_counter()
@@ -120,6 +137,11 @@ def _build(args: argparse.Namespace, kind: str, output: Path) -> tuple[int, int,
         if dataset.manifest is not None and dataset.manifest.audit is not None
         else _audit(kind, dataset_dir)
     )
+    win_rates: WinRateReport | None = (
+        None
+        if report is None
+        else read_win_rate_report(report, [q.query_id for q in dataset.queries])
+    )
     plots = []
     if kind == "published":
         plots = [
@@ -131,7 +153,7 @@ def _build(args: argparse.Namespace, kind: str, output: Path) -> tuple[int, int,
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.explore-", dir=output.parent))
     try:
         staging.chmod(0o755)
-        files = write_explorer(dataset, staging, audit=audit, plots=plots)
+        files = write_explorer(dataset, staging, audit=audit, plots=plots, win_rates=win_rates)
         swap_into_place(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -147,11 +169,17 @@ def _explore(args: argparse.Namespace) -> int:
     dataset_dir: Path = args.dataset_dir
     kind = _check_dataset_dir(dataset_dir)
     output: Path = args.output if args.output is not None else dataset_dir / EXPLORER_DIR
+    report = win_rate_report_path(args, dataset_dir)
     if args.output is None and kind == "published" and _is_explorer(output):
+        if args.win_rate_report is not None:
+            raise ExploreError(
+                f"{dataset_dir} is published with its explorer, which is not rebuilt in place: "
+                "give --output DIR to build one with --win-rate-report"
+            )
         print(f"explorer: {(output / ENTRY_FILE).absolute()}")
     else:
         _check_output(output)
-        files, size, seconds = _build(args, kind, output)
+        files, size, seconds = _build(args, kind, output, report)
         print(f"explorer: {(output / ENTRY_FILE).absolute()}")
         print(
             f"  {files} files, {size:,} bytes, built in {seconds:.2f} s from the {kind} dataset {dataset_dir}"

@@ -6,7 +6,9 @@ given exactly its budget, with bootstrap intervals — the comparison to read.
 With ``--win-rate`` a third compares answers (:mod:`memoryquest.pgr.winrate`):
 PGR's, from its facts and prospection summary, against each baseline's at the
 same budget, judged pairwise in both orders; the report is written next to
-``--output`` as ``<name>.winrate.json``.
+``--output`` as ``<name>.winrate.json``, or without ``--output`` beside the
+dataset as ``pgr.winrate.json``, where ``memoryquest publish`` and
+``memoryquest explore`` look for it (elsewhere, give them ``--win-rate-report``).
 
 While it runs, progress is shown per query (:mod:`memoryquest.progress`): each
 query is validated on its own, all of them concurrently over one shared
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
     from memoryquest.pgr.winrate_contracts import WinRateReport
 
 WIN_RATE_SUFFIX = ".winrate.json"  # beside the results file: pgr.jsonl -> pgr.winrate.json
+# Without --output the report goes in the dataset directory, where publish and explore look for it
+# (memoryquest.publish.WIN_RATE_FILE; not imported here: that module is slow to import).
+DEFAULT_WIN_RATE_REPORT = "pgr" + WIN_RATE_SUFFIX
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
 
 
@@ -296,7 +301,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also compare answers: PGR's (with its prospection summary) against each budget-matched "
         "baseline's, judged pairwise in both orders; prints the Win Rate with 95%% bootstrap intervals "
-        f"beside Recall and RecallExact and writes it next to --output (NAME{WIN_RATE_SUFFIX})",
+        f"beside Recall and RecallExact and writes it next to --output (NAME{WIN_RATE_SUFFIX}), "
+        f"or without --output to DATASET_DIR/{DEFAULT_WIN_RATE_REPORT}, where `memoryquest publish` "
+        "and `memoryquest explore` find it",
     )
     add_progress_options(run)
     add_verbose_option(run)
@@ -320,6 +327,15 @@ def _run(args: argparse.Namespace) -> int:
     dataset = dataset_dir(args)
     inputs = load_for_pgr(dataset)
     queries = select_users(inputs, PersonaSelection.parse(users=args.users).user_ids)
+    report_target: Path | None = None
+    if args.win_rate:
+        report_target = (
+            win_rate_path(args.output)
+            if args.output is not None
+            else dataset / DEFAULT_WIN_RATE_REPORT
+        )
+        if args.output is None:
+            check_output_target(report_target, directory=False)
     display = Display(ProgressMode(args.progress), args.progress_seconds)
     with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
         results, report = asyncio.run(
@@ -340,11 +356,17 @@ def _run(args: argparse.Namespace) -> int:
             ],
         )
         print(f"wrote {len(results)} results to {args.output}")
-        if report is not None:
-            target = win_rate_path(args.output)
-            write_atomically(target, [report.model_dump_json(indent=2) + "\n"])
-            print(f"wrote the Win Rate report to {target}")
+    if report is not None and report_target is not None:
+        write_atomically(report_target, [report.model_dump_json(indent=2) + "\n"])
+        print(f"wrote the Win Rate report to {report_target}{_where_read(report_target, dataset)}")
     return 0
+
+
+def _where_read(report: Path, dataset: Path) -> str:
+    """How publish and explore find ``report``: by themselves beside the dataset, else by name."""
+    if report.absolute() == (dataset / DEFAULT_WIN_RATE_REPORT).absolute():
+        return " (`memoryquest publish` and `memoryquest explore` show it)"
+    return f" (give it to `memoryquest publish` and `memoryquest explore` as --win-rate-report {report})"
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,20 @@ Its log goes to the ``logs`` directory of the run that wrote the dataset
 (``publish.log``), and to stderr only with ``--verbose``
 (:mod:`memoryquest.cli.run_log`); a refusal (a failed audit) is one line on
 stderr, exit code 1.
+
+The Win Rate report of ``memoryquest pgr run --win-rate`` is published with
+the dataset when it lies beside it (``DATASET_DIR/pgr.winrate.json``, where
+``pgr run`` writes it without ``--output``) or is named by
+``--win-rate-report``: the card and the explorer then show its table. A
+report that cannot be read, is not one, or judged queries the dataset does
+not have is a one-line error, and nothing is published.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from memoryquest.cli.inputs import (
     add_dataset_argument,
@@ -41,12 +49,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="publish even when the validity audit fails; the card's first line then says it failed",
     )
+    add_win_rate_report_option(parser)
     add_verbose_option(parser)
     parser.set_defaults(func=_publish)
 
 
+def add_win_rate_report_option(parser: argparse.ArgumentParser) -> None:
+    """``--win-rate-report PATH`` (shared with ``memoryquest explore``)."""
+    parser.add_argument(
+        "--win-rate-report",
+        type=Path,
+        metavar="PATH",
+        help="the Win Rate report of `memoryquest pgr run --win-rate` to show in the card and the "
+        "explorer (default: DATASET_DIR/pgr.winrate.json if it exists, where `pgr run --win-rate` "
+        "writes it without --output)",
+    )
+
+
+def win_rate_report_path(args: argparse.Namespace, dataset_dir: Path) -> Path | None:
+    """The report named by ``--win-rate-report`` (which must exist), else the one beside the
+    dataset, else None: no report, no Win Rate table."""
+    from memoryquest.publish import WIN_RATE_FILE
+
+    given: Path | None = args.win_rate_report
+    if given is not None:
+        if not given.exists():
+            raise ValueError(f"--win-rate-report {given} does not exist")
+        return given
+    beside = dataset_dir / WIN_RATE_FILE
+    return beside if beside.exists() else None
+
+
 def _publish(args: argparse.Namespace) -> int:
-    from memoryquest.publish import AuditFailedError, publish_dataset
+    from memoryquest.publish import AuditFailedError, publish_dataset, read_win_rate_report
     from memoryquest.publish.splits import SPLITS
 
     settings = settings_from_args(args)
@@ -55,10 +90,20 @@ def _publish(args: argparse.Namespace) -> int:
     check_output_target(args.output, directory=True)
     source = dataset_dir(args)
     dataset = load_generated(source)
+    report_path = win_rate_report_path(args, source)
+    win_rates = (
+        None
+        if report_path is None
+        else read_win_rate_report(report_path, [q.query_id for q in dataset.queries])
+    )
     try:
         with command_log(args, log_dir_of_dataset(source) / PUBLISH_LOG):
             report = publish_dataset(
-                dataset, args.output, settings, allow_failed_audit=args.allow_failed_audit
+                dataset,
+                args.output,
+                settings,
+                allow_failed_audit=args.allow_failed_audit,
+                win_rates=win_rates,
             )
     except AuditFailedError as exc:
         print(f"memoryquest: error: {one_line(str(exc))}", file=sys.stderr)
@@ -71,6 +116,8 @@ def _publish(args: argparse.Namespace) -> int:
     users = "  ".join(f"{split} {len(report.users[split])}" for split in SPLITS)
     print(f"  users: {users}")
     print(f"dataset card: {report.card}")
+    if report_path is not None:
+        print(f"  with the Win Rate table of {report_path}")
     print(
         f"{len(report.files)} files, {sum(f.bytes for f in report.files):,} bytes, {report.seconds:.2f} s"
     )

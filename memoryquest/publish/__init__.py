@@ -8,9 +8,17 @@ Layout of a published dataset::
     data/<config>/<split>-00000-of-00001.parquet
     jsonl/<config>/<split>.jsonl               the same rows as JSON Lines
     plots/*.png                                figures embedded in the card
+    pgr.winrate.json                           answer-level Win Rate report, when one was given
 
 The whole directory is built next to the destination and renamed into place,
 so readers see the previous dataset or the new one, never a mix.
+
+The Win Rate report of ``memoryquest pgr run --win-rate`` is not part of the
+generated tables: it lives beside them as ``pgr.winrate.json``
+(:data:`WIN_RATE_FILE`, where ``pgr run`` writes it without ``--output``), or
+wherever ``--output`` put it. :func:`read_win_rate_report` reads and checks it;
+``publish_dataset(..., win_rates=...)`` shows it in the card and the explorer
+and keeps a copy at the root, where ``memoryquest explore`` finds it again.
 """
 
 from __future__ import annotations
@@ -19,17 +27,18 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 import memoryquest
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
 from memoryquest.dataset import GeneratedDataset, swap_into_place, write_jsonl
+from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
 from memoryquest.publish.card import CardInputs, render_card
@@ -51,13 +60,16 @@ __all__ = [
     "PublishError",
     "PublishReport",
     "PublishedFile",
+    "WIN_RATE_FILE",
     "load_published",
     "publish_dataset",
+    "read_win_rate_report",
 ]
 
 MANIFEST_FILE = "manifest.json"
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE.md"
+WIN_RATE_FILE = "pgr.winrate.json"  # beside a dataset (generated or published): its Win Rate report
 
 PRIMARY_KEYS: dict[str, str] = {
     "personas": "persona_id",
@@ -104,6 +116,44 @@ class PublishReport:
     users: dict[str, list[str]]  # split -> persona ids
     files: tuple[PublishedFile, ...]
     seconds: float
+
+
+# --------------------------------------------------------------------------- the Win Rate report
+
+
+def read_win_rate_report(path: Path, query_ids: Collection[str] | None = None) -> WinRateReport:
+    """The report ``memoryquest pgr run --win-rate`` wrote at ``path``.
+
+    ``query_ids``: the dataset's queries; a report that judged a query not
+    among them belongs to another dataset. Anything wrong is a one-line
+    :class:`PublishError` naming ``path``.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PublishError(f"cannot read the Win Rate report {path}: {reason}") from None
+    try:
+        report = WinRateReport.model_validate_json(text)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        problem = f"{where}: {error['msg']}" if where else str(error["msg"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise PublishError(
+            f"{path} is not a Win Rate report of `memoryquest pgr run --win-rate`: {problem}{more}"
+        ) from None
+    if query_ids is not None:
+        known = set(query_ids)
+        strangers = sorted({pair.query_id for pair in report.pairs} - known)
+        if strangers:
+            more = f" (and {len(strangers) - 1} more)" if len(strangers) > 1 else ""
+            raise PublishError(
+                f"{path} is the Win Rate report of another dataset: it judged query "
+                f"{strangers[0]}{more}, which this dataset does not have"
+            )
+    return report
 
 
 # --------------------------------------------------------------------------- publishing
@@ -189,6 +239,7 @@ def _build(
     root: Path,
     settings: Settings,
     audit: AuditReport,
+    win_rates: WinRateReport | None = None,
 ) -> PublishReport:
     secrets = _secrets(settings)
     assignment = assign_splits(_persona_ids(dataset), settings.publish)
@@ -241,14 +292,20 @@ def _build(
             audit_markdown=audit_markdown(audit),
             audit_failures=audit.failures,
             audit_targets_missed=audit.targets_missed,
+            win_rates=win_rates,
         )
     )
     (root / CARD_FILE).write_text(card, encoding="utf-8")
+    if win_rates is not None:
+        (root / WIN_RATE_FILE).write_text(
+            win_rates.model_dump_json(indent=2) + "\n", encoding="utf-8"
+        )
     write_explorer(
         dataset,
         root / EXPLORER_DIR,
         manifest=public_manifest,
         plots=[Plot(root / path, caption) for path, caption in figures],
+        win_rates=win_rates,
     )
 
     files = tuple(
@@ -297,6 +354,7 @@ def publish_dataset(
     settings: Settings,
     *,
     allow_failed_audit: bool = False,
+    win_rates: WinRateReport | None = None,
 ) -> PublishReport:
     """Write ``dataset`` to ``destination`` in the published layout, atomically.
 
@@ -304,6 +362,8 @@ def publish_dataset(
     dataset (which is replaced only once the new one is complete). The
     validity audit runs first; a dataset that fails it is refused, unless
     ``allow_failed_audit``, in which case the card's first line says so.
+    ``win_rates`` (:func:`read_win_rate_report`) adds the Win Rate table to
+    the card and the explorer and is kept as ``WIN_RATE_FILE``.
     """
     started = time.perf_counter()
     if dataset.manifest is None:
@@ -323,7 +383,7 @@ def publish_dataset(
     staging = Path(tempfile.mkdtemp(prefix=staging_prefix(destination), dir=destination.parent))
     try:
         staging.chmod(0o755)
-        report = _build(dataset, manifest, staging, settings, audit)
+        report = _build(dataset, manifest, staging, settings, audit, win_rates)
         swap_into_place(staging, destination)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
