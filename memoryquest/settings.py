@@ -120,6 +120,10 @@ class GenerationSettings(Section):
     reference_turn_similarity_min: float = Cosine(
         0.45, "The turn said to convey a reference must reach this cosine to it."
     )
+    fact_quote_similarity_min: float = Cosine(
+        0.35,
+        "An extracted fact must reach this cosine to the sentence it quotes (the quote supports it).",
+    )
     cosine_tolerance: float = Field(
         0.002, ge=0, le=1, description="Slack when validation recomputes stored cosines."
     )

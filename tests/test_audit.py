@@ -90,6 +90,7 @@ def test_report_has_every_check_and_counts_the_dataset(
         "repeated_sentences_assistant_turns",
         "uncovered_references",
         "stale_references",
+        "references_recovered_by_reask",
     ]
     assert (
         report.size.users == 2

@@ -81,3 +81,7 @@ def test_references_are_covered_only_by_facts_visible_on_the_query_date() -> Non
     # valid until the day before the query is stale; valid through the query date is not
     assert [i.reference_id for i in result.stale_references] == [refs[2].reference_id]
     assert result.stale_references[0].detail == "valid until 2024-04-30, query on 2024-05-01"
+    # A reference recovered by asking again counts only when it ends up covered.
+    reasked = {refs[0].reference_id, refs[1].reference_id}
+    again = ground_truth([query], {query.query_id: memory_as_of(facts, QUERY_DATE)}, reasked)
+    assert again.recovered_by_reask == 1

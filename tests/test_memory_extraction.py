@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from pathlib import Path
 
 import pytest
 from test_memory_history import make_session, user0_history, user0_persona
 
+from memoryquest.audit.run import reasked_references
 from memoryquest.contracts import Domain, Fact, FactState, FactStatus, RejectionReason
 from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
@@ -15,7 +17,9 @@ from memoryquest.llm.factory import build_client
 from memoryquest.memory.extraction import (
     build_memory,
     check_answer,
+    extraction_request,
     facts_to_show,
+    quote_support,
     shown_names,
     with_fids,
 )
@@ -188,6 +192,8 @@ async def test_an_uncited_reference_is_rejected_retried_and_the_rest_kept(
     assert "retries exhausted, kept 1 well-formed facts" in result.rejected[-1].detail
     assert len({r.rejected_id for r in result.rejected}) == 3
     assert [f.info for f in result.facts] == ["Is a big fan of Thai food"]
+    # Each rejection names the reference it left unquoted: the audit counts re-asks from them.
+    assert reasked_references(result.rejected) == {session.reference_id}
 
 
 def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -> None:
@@ -252,3 +258,22 @@ def test_shown_facts_go_by_short_names_that_answers_map_back_to_fids() -> None:
     assert [c.fid for c in changes] == [known, None]
     assert len(problems) == 1 and "'F2'" in problems[0]
     assert list(shown_names([])) == []
+
+
+async def test_a_fact_its_quoted_sentence_does_not_say_is_caught(client: ModelClient) -> None:
+    """A real extraction answer passes; the same answer with one fact's text swapped for an
+    unrelated one falls below ``fact_quote_similarity_min`` for that fact alone."""
+    persona = user0_persona()
+    batch = user0_history(persona)[:2]
+    answer = with_fids(await client.complete(extraction_request([], batch, 0)), {})
+    changes, problems = check_answer(answer, batch, set())
+    assert not problems and any(change.quotes for change in changes)
+    floor = GenerationSettings().fact_quote_similarity_min
+    support = await quote_support(changes, batch, client)
+    assert support and min(support.values()) >= floor
+    swapped = next(k for k in support)
+    changes[swapped] = dataclasses.replace(
+        changes[swapped], info="Collects vintage fountain pens from a shop in Osaka"
+    )
+    mutated = await quote_support(changes, batch, client)
+    assert [k for k, cosine in mutated.items() if cosine < floor] == [swapped]

@@ -10,6 +10,7 @@ in the memory as it stood on the query date.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from pydantic import BaseModel, Field
 
@@ -34,13 +35,21 @@ class GroundTruth(BaseModel):
     stale: int
     uncovered_references: list[ReferenceIssue] = Field(description=f"The first {LISTED}.")
     stale_references: list[ReferenceIssue] = Field(description=f"The first {LISTED}.")
+    recovered_by_reask: int = Field(
+        default=0,
+        description="Covered references that an extraction attempt left unquoted, credited only "
+        "after the extraction was asked again (a check the paper's pipeline does not have).",
+    )
 
 
 def ground_truth(
-    queries: Sequence[Query], memories: Mapping[str, Sequence[MemoryItem]]
+    queries: Sequence[Query],
+    memories: Mapping[str, Sequence[MemoryItem]],
+    reasked: AbstractSet[str] = frozenset(),
 ) -> GroundTruth:
-    """Covered, uncovered and stale references over ``queries``; ``memories`` maps query id to its snapshot."""
-    total = covered = 0
+    """Covered, uncovered and stale references over ``queries``; ``memories`` maps query id to its
+    snapshot, ``reasked`` holds the references an extraction attempt left unquoted."""
+    total = covered = recovered = 0
     uncovered: list[ReferenceIssue] = []
     stale: list[ReferenceIssue] = []
     for query in queries:
@@ -49,6 +58,7 @@ def ground_truth(
             total += 1
             if reference.reference_id not in missing:
                 covered += 1
+                recovered += reference.reference_id in reasked
             else:
                 uncovered.append(
                     ReferenceIssue(
@@ -72,4 +82,5 @@ def ground_truth(
         stale=len(stale),
         uncovered_references=uncovered[:LISTED],
         stale_references=stale[:LISTED],
+        recovered_by_reask=recovered,
     )

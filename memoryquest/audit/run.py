@@ -10,6 +10,7 @@ a usable benchmark meets: a missed target is listed, and fails nothing.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 
@@ -24,7 +25,7 @@ from memoryquest.audit.ground_truth import GroundTruth, ReferenceIssue, ground_t
 from memoryquest.audit.leakage import SHARED_WORDS_NOTED, Leakage, leakage
 from memoryquest.audit.material import Exchange, exchanges, session_halves
 from memoryquest.audit.report import AuditCheck, AuditReport, DatasetSize
-from memoryquest.contracts import Fact, Role
+from memoryquest.contracts import Fact, RejectedCandidate, Role, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.settings import AuditSettings, Settings
@@ -261,6 +262,10 @@ def _ground_truth_checks(result: GroundTruth, settings: AuditSettings) -> list[A
             result.uncovered_references, result.uncovered
         )
     stale = f"{result.stale} of {result.references} references expired before their query date"
+    reasked = (
+        f"{result.recovered_by_reask} of {result.covered} covered references were credited only "
+        "after an extraction that left them unquoted was asked again"
+    )
     if not stale_ok:
         stale += f" (> {settings.stale_max})" + _listed(result.stale_references, result.stale)
     return [
@@ -280,10 +285,27 @@ def _ground_truth_checks(result: GroundTruth, settings: AuditSettings) -> list[A
             passed=stale_ok,
             detail=stale,
         ),
+        AuditCheck(
+            name="references_recovered_by_reask",
+            value=result.recovered_by_reask,
+            threshold=None,
+            passed=True,
+            detail=reasked,
+        ),
     ]
 
 
 # --------------------------------------------------------------------------- entry point
+
+
+def reasked_references(rejected: Sequence[RejectedCandidate]) -> set[str]:
+    """The references some extraction attempt left unquoted (its rejection names them)."""
+    reasked: set[str] = set()
+    for row in rejected:
+        if row.stage is Stage.MEMORY:
+            payload = json.loads(row.payload_json)
+            reasked.update(payload.get("unquoted_reference_ids", ()))
+    return reasked
 
 
 def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
@@ -309,7 +331,7 @@ def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
         )
         for role in (Role.USER, Role.ASSISTANT)
     ]
-    truth = ground_truth(dataset.queries, memories)
+    truth = ground_truth(dataset.queries, memories, reasked_references(dataset.rejected))
     checks = [
         _ngram_check(ngram_result, config),
         *(_classifier_check(score, config) for score in classifiers),

@@ -329,7 +329,7 @@ async def _extract_batch(
     max_output_tokens: int | None = None,
 ) -> tuple[list[FactChange], int]:
     """The batch's writes and the number of calls they took; ``active`` is what the call sees."""
-    job = _ExtractionJob(store.persona_id, client, active, seed, max_output_tokens)
+    job = _ExtractionJob(store.persona_id, client, settings, active, seed, max_output_tokens)
     outcome = await regenerate(job, [batch], settings.max_regenerations + 1)
     rejected.extend(outcome.rejected)
     return outcome.kept.get(0, []), outcome.calls
@@ -343,11 +343,13 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
         self,
         persona_id: str,
         client: ModelClient,
+        settings: GenerationSettings,
         active: Sequence[Fact],
         seed: int,
         max_output_tokens: int | None,
     ) -> None:
-        self.persona_id, self.client, self.active = persona_id, client, active
+        self.persona_id, self.client, self.settings = persona_id, client, settings
+        self.active = active
         self.seed, self.max_output_tokens = seed, max_output_tokens
         self.active_fids = {f.fid for f in active}
         self.names = shown_names(active)
@@ -368,6 +370,20 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
         for position, batch, answer in answers:
             answer = with_fids(answer, self.names)
             changes, problems = check_answer(answer, batch, self.active_fids)
+            support = await quote_support(changes, batch, self.client)
+            floor = self.settings.fact_quote_similarity_min
+            unsupported = [k for k, cosine in support.items() if cosine < floor]
+            problems += [
+                f"fact {changes[k].info[:60]!r}: the sentence it quotes does not say it "
+                f"(cosine {support[k]:.3f} < {floor})"
+                for k in unsupported
+            ]
+            changes = [change for k, change in enumerate(changes) if k not in unsupported]
+            unquoted = [
+                s.reference_id
+                for s in batch
+                if s.reference_id and not any(change.credits(s) for change in changes)
+            ]
             if problems:
                 verdicts.append(
                     (
@@ -382,6 +398,7 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
                             answer.model_dump(mode="json"),
                             round.last,
                             salvaged=len(changes),
+                            unquoted=unquoted,
                         ),
                     )
                 )
@@ -404,6 +421,29 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
         )
 
 
+async def quote_support(
+    changes: Sequence[FactChange], batch: Sequence[Session], client: ModelClient
+) -> dict[int, float]:
+    """For each change that quotes a sentence, its cosine to the closest sentence it quotes: a
+    fact must say what its quote says, or retrieval credits the reference to the wrong text."""
+    sessions = {s.session_id: s for s in batch}
+    quoted: list[tuple[int, str]] = [
+        (k, sessions[sid].turns[turn].content[start:end])
+        for k, change in enumerate(changes)
+        for sid, spans in change.quotes.items()
+        for turn, start, end in spans
+    ]
+    if not quoted:
+        return {}
+    texts = [change.info for change in changes] + [sentence for _, sentence in quoted]
+    vectors = await client.embed(texts, stage=STAGE)
+    support: dict[int, float] = {}
+    for row, (k, _) in enumerate(quoted):
+        cosine = float(vectors[len(changes) + row] @ vectors[k])
+        support[k] = max(support.get(k, -1.0), cosine)
+    return support
+
+
 def _rejection(
     persona_id: str,
     anchor: str,
@@ -414,6 +454,7 @@ def _rejection(
     answer: object,
     exhausted: bool,
     salvaged: int | None = None,
+    unquoted: Sequence[str] = (),
 ) -> RejectedCandidate:
     note = ""
     if exhausted:
@@ -428,7 +469,15 @@ def _rejection(
         stage=STAGE,
         reason=reason,
         detail=f"extraction over sessions {session_ids} (attempt {attempt + 1}): {detail}{note}",
-        payload_json=json.dumps({"session_ids": session_ids, "answer": answer}, ensure_ascii=False),
+        payload_json=json.dumps(
+            {
+                "session_ids": session_ids,
+                "answer": answer,
+                # What the audit counts as recovered only by asking again (audit.ground_truth).
+                **({"unquoted_reference_ids": list(unquoted)} if unquoted else {}),
+            },
+            ensure_ascii=False,
+        ),
     )
 
 
