@@ -44,6 +44,7 @@ from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMeth
 from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
+from memoryquest.pgr.winrate_contracts import WIN_RATE_FILE, WIN_RATE_SUFFIX
 from memoryquest.progress import ProgressMode, RunFigures, showing
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.progress.figures import request_limit
@@ -52,10 +53,6 @@ from memoryquest.settings import PGRSettings, Settings
 if TYPE_CHECKING:
     from memoryquest.pgr.winrate_contracts import WinRateReport
 
-WIN_RATE_SUFFIX = ".winrate.json"  # beside the results file: pgr.jsonl -> pgr.winrate.json
-# Without --output the report goes in the dataset directory, where publish and explore look for it
-# (memoryquest.publish.WIN_RATE_FILE; not imported here: that module is slow to import).
-DEFAULT_WIN_RATE_REPORT = "pgr" + WIN_RATE_SUFFIX
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
 
 
@@ -302,7 +299,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also compare answers: PGR's (with its prospection summary) against each budget-matched "
         "baseline's, judged pairwise in both orders; prints the Win Rate with 95%% bootstrap intervals "
         f"beside Recall and RecallExact and writes it next to --output (NAME{WIN_RATE_SUFFIX}), "
-        f"or without --output to DATASET_DIR/{DEFAULT_WIN_RATE_REPORT}, where `memoryquest publish` "
+        f"or without --output to DATASET_DIR/{WIN_RATE_FILE}, where `memoryquest publish` "
         "and `memoryquest explore` find it",
     )
     add_progress_options(run)
@@ -330,9 +327,7 @@ def _run(args: argparse.Namespace) -> int:
     report_target: Path | None = None
     if args.win_rate:
         report_target = (
-            win_rate_path(args.output)
-            if args.output is not None
-            else dataset / DEFAULT_WIN_RATE_REPORT
+            win_rate_path(args.output) if args.output is not None else dataset / WIN_RATE_FILE
         )
         if args.output is None:
             check_output_target(report_target, directory=False)
@@ -364,7 +359,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _where_read(report: Path, dataset: Path) -> str:
     """How publish and explore find ``report``: by themselves beside the dataset, else by name."""
-    if report.absolute() == (dataset / DEFAULT_WIN_RATE_REPORT).absolute():
+    if report.absolute() == (dataset / WIN_RATE_FILE).absolute():
         return " (`memoryquest publish` and `memoryquest explore` show it)"
     return f" (give it to `memoryquest publish` and `memoryquest explore` as --win-rate-report {report})"
 

@@ -21,6 +21,9 @@ TIE = "tie"
 
 # --------------------------------------------------------------------------- what the model answers
 
+WIN_RATE_SUFFIX = ".winrate.json"  # beside a results file: pgr.jsonl -> pgr.winrate.json
+WIN_RATE_FILE = "pgr" + WIN_RATE_SUFFIX  # beside a dataset: where publish and explore look
+
 
 class PairwiseVerdict(BaseModel):
     """The comparison comes before the choice, so the choice follows from it."""

@@ -38,7 +38,7 @@ import memoryquest
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
 from memoryquest.dataset import GeneratedDataset, swap_into_place, write_jsonl
-from memoryquest.pgr.winrate_contracts import WinRateReport
+from memoryquest.pgr.winrate_contracts import WIN_RATE_FILE, WinRateReport
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
 from memoryquest.publish.card import CardInputs, render_card
@@ -69,7 +69,6 @@ __all__ = [
 MANIFEST_FILE = "manifest.json"
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE.md"
-WIN_RATE_FILE = "pgr.winrate.json"  # beside a dataset (generated or published): its Win Rate report
 
 PRIMARY_KEYS: dict[str, str] = {
     "personas": "persona_id",
