@@ -48,6 +48,13 @@ batch line has no HTTP headers, the hints travel in the line's
 ``batch_expire_after = n`` lets only the first n lines run and expires the
 rest (``batch_expired`` in the error file).
 
+Record and replay: ``FakeOpenAIServer(record=True)`` keeps every 200
+answer to a POST in ``server.recording``, keyed by the request's path and
+body bytes (:func:`request_key`); :class:`ReplayOpenAIServer` answers the
+same requests, sent again without simulator hints, from that recording, so
+an answer costs a dictionary look-up instead of a simulator run
+(``benchmarks/bench_pipeline_cpu.py`` measures the pipeline against it).
+
 The server is the stdlib ``ThreadingHTTPServer`` (one thread per connection,
 HTTP/1.1 keep-alive) on 127.0.0.1, port 0, run in a background thread::
 
@@ -387,6 +394,7 @@ class FakeOpenAIServer:
         batch_delay: float = 0.0,
         batch_expire_after: int | None = None,
         echo_key: bool = False,
+        record: bool = False,
     ) -> None:
         self._default_rpm = requests_per_minute
         self._defaults: dict[str, Any] = {
@@ -419,6 +427,8 @@ class FakeOpenAIServer:
         self.batch_delay = batch_delay  # and the seconds it stays in progress at least
         self.batch_expire_after = batch_expire_after  # lines run before a batch expires (None: all)
         self.echo_key = echo_key  # a refused key is repeated in the 401 body (a careless server)
+        # record=True: every 200 answer to a POST, by request_key(path, body bytes), for ReplayOpenAIServer.
+        self.recording: dict[str, bytes] | None = {} if record else None
         self.files: dict[str, _StoredFile] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines: list[LoggedRequest] = []
@@ -437,6 +447,7 @@ class FakeOpenAIServer:
         # Prompt caching: earlier prompts per (model, prompt_cache_key).
         self._prompt_cache = PromptPrefixCache()
         self._lock = threading.Lock()
+        self._simulator_lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -719,7 +730,10 @@ class FakeOpenAIServer:
                 "X-MemoryQuest-Variables headers (set endpoint.simulator_hints = true; memoryquest.llm.hints)",
             )
         try:
-            answer = simulate(hints.template_id, hints.variables, seed=hints.seed)
+            with (
+                self._simulator_lock
+            ):  # one answer at a time: its memos and stemmer are not thread-safe
+                answer = simulate(hints.template_id, hints.variables, seed=hints.seed)
         except KeyError as exc:
             raise _ErrorAnswer(400, str(exc.args[0]) if exc.args else str(exc)) from exc
         content: str | None = (
@@ -1146,6 +1160,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         path = self.path.split("?", 1)[0]
+        self._key = (
+            request_key(path, raw) if owner.recording is not None and method == "POST" else None
+        )
         upload: tuple[str, bytes] | None = None
         body: Any
         if headers.get("content-type", "").startswith("multipart/form-data"):
@@ -1166,6 +1183,7 @@ class _Handler(BaseHTTPRequestHandler):
                 owner._leave()
 
     _left = False  # set once the in-flight count has been decremented for this request
+    _key: str | None = None  # the request's recording key (FakeOpenAIServer(record=True))
 
     def _answer(
         self, method: str, path: str, entry: LoggedRequest, headers: dict[str, str], body: Any
@@ -1209,6 +1227,8 @@ class _Handler(BaseHTTPRequestHandler):
         entry.status = status
         binary = isinstance(payload, bytes)  # file content
         data = payload if binary else json.dumps(payload).encode("utf-8")
+        if self._key is not None and status == 200 and not binary and owner.recording is not None:
+            owner.recording[self._key] = data
         owner._leave()  # before the answer leaves: the client may send its next request at once
         self._left = True
         try:
@@ -1245,3 +1265,162 @@ def _parse_multipart(
         else:
             fields[str(name)] = content.decode("utf-8")
     return fields, upload
+
+
+def request_key(path: str, body: bytes) -> str:
+    """A request's key in a recording: its path and its body, byte for byte."""
+    digest = hashlib.blake2b(path.encode("utf-8"), digest_size=16)
+    digest.update(b"\0")
+    digest.update(body)
+    return digest.hexdigest()
+
+
+@dataclass
+class ReplayedRequest:
+    path: str
+    arrived: float  # time.monotonic()
+    answered: float = 0.0  # when the answer started to leave (0: not answered)
+    status: int = 0
+
+
+class ReplayOpenAIServer:
+    """Answers recorded by ``FakeOpenAIServer(record=True)``, looked up by each request's path and
+    body bytes, so answering costs a dictionary look-up rather than a simulator run.
+
+    A client that sends the recorded requests again, without simulator hints,
+    gets the recorded answers; a request that was not recorded gets a 500 and
+    is counted in ``misses``. ``latency`` seconds pass before each answer and
+    ``requests_per_minute`` is enforced as the fake server does (429 with
+    ``retry-after-ms`` and the quota headers). Each request is logged in
+    ``log`` with when it arrived and when its answer left.
+    """
+
+    def __init__(
+        self,
+        recording: dict[str, bytes],
+        *,
+        latency: float = 0.0,
+        requests_per_minute: float | None = None,
+    ) -> None:
+        self.recording = recording
+        self.latency = latency
+        self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
+        self.log: list[ReplayedRequest] = []
+        self.misses = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ReplayOpenAIServer:
+        server = self
+
+        class Handler(_ReplayHandler):
+            owner = server
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        httpd.daemon_threads = True
+        httpd.request_queue_size = 256
+        httpd.allow_reuse_address = True
+        httpd.server_bind()
+        httpd.server_activate()
+        self._httpd = httpd
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="replay-openai",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ReplayOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the replay server is not running")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def answer(self, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        """Status, body and extra headers for one request (after the latency)."""
+        if self.rate_limit is not None:
+            wait = self.rate_limit.take()
+            if wait is not None:
+                limited = _RateLimited(wait, ms=True, quota=self.rate_limit.per_minute)
+                error = _error_body(
+                    "Rate limit reached for requests (replay server).", "rate_limit_exceeded"
+                )
+                return 429, json.dumps(error).encode("utf-8"), limited.headers
+        if self.latency > 0:
+            self._stopping.wait(self.latency)
+        found = self.recording.get(request_key(path, body))
+        if found is None:
+            with self._lock:
+                self.misses += 1
+            error = _error_body(f"no recorded answer for this {path} request", "not_recorded")
+            return 500, json.dumps(error).encode("utf-8"), {}
+        return 200, found, {}
+
+
+_MODELS_ANSWER = json.dumps(
+    {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "memoryquest"}]}
+).encode("utf-8")
+
+
+class _ReplayHandler(BaseHTTPRequestHandler):
+    owner: ReplayOpenAIServer
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._send(200, _MODELS_ANSWER, {})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        owner = self.owner
+        entry = ReplayedRequest(self.path.split("?", 1)[0], time.monotonic())
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        with owner._lock:
+            owner.log.append(entry)
+            owner.in_flight += 1
+            owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+        try:
+            entry.status, data, extra = owner.answer(entry.path, body)
+        finally:
+            with owner._lock:
+                owner.in_flight -= 1
+            entry.answered = time.monotonic()
+        self._send(entry.status, data, extra)
+
+    def _send(self, status: int, data: bytes, extra: dict[str, str]) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in extra.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
