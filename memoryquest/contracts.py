@@ -135,7 +135,10 @@ class RejectionReason(StrEnum):
     STALE = "stale"  # a time-bounded reference expired before the query date
     IRRELEVANT = "irrelevant"  # the relevance judge found the reference would not change the answer
     UNCOVERED = "uncovered"  # a reference has no credited fact in memory as of the query date
-    FORESHADOW = "foreshadow"  # the sentence as said names the request's date
+    FORESHADOW = "foreshadow"  # the sentence as said names the request's date or points ahead to it
+    MARKED = "marked"  # the sentence as said announces itself ("by the way", "just so you know")
+    MARKDOWN = "markdown"  # a chat turn is formatted as a document (lists, headings, bold)
+    UNSUPPORTED = "unsupported"  # a fact says what its quoted sentence does not
     CONTEXT_LENGTH = (
         "context_length"  # the prompt, trimmed as far as it goes, does not fit the model's window
     )

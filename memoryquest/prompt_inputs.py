@@ -52,7 +52,10 @@ class PromptInputs(BaseModel):
 
     ``not_in_prompt`` maps a field the template does not show to why it is
     sent anyway (for example the persona id that groups the provider's prompt
-    cache, or material only the offline simulator reads).
+    cache, or material only the offline simulator reads). ``unread_offline``
+    maps a field the offline simulator's answer does not read to why: its seeded
+    draw leaves such a field out, so context added for real models does not
+    reshuffle the simulated data.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +67,7 @@ class PromptInputs(BaseModel):
     # A judge's verdict grades what the chat model wrote: endpoint.judge_model answers it.
     judge: ClassVar[bool] = False
     not_in_prompt: ClassVar[dict[str, str]] = {}
+    unread_offline: ClassVar[dict[str, str]] = {}
 
     def variables(self) -> dict[str, Any]:
         """The request's ``variables``: JSON-ready, in field order."""

@@ -124,6 +124,12 @@ class GenerationSettings(Section):
         0.35,
         "An extracted fact must reach this cosine to the sentence it quotes (the quote supports it).",
     )
+    fact_added_words_max: int = Field(
+        2,
+        ge=0,
+        description="An extracted fact may use at most this many content words (stemmed) that its "
+        "cited turns do not (a paraphrase's own words); more adds what the user did not say.",
+    )
     cosine_tolerance: float = Field(
         0.002, ge=0, le=1, description="Slack when validation recomputes stored cosines."
     )

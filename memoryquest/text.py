@@ -35,6 +35,24 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _STEMMER = snowballstemmer.stemmer("english")
 
 
+# A sentence that announces itself marks what it carries: a reader (or a classifier) finds the
+# reference without reading for meaning. Real models reach for these when told a detail matters.
+ANNOUNCEMENTS = re.compile(
+    r"\b(?:by the way|btw|just so you know|i should mention|i should say|i wanted to mention|"
+    r"worth mentioning|for context|for the record|fyi|side note|before i forget|heads[- ]up|"
+    r"incidentally|oh,? and another thing)\b",
+    re.IGNORECASE,
+)
+# A sentence that points ahead tells the reader it will matter later: foreshadowing.
+FORWARD_CUES = re.compile(
+    r"\b(?:keep (?:that |this |it )?in mind|worth remembering|for future reference|"
+    r"(?:will|'ll|might|may) (?:matter|come in handy|be (?:important|relevant|useful))|"
+    r"down the (?:line|road)|when the time comes|(?:for|matters? for) (?:my|our) upcoming|"
+    r"remember (?:that|this) (?:for|when)|which (?:will )?matters? (?:for|when))\b",
+    re.IGNORECASE,
+)
+
+
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters, digits, inner apostrophes)."""
     return _WORD.findall(text.casefold().replace("\u2019", "'"))

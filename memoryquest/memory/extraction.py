@@ -370,15 +370,9 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
         for position, batch, answer in answers:
             answer = with_fids(answer, self.names)
             changes, problems = check_answer(answer, batch, self.active_fids)
-            support = await quote_support(changes, batch, self.client)
-            floor = self.settings.fact_quote_similarity_min
-            unsupported = [k for k, cosine in support.items() if cosine < floor]
-            problems += [
-                f"fact {changes[k].info[:60]!r}: the sentence it quotes does not say it "
-                f"(cosine {support[k]:.3f} < {floor})"
-                for k in unsupported
-            ]
-            changes = [change for k, change in enumerate(changes) if k not in unsupported]
+            changes, unsupported = await self._supported(changes, batch)
+            reason = RejectionReason.INVARIANT if problems else RejectionReason.UNSUPPORTED
+            problems += unsupported
             unquoted = [
                 s.reference_id
                 for s in batch
@@ -392,7 +386,7 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
                             self.persona_id,
                             batch[0].session_id,
                             round.attempt,
-                            RejectionReason.INVARIANT,
+                            reason,
                             "; ".join(problems),
                             [s.session_id for s in batch],
                             answer.model_dump(mode="json"),
@@ -405,6 +399,32 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
             if not problems or round.last:
                 verdicts.append((position, changes))
         return verdicts
+
+    async def _supported(
+        self, changes: list[FactChange], batch: Sequence[Session]
+    ) -> tuple[list[FactChange], list[str]]:
+        """The changes whose text their evidence says, and why each other one is not: a fact
+        far from the sentence it quotes, or one that adds words the user never said."""
+        settings = self.settings
+        support = await quote_support(changes, batch, self.client)
+        kept: list[FactChange] = []
+        problems: list[str] = []
+        for k, change in enumerate(changes):
+            label = f"fact {change.info[:60]!r}"
+            added = added_words(change, batch)
+            if k in support and support[k] < settings.fact_quote_similarity_min:
+                problems.append(
+                    f"{label}: the sentence it quotes does not say it (cosine {support[k]:.3f} "
+                    f"< {settings.fact_quote_similarity_min})"
+                )
+            elif len(added) > settings.fact_added_words_max:
+                problems.append(
+                    f"{label}: adds what the user did not say ({', '.join(sorted(added))}; "
+                    f"max {settings.fact_added_words_max} words not in its turns)"
+                )
+            else:
+                kept.append(change)
+        return kept, problems
 
     def failed(
         self, item: Sequence[Session], error: LLMOutputError, round: Round
@@ -419,6 +439,16 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
             {"error": str(error)},
             round.last or isinstance(error, LLMContextLengthError),
         )
+
+
+def added_words(change: FactChange, batch: Sequence[Session]) -> set[str]:
+    """The fact's content words (stemmed) that none of its cited turns says: an inference added."""
+    sessions = {s.session_id: s for s in batch}
+    said: set[str] = set()
+    for session_id, turns in change.evidence.items():
+        for turn in turns:
+            said.update(_word_set(sessions[session_id].turns[turn].content))
+    return set(_word_set(change.info)) - said
 
 
 async def quote_support(

@@ -91,7 +91,9 @@ def simulate(template_id: str, variables: dict[str, Any], seed: int = 0) -> str:
         raise KeyError(f"the simulator has no answer for template {template_id!r}") from None
     model = _INPUTS[template_id]
     inputs = model.model_validate(variables) if model is not None else variables
-    result = answer(inputs, seeded_rng(template_id, variables, seed))
+    unread = model.unread_offline if model is not None else {}
+    drawn_from = {k: v for k, v in variables.items() if k not in unread}
+    result = answer(inputs, seeded_rng(template_id, drawn_from, seed))
     if isinstance(result, BaseModel):
         return result.model_dump_json()
     if model is not None:

@@ -25,7 +25,13 @@ from memoryquest.contracts import (
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError
 from memoryquest.settings import GenerationSettings
-from memoryquest.text import contains_verbatim, normalise_text, shared_content_words
+from memoryquest.text import (
+    ANNOUNCEMENTS,
+    FORWARD_CUES,
+    contains_verbatim,
+    normalise_text,
+    shared_content_words,
+)
 
 __all__ = [
     "contains_verbatim",
@@ -144,9 +150,10 @@ def final_text_problem(
     conversation and the facts extracted from it are what retrieval searches,
     so they must pass them too (``cosine``: the text's to the request): no more
     than ``shared_words_max`` content words shared with the request, no cosine
-    to it above ``reference_cosine_max`` (``reference_leak``), and no naming of
-    the request's date (``foreshadow``). A domain name is no marker: "events" or
-    "shopping" are everyday words a reference may need.
+    to it above ``reference_cosine_max`` (``reference_leak``), no naming of
+    the request's date nor pointing ahead (``foreshadow``), and no announcing of
+    itself (``marked``). A domain name is no marker: "events" or "shopping" are
+    everyday words a reference may need.
     """
     shared = shared_content_words(sentence, query.text)
     if len(shared) > settings.shared_words_max:
@@ -166,6 +173,18 @@ def final_text_problem(
             RejectionReason.FORESHADOW,
             f"the text carrying the reference names the request's date "
             f"({query.query_date.isoformat()}): {sentence!r}",
+        )
+    cue = FORWARD_CUES.search(sentence)
+    if cue is not None:
+        return (
+            RejectionReason.FORESHADOW,
+            f"the text carrying the reference points ahead ({cue.group(0)!r}): {sentence!r}",
+        )
+    marker = ANNOUNCEMENTS.search(sentence)
+    if marker is not None:
+        return (
+            RejectionReason.MARKED,
+            f"the text carrying the reference announces itself ({marker.group(0)!r}): {sentence!r}",
         )
     return None
 

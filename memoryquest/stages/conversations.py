@@ -14,15 +14,17 @@ the persona's sessions are merged into one dated history
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import Persona, Query, RejectedCandidate, Session, Stage, Timeline
+from memoryquest.contracts import Query, RejectedCandidate, Session, Stage, Timeline
 from memoryquest.llm.client import ModelClient
 from memoryquest.settings import Settings
 from memoryquest.stages.dialogues import expand_dialogues
 from memoryquest.stages.history import merge_history
+from memoryquest.stages.ledger import Ledger, ledger_for
 from memoryquest.stages.state import PersonaState
 from memoryquest.stages.timelines import synthesise_timeline
 
@@ -40,53 +42,59 @@ class ConversationsResult(BaseModel):
     )
 
 
-async def _one_query(
-    persona: Persona,
-    query: Query,
-    client: ModelClient,
-    settings: Settings,
-    user_queries: list[Query],
-) -> tuple[Timeline | None, list[Session], list[RejectedCandidate]]:
-    """The query's timeline and sessions, or None and the reasons."""
-    timeline_result = await synthesise_timeline(
-        persona,
-        query,
-        client,
-        settings.generation,
-        seed=settings.seed,
-        user_queries=user_queries,
-    )
-    rejected = list(timeline_result.rejected)
-    if timeline_result.timeline is None:
-        return None, [], rejected
-    dialogue_result = await expand_dialogues(
-        persona, query, timeline_result.timeline, client, settings.generation, seed=settings.seed
-    )
-    rejected.extend(dialogue_result.rejected)
-    if len(dialogue_result.sessions) != len(timeline_result.timeline.events):
-        return None, [], rejected
-    return timeline_result.timeline, dialogue_result.sessions, rejected
-
-
 async def run(state: PersonaState, client: ModelClient, settings: Settings) -> ConversationsResult:
-    """Timelines and dialogues for every standing query, merged into one dated history."""
-    answers = await asyncio.gather(
+    """Timelines for every standing query, then their dialogues, merged into one dated history.
+
+    Every timeline is drafted before any dialogue, so each conversation is written knowing
+    what the user said in the conversations before it, whichever query they belong to.
+    """
+    persona, queries = state.persona, state.queries
+    drafted = await asyncio.gather(
         *(
-            _one_query(state.persona, query, client, settings, state.queries)
-            for query in state.queries
+            synthesise_timeline(
+                persona, q, client, settings.generation, seed=settings.seed, user_queries=queries
+            )
+            for q in queries
         )
     )
+    timelines = {q.query_id: d.timeline for q, d in zip(queries, drafted, strict=True)}
+    standing = [q for q in queries if timelines[q.query_id] is not None]
+    drawn = [t for t in timelines.values() if t is not None]
+
+    def ledger_on(date: dt.date) -> Ledger:
+        return ledger_for(date, standing, drawn)
+
+    written = await asyncio.gather(
+        *(
+            expand_dialogues(
+                persona,
+                q,
+                timeline,
+                client,
+                settings.generation,
+                seed=settings.seed,
+                ledger_on=ledger_on,
+            )
+            for q in standing
+            if (timeline := timelines[q.query_id]) is not None
+        )
+    )
+    dialogues = {q.query_id: w for q, w in zip(standing, written, strict=True)}
     result = ConversationsResult()
-    for query, (timeline, sessions, rejected) in zip(state.queries, answers, strict=True):
-        result.rejected.extend(rejected)
-        if timeline is None:
+    for query, draft in zip(queries, drafted, strict=True):
+        result.rejected.extend(draft.rejected)
+        timeline = timelines[query.query_id]
+        dialogue = dialogues.get(query.query_id)
+        if dialogue is not None:
+            result.rejected.extend(dialogue.rejected)
+        if timeline is None or dialogue is None or len(dialogue.sessions) != len(timeline.events):
             result.dropped_query_ids.append(query.query_id)
             continue
         result.timelines.append(timeline)
-        result.sessions.extend(sessions)
+        result.sessions.extend(dialogue.sessions)
     result.sessions = merge_history(result.sessions)
-    standing = [q for q in state.queries if q.query_id not in result.dropped_query_ids]
-    result.gamma_said = await gamma_said(standing, result.sessions, client)
+    kept = [q for q in queries if q.query_id not in result.dropped_query_ids]
+    result.gamma_said = await gamma_said(kept, result.sessions, client)
     return result
 
 

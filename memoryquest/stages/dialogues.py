@@ -18,7 +18,9 @@ the rejected candidates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -45,6 +47,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason, final_text_problem, rejected
 from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
+from memoryquest.stages.ledger import NO_LEDGER, Ledger, contradiction
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import locate, normalise_text, sentence_spans
 
@@ -60,10 +63,20 @@ class DialogueStageResult(BaseModel):
 class _Checked:
     session: Session | None
     problems: list[str]
+    reason: RejectionReason = RejectionReason.INVARIANT
+
+
+# A chat turn formatted as a document: list items, headings, bold. People do not write to an
+# assistant that way, and an assistant that answers in lists reads as a model, not a memory.
+MARKDOWN = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s+\S|^\s*#{1,6}\s|\*\*[^*]+\*\*")
 
 
 def _variables(
-    persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings
+    persona: Persona,
+    query: Query,
+    event: TimelineEvent,
+    settings: GenerationSettings,
+    ledger: Ledger = NO_LEDGER,
 ) -> DialogueInputs:
     reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
     summary = next((i.summary for i in persona.interactions if i.domain == event.domain), None)
@@ -97,13 +110,19 @@ def _variables(
         situations=situations,
         turns_min=settings.turns_min,
         turns_max=settings.turns_max,
+        ledger=ledger.shown(),
     )
 
 
 def _request(
-    persona: Persona, query: Query, event: TimelineEvent, settings: GenerationSettings, seed: int
+    persona: Persona,
+    query: Query,
+    event: TimelineEvent,
+    settings: GenerationSettings,
+    seed: int,
+    ledger: Ledger = NO_LEDGER,
 ) -> LLMRequest[DialogueDraft]:
-    return _variables(persona, query, event, settings).request(
+    return _variables(persona, query, event, settings, ledger).request(
         seed=seed,
         # The prompts that share a cacheable prefix: the persona's material of one domain.
         cache_scope=f"persona:{persona.persona_id}:{event.domain.value}",
@@ -119,6 +138,7 @@ def check_dialogue(
 ) -> _Checked:
     """The session built from ``draft``, or every structural rule it breaks."""
     problems: list[str] = []
+    formatted: list[int] = []
     turns: list[Turn] = []
     count = len(draft.turns)
     if not settings.turns_min <= count <= settings.turns_max:
@@ -132,6 +152,8 @@ def check_dialogue(
         if not turn.content.strip():
             problems.append(f"turn {index} is empty")
             continue
+        if MARKDOWN.search(turn.content):
+            formatted.append(index)
         turns.append(Turn(role=expected, content=turn.content.strip()))
     # contains_verbatim(turn, reference) for every pair, each text normalised once.
     normalised_turns = [normalise_text(turn.content) for turn in draft.turns]
@@ -158,6 +180,10 @@ def check_dialogue(
             if found is not None:
                 spans = [ReferenceSpan(turn_index=index, start=found[0], end=found[1])]
                 break
+    if formatted:
+        markdown = f"turns {formatted} are formatted as markdown (lists, headings or bold)"
+        reason = RejectionReason.INVARIANT if problems else RejectionReason.MARKDOWN
+        return _Checked(None, [*problems, markdown], reason)
     if problems:
         return _Checked(None, problems)
     session = Session(
@@ -248,14 +274,21 @@ async def expand_dialogues(
     settings: GenerationSettings,
     *,
     seed: int = 0,
+    ledger_on: Callable[[dt.date], Ledger] | None = None,
 ) -> DialogueStageResult:
-    """One session per timeline event, or none (plus rejected candidates) when one cannot be made valid."""
+    """One session per timeline event, or none (plus rejected candidates) when one cannot be made valid.
+
+    ``ledger_on`` gives what the user has already said by a date (:mod:`memoryquest.stages.ledger`):
+    each conversation is written knowing it, and one that contradicts a fact still in force is
+    rejected (``contradiction``). Without it a conversation is written as the user's first.
+    """
     if timeline.query_id != query.query_id:
         raise ValueError(
             f"timeline {timeline.timeline_id} belongs to query {timeline.query_id}, not {query.query_id}"
         )
     events = timeline.events
-    job = _DialogueJob(persona, query, client, settings, seed)
+    ledgers = {e.event_id: ledger_on(e.date) if ledger_on else NO_LEDGER for e in events}
+    job = _DialogueJob(persona, query, client, settings, seed, ledgers)
     outcome = await regenerate(job, events, settings.max_regenerations + 1)
     rejections = outcome.rejected
     if outcome.unresolved:
@@ -289,15 +322,23 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
         client: ModelClient,
         settings: GenerationSettings,
         seed: int,
+        ledgers: Mapping[str, Ledger],
     ) -> None:
         self.persona, self.query, self.client = persona, query, client
-        self.settings, self.seed = settings, seed
+        self.settings, self.seed, self.ledgers = settings, seed, ledgers
 
     async def ask(
         self, items: Sequence[TimelineEvent], round: Round
     ) -> Sequence[DialogueDraft | BaseException]:
         requests = [
-            _request(self.persona, self.query, event, self.settings, self.seed + round.attempt)
+            _request(
+                self.persona,
+                self.query,
+                event,
+                self.settings,
+                self.seed + round.attempt,
+                self.ledgers[event.event_id],
+            )
             for event in items
         ]
         return await self.client.complete_all(requests, return_exceptions=True)
@@ -314,9 +355,15 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
                 verdicts.append(
                     (
                         position,
-                        self._rejected(event, RejectionReason.INVARIANT, detail, draft, round),
+                        self._rejected(event, checked.reason, detail, draft, round),
                     )
                 )
+                continue
+            clash = contradiction(checked.session, self.ledgers[event.event_id])
+            if clash is not None:
+                detail = f"event {event.event_id}, attempt {round.attempt + 1}: {clash}"
+                reason = RejectionReason.CONTRADICTION
+                verdicts.append((position, self._rejected(event, reason, detail, draft, round)))
             else:
                 candidates[position] = (event, draft, checked.session)
         weak, settled = await conveyance_problems(

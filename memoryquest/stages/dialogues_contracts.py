@@ -63,6 +63,9 @@ class DialogueInputs(PromptInputs):
     stage: ClassVar[str] = "dialogues"
     temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = DialogueDraft
+    unread_offline: ClassVar[dict[str, str]] = {
+        "ledger": "what the user said before: the simulator writes no contradiction, so it needs none"
+    }
 
     event: DialogueEvent
     reference: DialogueReference | None
@@ -72,3 +75,4 @@ class DialogueInputs(PromptInputs):
     situations: list[dict[str, str]]
     turns_min: int
     turns_max: int
+    ledger: list[str] = []  # what the user said before, one dated line each
