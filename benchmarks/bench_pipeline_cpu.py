@@ -220,7 +220,12 @@ TRANSPORT = (
     "memoryquest/testing/",
     "memoryquest/cli/",
 )
-SAYS = {"memoryquest/llm/prompts.py", "memoryquest/llm/schema.py"}  # rendering and schemas do
+# Rendering, schemas and the request body's bytes do.
+SAYS = {
+    "memoryquest/llm/prompts.py",
+    "memoryquest/llm/schema.py",
+    "memoryquest/llm/openai_backend.py",
+}
 
 
 def fingerprint(args: argparse.Namespace, count: int) -> str:
@@ -236,7 +241,9 @@ def fingerprint(args: argparse.Namespace, count: int) -> str:
             if path.is_file() and path.suffix in (".py", ".md", ".json", ".toml", ".jsonl"):
                 digest.update(str(path.relative_to(REPO)).encode())
                 digest.update(path.read_bytes())
-    digest.update(json.dumps([RECORDING_VERSION, count, args.model]).encode())
+    import openai
+
+    digest.update(json.dumps([RECORDING_VERSION, count, args.model, openai.__version__]).encode())
     for name in ("config.toml", "memoryquest.toml"):
         if (REPO / name).is_file():
             digest.update((REPO / name).read_bytes())

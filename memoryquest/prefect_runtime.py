@@ -10,7 +10,12 @@ before Prefect reads its settings; each only when the variable is not set):
   a "database is locked" traceback in a run that succeeded);
 * ``PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY=false`` — no run spans;
 * ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=180`` — a busy laptop
-  may need longer than Prefect's 20 s to bring a server up.
+  may need longer than Prefect's 20 s to bring a server up;
+* ``OPENBLAS_NUM_THREADS=1`` — numpy's products here are small (a query's
+  probes against a persona's facts), and OpenBLAS's threads, spinning while
+  they wait for a busy core, made one 20 × 500 product cost 6 ms of CPU
+  instead of 0.13 ms (it must be set before numpy is imported, as it is when
+  ``memoryquest`` is imported first, e.g. by the command line).
 
 A command-line run without ``PREFECT_API_URL`` gets a temporary server from
 :func:`local_prefect_api` instead of Prefect's own ephemeral one, because that
@@ -41,6 +46,7 @@ PREFECT_DEFAULTS: dict[str, str] = {
     "PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
+PROCESS_DEFAULTS: dict[str, str] = {"OPENBLAS_NUM_THREADS": "1"}
 
 # Runs in the server's process before uvicorn: die with the parent, then become uvicorn (same pid).
 _LAUNCHER = """
@@ -64,8 +70,8 @@ class PrefectServerError(RuntimeError):
 
 
 def apply_defaults() -> None:
-    """Set the project's Prefect defaults in the environment, keeping anything already set."""
-    for name, value in PREFECT_DEFAULTS.items():
+    """Set the project's Prefect and process defaults in the environment, keeping anything already set."""
+    for name, value in {**PREFECT_DEFAULTS, **PROCESS_DEFAULTS}.items():
         os.environ.setdefault(name, value)
 
 

@@ -660,3 +660,93 @@ async def test_embedding_faults_are_retried(server: FakeOpenAIServer, make_clien
     vectors = await client.embed(["one", "two"], stage="embed")
     assert vectors.shape == (2, 256)
     assert server.count(path="/embeddings") == 3
+
+
+# --- the request as built, the answer parsed once, and replaying recorded answers ----------
+
+
+async def test_the_body_goes_as_built_and_the_answer_is_read_once(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(endpoint={"server": "openai"})
+    answer = await client.complete(requests_for(["apple"], extra={"top_p": 0.5})[0])
+    assert isinstance(answer, WordAnswer) and answer.word == "apple"
+    (sent,) = chat_log(server)
+    body = sent.body
+    assert body["top_p"] == 0.5  # extra parameters join the body itself
+    assert body["response_format"]["type"] == "json_schema"
+    assert "extra_body" not in body and "extra_headers" not in body and "timeout" not in body
+    assert sent.headers["x-memoryquest-template"] == TEMPLATE_ID
+    (row,) = client.usage()
+    assert row.input_tokens > 0 and row.output_tokens > 0 and not row.approximate_tokens
+
+
+async def test_a_200_that_is_not_json_is_retried(
+    server: FakeOpenAIServer, make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryquest.llm import openai_backend
+
+    client = make_client()
+    backend = client.chat_backend
+    original = backend._clients.get
+    broken: list[bool] = []
+
+    def first_answer_broken() -> Any:
+        sdk = original()
+        post = sdk.post
+
+        async def patched(path: str, **kwargs: Any) -> Any:
+            text = await post(path, **kwargs)
+            if not broken:
+                broken.append(True)
+                return "<html>bad gateway</html>"
+            return text
+
+        monkeypatch.setattr(sdk, "post", patched)
+        return sdk
+
+    monkeypatch.setattr(backend._clients, "get", first_answer_broken)
+    answer = await client.complete(requests_for(["pear"])[0])
+    assert answer.word == "pear" and broken == [True]
+    assert server.count(path="/chat/completions") == 2
+    with pytest.raises(openai_backend.TransientBackendError, match="without choices"):
+        openai_backend.chat_result({"choices": []})
+
+
+async def test_recorded_answers_are_replayed_without_hints(
+    prompts_dir: Path, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    from memoryquest.testing import ReplayOpenAIServer
+
+    words = WORDS[:4]
+    with FakeOpenAIServer(record=True) as recorder:
+        # A named server kind: nothing is discovered (the replay server answers only /models).
+        settings = make_settings(recorder, tmp_path / "record", endpoint={"server": "openai"})
+        client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
+        recorded = await client.complete_all(requests_for(words))
+        await client.embed(["one sentence", "another one"], stage="embed")
+        await client.aclose()
+        recording = dict(recorder.recording or {})
+    assert len(recording) == len(words) + 1
+    with ReplayOpenAIServer(recording, latency=0.01) as replay:
+        settings = make_settings(
+            replay,
+            tmp_path / "replay",
+            endpoint={"simulator_hints": False, "server": "openai"},
+            limits={"circuit_breaker_failures": 50},
+        )
+        client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
+        try:
+            replayed = await client.complete_all(requests_for(words))
+            vectors = await client.embed(["one sentence", "another one"], stage="embed")
+            assert vectors.shape == (2, 256)
+            assert replay.misses == 0
+            with pytest.raises(LLMTransportError):  # not recorded: a 500 on every try
+                await client.complete(requests_for(["unheard"])[0])
+        finally:
+            await client.aclose()
+    assert replayed == recorded
+    assert replay.misses >= 1
+    answered = [r for r in replay.log if r.status == 200]
+    assert len(answered) == len(words) + 1
+    assert all(r.answered >= r.arrived + 0.01 for r in answered)

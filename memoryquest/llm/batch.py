@@ -103,7 +103,7 @@ from pydantic import BaseModel
 from memoryquest.llm.backends import ChatCall, ChatResult, OutputMode
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
 from memoryquest.llm.exchange import Attempt, ChatExchange
-from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS
+from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS, chat_result
 from memoryquest.llm.request import LLMRequest, ResponseT
 from memoryquest.lockstep import Lockstep, current_member
 
@@ -829,21 +829,7 @@ def _result_from_body(body: Any) -> ChatResult | None:
     """A chat completion body from an output line, as the online backend would report it."""
     if not isinstance(body, dict) or not body.get("choices"):
         return None
-    choice = body["choices"][0]
-    message = choice.get("message") or {}
-    usage = body.get("usage")
-    usage = usage if isinstance(usage, dict) else None
-    details = (usage or {}).get("prompt_tokens_details") or {}
-    return ChatResult(
-        text=message.get("content"),
-        finish_reason=choice.get("finish_reason") or "stop",
-        input_tokens=int((usage or {}).get("prompt_tokens") or 0),
-        output_tokens=int((usage or {}).get("completion_tokens") or 0),
-        cached_tokens=int(details.get("cached_tokens") or 0),
-        refusal=message.get("refusal"),
-        usage_reported=usage is not None,
-        model=body.get("model"),
-    )
+    return chat_result(body)
 
 
 def _error_of(record: dict[str, Any] | None, response: Any) -> dict[str, Any]:

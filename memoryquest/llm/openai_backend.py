@@ -14,8 +14,9 @@ so one SDK client is kept per running loop.
 from __future__ import annotations
 
 import asyncio
-import base64
+import binascii
 import email.utils
+import json
 import re
 import time
 import weakref
@@ -511,28 +512,20 @@ class OpenAIChatBackend:
 
         client = self._clients.get()
         body = self.request_body(call)
+        sent = frozenset(body)
+        headers = body.pop("extra_headers", None) or {}
+        timeout = body.pop("timeout", None)
+        body.update(body.pop("extra_body", None) or {})
+        options: dict[str, Any] = {"headers": headers}
+        if timeout is not None:
+            options["timeout"] = timeout
         try:
-            completion = await client.chat.completions.create(**body)
+            # The body goes as built: the SDK's ``create`` would walk every message and schema
+            # to transform it, then build its response models; the answer is parsed once, here.
+            text = await client.post("/chat/completions", cast_to=str, body=body, options=options)
         except openai.OpenAIError as exc:
-            raise translate_error(exc, call.mode, frozenset(body)) from exc
-        if not completion.choices:
-            raise TransientBackendError("the server answered without choices", kind="server")
-        choice = completion.choices[0]
-        message = choice.message
-        usage = completion.usage
-        cached = 0
-        if usage is not None and usage.prompt_tokens_details is not None:
-            cached = usage.prompt_tokens_details.cached_tokens or 0
-        return ChatResult(
-            text=message.content,
-            finish_reason=choice.finish_reason or "stop",
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
-            cached_tokens=cached,
-            refusal=getattr(message, "refusal", None),
-            usage_reported=usage is not None,
-            model=completion.model,
-        )
+            raise translate_error(exc, call.mode, sent) from exc
+        return chat_result(_parse_answer(text))
 
     async def aclose(self) -> None:
         await self._clients.aclose()
@@ -543,8 +536,55 @@ class OpenAIChatBackend:
 
 def _as_vector(raw: Any) -> np.ndarray:
     if isinstance(raw, str):  # encoding_format=base64
-        return np.frombuffer(base64.b64decode(raw), dtype="<f4").astype(np.float32)
+        return np.frombuffer(binascii.a2b_base64(raw), dtype="<f4")
     return np.asarray(raw, dtype=np.float32)
+
+
+def _index(row: Any) -> int:
+    return row.get("index", -1) if isinstance(row, dict) else -1
+
+
+def _parse_answer(text: str) -> dict[str, Any]:
+    """A 200 answer's JSON object; a body that is not one is the server's fault (retried)."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise TransientBackendError(
+            f"malformed response body: {redact_text(str(text)[:200])!r}", kind="server"
+        )
+    return answer
+
+
+def _count(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) else 0
+
+
+def chat_result(answer: dict[str, Any]) -> ChatResult:
+    """A chat completion (the JSON object the server answered) as the client's result."""
+    choices = answer.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict):
+        raise TransientBackendError("the server answered without choices", kind="server")
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    usage = answer.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    content = message.get("content")
+    refusal = message.get("refusal")
+    model = answer.get("model")
+    return ChatResult(
+        text=content if isinstance(content, str) else None,
+        finish_reason=choice.get("finish_reason") or "stop",
+        input_tokens=_count(usage, "prompt_tokens"),
+        output_tokens=_count(usage, "completion_tokens"),
+        cached_tokens=_count(details, "cached_tokens"),
+        refusal=refusal if isinstance(refusal, str) else None,
+        usage_reported=isinstance(usage, dict),
+        model=model if isinstance(model, str) else None,
+    )
 
 
 def normalise_rows(vectors: np.ndarray) -> np.ndarray:
@@ -596,22 +636,35 @@ class OpenAIEmbeddingBackend:
 
         client = self._clients.get()
         try:
-            response = await client.embeddings.create(model=self.model, input=texts)
+            text = await client.post(
+                "/embeddings",
+                cast_to=str,
+                body={"model": self.model, "input": texts, "encoding_format": "base64"},
+            )
         except openai.OpenAIError as exc:
             raise translate_error(exc) from exc
-        rows = sorted(response.data, key=lambda item: item.index)
-        if len(rows) != len(texts) or [r.index for r in rows] != list(range(len(texts))):
+        answer = _parse_answer(text)
+        data = answer.get("data")
+        rows = sorted(data, key=_index) if isinstance(data, list) else []
+        if len(rows) != len(texts) or [_index(r) for r in rows] != list(range(len(texts))):
             raise TransientBackendError(
                 f"the server returned {len(rows)} embeddings for {len(texts)} texts", kind="server"
             )
-        vectors = np.stack([_as_vector(r.embedding) for r in rows])
+        try:
+            vectors = np.stack([_as_vector(r.get("embedding")) for r in rows])
+        except (TypeError, ValueError, binascii.Error) as exc:
+            raise TransientBackendError(f"malformed embeddings: {exc}", kind="server") from None
+        if vectors.ndim != 2:
+            raise TransientBackendError(
+                "malformed embeddings: not one vector a text", kind="server"
+            )
         if self.dimension is None:
             self.dimension = int(vectors.shape[1])
-        usage = response.usage
+        usage = answer.get("usage")
         return EmbeddingResult(
             vectors=normalise_rows(vectors),
-            tokens=usage.prompt_tokens if usage else 0,
-            usage_reported=usage is not None,
+            tokens=_count(usage, "prompt_tokens"),
+            usage_reported=isinstance(usage, dict),
         )
 
     async def embed(self, texts: list[str]) -> np.ndarray:
