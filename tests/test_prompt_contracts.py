@@ -47,6 +47,35 @@ def test_every_variable_is_a_field_and_every_field_is_shown_or_explained(
     stale = set(model.not_in_prompt) - fields
     assert stale == set(), f"{model.__qualname__}.not_in_prompt names no field: {sorted(stale)}"
     assert all(reason.strip() for reason in model.not_in_prompt.values())
+    unknown = set(model.unread_offline) - fields
+    assert unknown == set(), (
+        f"{model.__qualname__}.unread_offline names no field: {sorted(unknown)}"
+    )
+    assert all(reason.strip() for reason in model.unread_offline.values())
+
+
+def test_a_field_the_simulator_does_not_read_leaves_its_answer_as_it_was() -> None:
+    """The dialogue's ledger is context for real models: the simulated session is the same
+    with or without it, so adding it did not reshuffle the offline data."""
+    from memoryquest.simulator import simulate
+    from memoryquest.stages.dialogues_contracts import DialogueInputs
+
+    try:
+        from tests.generation_fixture import generated
+    except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+        from generation_fixture import generated
+    from memoryquest.stages.dialogues import dialogue_inputs
+
+    run = generated()
+    query = run.dataset.queries[0]
+    timeline = next(t for t in run.dataset.timelines if t.query_id == query.query_id)
+    persona = next(p for p in run.personas if p.persona_id == query.persona_id)
+    inputs = dialogue_inputs(persona, query, timeline.events[0], run.settings.generation)
+    variables = inputs.variables()
+    told = {**variables, "ledger": ["2024-01-05: Gave up red meat (until 2024-09-01)"]}
+    assert "ledger" in DialogueInputs.unread_offline
+    template = DialogueInputs.template_id
+    assert simulate(template, told, seed=3) == simulate(template, variables, seed=3)
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.template_id)

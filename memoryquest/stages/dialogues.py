@@ -71,7 +71,7 @@ class _Checked:
 MARKDOWN = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s+\S|^\s*#{1,6}\s|\*\*[^*]+\*\*")
 
 
-def _variables(
+def dialogue_inputs(
     persona: Persona,
     query: Query,
     event: TimelineEvent,
@@ -122,7 +122,7 @@ def _request(
     seed: int,
     ledger: Ledger = NO_LEDGER,
 ) -> LLMRequest[DialogueDraft]:
-    return _variables(persona, query, event, settings, ledger).request(
+    return dialogue_inputs(persona, query, event, settings, ledger).request(
         seed=seed,
         # The prompts that share a cacheable prefix: the persona's material of one domain.
         cache_scope=f"persona:{persona.persona_id}:{event.domain.value}",
@@ -409,5 +409,6 @@ __all__ = [
     "TurnDraft",
     "check_dialogue",
     "conveyance_problems",
+    "dialogue_inputs",
     "expand_dialogues",
 ]
