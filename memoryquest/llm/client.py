@@ -288,6 +288,8 @@ class ModelClient:
         if not getattr(self.embedder, "remote", False):
             return [texts]
         limit = int(getattr(self.embedder, "max_batch_texts", 256))
+        if len(texts) <= limit and sum(map(len, texts)) * 4 <= EMBEDDING_BATCH_TOKENS:
+            return [texts]  # a token is at least a byte, a character at most 4: nothing to count
         batches: list[list[str]] = [[]]
         tokens = 0
         for text in texts:
@@ -312,10 +314,10 @@ class ModelClient:
                 return result
             return EmbeddingResult(vectors=await embedder.embed(batch))
 
-        counted: int | None = None
         if remote and self.limiter is not None:
-            counted = self._embedding_tokens.count_many(batch)
-            reserve = counted
+            # Held against tokens/min until the answer says what it used: a ceiling from the
+            # characters (about four to a token, taken generously), not a tokenizer pass over every text.
+            reserve = sum(len(text) for text in batch) // 3 + len(batch)
             result = await self.exchange.call_endpoint(
                 send,
                 reserve=reserve,
@@ -331,7 +333,7 @@ class ModelClient:
         if result.usage_reported:
             tokens, approximate = result.tokens, False
         else:
-            tokens = counted if counted is not None else self._embedding_tokens.count_many(batch)
+            tokens = self._embedding_tokens.count_many(batch)
             approximate = self._embedding_tokens.approximate
         cost = (
             self.prices.cost(self._embedding_model, tokens)  # embeddings always go online
