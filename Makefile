@@ -22,7 +22,7 @@ browser: setup-test
 	scripts/ensure-browser.sh $(BIN)/python || true
 
 demo: setup
-	$(BIN)/memoryquest generate --count 3 --output output/demo --allow-failed-audit
+	$(BIN)/memoryquest generate --count 3 --output output/demo
 
 test: setup-test browser
 	$(BIN)/ruff check memoryquest tests flows benchmarks
