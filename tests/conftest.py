@@ -66,6 +66,13 @@ def unwritable_dir(tmp_path: Path) -> Path:
 # --------------------------------------------------------------------------- prefect server
 
 
+def modules_loaded_by(statements: str) -> set[str]:
+    """The ``memoryquest`` modules a fresh interpreter has loaded after running ``statements``."""
+    code = f"import sys\n{statements}\nprint(' '.join(m for m in sys.modules if m.startswith('memoryquest')))\n"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(run.stdout.split())
+
+
 def free_local_port() -> int:
     import socket
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,11 @@ You greet people.
 Greet $name.
 """
 
+try:
+    from tests.conftest import modules_loaded_by
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from conftest import modules_loaded_by
+
 
 class Greeting(BaseModel):
     text: str
@@ -50,15 +53,8 @@ def greeting(name: str, model: type[BaseModel] = Greeting) -> LLMRequest[Any]:
 
 
 def test_neither_processor_module_loads_the_client_or_the_other() -> None:
-    code = (
-        "import sys\n"
-        "import memoryquest.llm.batch, memoryquest.llm.processors\n"
-        "print(sorted(m for m in sys.modules if m.startswith('memoryquest.llm')))\n"
-    )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert "'memoryquest.llm.client'" not in loaded, loaded
+    loaded = modules_loaded_by("import memoryquest.llm.batch, memoryquest.llm.processors")
+    assert "memoryquest.llm.client" not in loaded, sorted(loaded)
     for module, sibling in (("batch", "processors"), ("processors", "batch")):
         source = Path(f"memoryquest/llm/{module}.py").read_text(encoding="utf-8")
         assert f"from memoryquest.llm.{sibling} import" not in source

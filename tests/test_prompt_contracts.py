@@ -7,8 +7,6 @@ or a simulator answer that takes a dict or another template's model fails here.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,11 @@ from memoryquest.prompt_inputs import inputs_models
 from memoryquest.simulator import simulator_inputs
 
 TEMPLATES = all_templates()
+
+try:
+    from tests.conftest import modules_loaded_by
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from conftest import modules_loaded_by
 
 
 def placeholders(template: PromptTemplate) -> set[str]:
@@ -125,18 +128,12 @@ def test_a_template_id_is_written_in_one_python_place_its_inputs_model(
 def test_contracts_modules_load_no_client_runner_or_stage() -> None:
     """The simulator and the tests read contracts alone: importing every one of them, in a fresh
     interpreter, loads neither the client layer's client nor a stage or the PGR runner."""
-    code = (
-        "import sys\n"
-        "from memoryquest.prompt_inputs import inputs_models\n"
-        "inputs_models()\n"
-        "print(sorted(m for m in sys.modules if m.startswith('memoryquest')))\n"
+    loaded = modules_loaded_by(
+        "from memoryquest.prompt_inputs import inputs_models\ninputs_models()"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
     for heavy in ("memoryquest.llm.client", "memoryquest.pgr.runner", "memoryquest.stages.queries"):
-        assert f"'{heavy}'" not in loaded, loaded
-    assert "'memoryquest.stages.queries_contracts'" in loaded
+        assert heavy not in loaded, sorted(loaded)
+    assert "memoryquest.stages.queries_contracts" in loaded
 
 
 JUDGE_VERDICTS = {
