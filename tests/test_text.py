@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from memoryquest.text import opening_words, sentences_covering, without_lead_in
+from memoryquest.text import (
+    ANNOUNCEMENTS,
+    FORWARD_CUES,
+    opening_words,
+    sentences_covering,
+    without_lead_in,
+)
 
 
 @pytest.mark.parametrize(
@@ -39,3 +45,25 @@ def test_a_span_widens_to_the_sentences_it_touches() -> None:
     start = text.index("Second")
     assert sentences_covering(text, start, start + 6) == (start, text.index(" Third"))
     assert sentences_covering(text, 2, text.index("follows")) == (0, text.index(" Third"))
+
+
+@pytest.mark.parametrize(
+    ("sentence", "announced", "points_ahead"),
+    [
+        ("By the way, my knee is still healing.", True, False),
+        ("Just so you know, I moved to Leeds in May.", True, False),
+        ("FYI the car is in the garage until Friday.", True, False),
+        ("Side note: I'm off dairy now.", True, False),
+        ("Keep that in mind for my trip.", False, True),
+        ("The voucher will come in handy, I think.", False, True),
+        ("That may matter down the line.", False, True),
+        ("My knee is still healing after the fall in March.", False, False),
+        ("I keep my mind open about hotels.", False, False),
+        ("The fyigram app is new.", False, False),
+    ],
+)
+def test_announcing_and_pointing_ahead_are_told_apart_from_plain_statements(
+    sentence: str, announced: bool, points_ahead: bool
+) -> None:
+    assert (ANNOUNCEMENTS.search(sentence) is not None) is announced
+    assert (FORWARD_CUES.search(sentence) is not None) is points_ahead
