@@ -16,10 +16,12 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from memoryquest.contracts import Persona, StageUsage
+from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult
 from memoryquest.llm.factory import build_client
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.tokens import token_counter
@@ -38,6 +40,65 @@ class StageEstimate(BaseModel):
     cost_usd: float
 
 
+class TemplateEstimate(BaseModel):
+    """What one prompt template costs per sample persona, and the answer length assumed for it.
+
+    The output tokens are those of the offline simulator's answers on the sample (the
+    estimate's main approximation); ``allowance`` is the output budget the requests
+    reserved (the template's ``max_output_tokens``, or the stage's own).
+    """
+
+    template_id: str
+    stage: str
+    calls_per_persona: float
+    input_tokens_per_call: float
+    cached_share: float
+    output_tokens_per_call: float
+    output_tokens_max: int
+    allowance: int
+
+
+class _TemplateTally:
+    """The dry run's chat backend, counting calls and tokens per template on the way."""
+
+    def __init__(self, inner: ChatBackend) -> None:
+        self.inner = inner
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        result = await self.inner.chat(call)
+        request = call.request
+        row = self.rows.setdefault(
+            request.template_id,
+            {"stage": request.stage, "calls": 0, "input": 0, "cached": 0, "output": 0},
+        )
+        row["calls"] += 1
+        row["input"] += result.input_tokens
+        row["cached"] += result.cached_tokens
+        row["output"] += result.output_tokens
+        row["max"] = max(row.get("max", 0), result.output_tokens)
+        row["allowance"] = max(row.get("allowance", 0), call.max_output_tokens)
+        return result
+
+    def estimates(self, personas: int) -> list[TemplateEstimate]:
+        return [
+            TemplateEstimate(
+                template_id=template,
+                stage=row["stage"],
+                calls_per_persona=row["calls"] / personas,
+                input_tokens_per_call=row["input"] / row["calls"],
+                cached_share=row["cached"] / row["input"] if row["input"] else 0.0,
+                output_tokens_per_call=row["output"] / row["calls"],
+                output_tokens_max=row["max"],
+                allowance=row["allowance"],
+            )
+            for template, row in self.rows.items()
+        ]
+
+
 class RunEstimate(BaseModel):
     planned_personas: int
     sample_personas: list[str]
@@ -53,6 +114,7 @@ class RunEstimate(BaseModel):
     per_persona_cost_usd: float
     approximations: list[str] = Field(default_factory=list)
     sample_seconds: float
+    templates: list[TemplateEstimate] = Field(default_factory=list)
 
 
 async def estimate_run(
@@ -74,6 +136,8 @@ async def estimate_run(
     with tempfile.TemporaryDirectory(prefix="memoryquest-estimate-") as cold:
         dry.cache.directory = Path(cold)
         client = build_client(dry)
+        tally = _TemplateTally(client.chat_backend)
+        client.chat_backend = tally
         await generate_dataset(sample, client, dry, observer)
         usage = client.usage()
 
@@ -119,6 +183,7 @@ async def estimate_run(
         per_persona_cost_usd=total_cost / planned_personas,
         approximations=approximations,
         sample_seconds=round(time.perf_counter() - started, 2),
+        templates=tally.estimates(len(sample)),
     )
 
 
@@ -176,6 +241,21 @@ def estimate_table(estimate: RunEstimate) -> str:
         f"per persona: ${estimate.per_persona_cost_usd:,.4f}; sampled {', '.join(estimate.sample_personas)} "
         f"in {estimate.sample_seconds:.1f} s (offline, no request sent)"
     )
+    if estimate.templates:
+        lines.append(
+            "output lengths assumed per template: the offline simulator's answers on the sample "
+            "(per call; allowance: the output budget reserved)"
+        )
+        lines.append(
+            f"{'template':<22}{'stage':<11}{'calls/persona':>14}{'input tok':>11}{'cached':>8}"
+            f"{'output tok':>12}{'max':>7}{'allowance':>11}"
+        )
+        for t in estimate.templates:
+            lines.append(
+                f"{t.template_id:<22}{t.stage:<11}{t.calls_per_persona:>14,.1f}"
+                f"{t.input_tokens_per_call:>11,.0f}{t.cached_share:>8.0%}"
+                f"{t.output_tokens_per_call:>12,.0f}{t.output_tokens_max:>7,}{t.allowance:>11,}"
+            )
     lines.extend(f"approximation: {note}" for note in estimate.approximations)
     return "\n".join(lines)
 

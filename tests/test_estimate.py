@@ -94,3 +94,30 @@ async def test_cached_input_is_shown_per_stage_and_priced_at_the_cached_rate(
 def test_cli_estimate_rejects_bad_counts(capsys) -> None:
     assert main(["estimate", "--personas", "0", "--sample", "1"]) == 2
     assert "planned personas must be at least 1" in capsys.readouterr().err
+
+
+async def test_the_estimate_says_the_output_length_it_assumed_per_template(
+    sample, tmp_path
+) -> None:
+    settings = load_settings(
+        overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}}
+    )
+    estimate = await estimate_run(settings, sample, planned_personas=10)
+    templates = {t.template_id: t for t in estimate.templates}
+    assert {"query_generation", "timeline_synthesis", "memory_extraction"} <= set(templates)
+    # Every dry-run call is counted under its template, and per persona of the sample.
+    assert sum(t.calls_per_persona for t in templates.values()) * 10 == pytest.approx(
+        estimate.total_requests
+    )
+    per_stage: dict[str, float] = {}
+    for t in templates.values():
+        assert 0 < t.output_tokens_per_call <= t.output_tokens_max <= t.allowance
+        assert 0.0 <= t.cached_share <= 1.0
+        per_stage[t.stage] = per_stage.get(t.stage, 0.0) + (
+            t.calls_per_persona * t.output_tokens_per_call * 10
+        )
+    for stage in estimate.stages:
+        assert per_stage[stage.stage] == pytest.approx(stage.output_tokens)
+    table = estimate_table(estimate)
+    assert "output lengths assumed per template: the offline simulator's answers" in table
+    assert "memory_extraction" in table
