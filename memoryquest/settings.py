@@ -565,7 +565,9 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
         key, raw = item.split("=", 1)
         value: Any = raw
         if raw.startswith("[") and raw.endswith("]"):
-            value = [part.strip() for part in raw[1:-1].split(",") if part.strip()]
+            # [a, b] or, as TOML and JSON write it, ["a", "b"]
+            parts = (part.strip().strip("\"'") for part in raw[1:-1].split(","))
+            value = [part for part in parts if part]
         _set_dotted(overrides, key.strip(), value)
     return overrides
 

@@ -122,6 +122,10 @@ def test_parse_assignments() -> None:
         "generation": {"gamma_max": "0.25"},
         "pgr": {"methods": ["query_only", "pgr_cot"]},
     }
+    # Lists as TOML and JSON write them mean the same.
+    assert parse_assignments(["pgr.methods=[\"query_only\", 'pgr_cot']"]) == {
+        "pgr": {"methods": ["query_only", "pgr_cot"]}
+    }
 
 
 def test_bad_environment_value_is_a_clear_error(
