@@ -295,3 +295,32 @@ def test_generate_over_one_bundled_persona_ends_cleanly(
         assert "no query was kept" in result.stderr
     summary = json.loads((output / "run_report.json").read_text())["summary"]
     assert summary["requests"] >= 1 and summary["output_tokens"] > 0, summary
+
+
+def test_win_rate_runs_on_the_real_model(
+    llama_server: str,
+    simulated_state: PersonaState,
+    tmp_path: Path,
+    clean_settings_env: pytest.MonkeyPatch,
+) -> None:
+    """`pgr run --win-rate` over one query: answers and the pairwise judge come from the real
+    model; it ends with the Win Rate table and its report, or one line, never a traceback."""
+    dataset = simulated_state.dataset().save(tmp_path / "dataset")
+    command = [sys.executable, "-m", "memoryquest.cli.main", "pgr", "run", str(dataset)]
+    command += ["--method", "pgr_cot", "--judge", "provenance", "--win-rate"]
+    command += ["--output", str(tmp_path / "pgr.jsonl"), "--progress", "plain"]
+    for item in (
+        "endpoint.backend=openai",
+        "endpoint.chat_model=smollm2",
+        f"endpoint.context_window={WINDOW}",
+        "pgr.max_iterations=1",
+        "pgr.budget_baselines=[bm25]",
+    ):
+        command += ["--set", item]
+    env = {**os.environ, "OPENAI_BASE_URL": llama_server, "CI": "true"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3000)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Win Rate" in result.stdout, result.stdout[-3000:]
+    report = json.loads((tmp_path / "pgr.winrate.json").read_text())
+    assert report["rows"] or report["unjudged"], report
