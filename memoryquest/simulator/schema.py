@@ -1,0 +1,400 @@
+"""The schema of every simulator data file (``data/*.json``): one :class:`Table` per file.
+
+Rows have named fields; patterns are compiled (a list of strings is one
+pattern in pieces); mappings the code indexes by every domain or every kind of
+request must have them all. :data:`TABLES` lists every file the simulator
+reads.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BeforeValidator, ValidationInfo, model_validator
+
+from memoryquest.contracts import Domain
+from memoryquest.simulator.tables import Row, Table, compiled, complete
+
+T = TypeVar("T")
+Phrases = tuple[str, ...]
+Words = frozenset[str]
+Regex = Annotated[re.Pattern[str], BeforeValidator(compiled())]
+Caseless = Annotated[re.Pattern[str], BeforeValidator(compiled(re.IGNORECASE))]
+Kind = Literal["settings", "booking", "recommend", "info", "message", "schedule", "plan", "shop"]
+"""What a conversation's request asks of the assistant."""
+KINDS: tuple[Kind, ...] = ("settings", "booking", "recommend", "info", "message", "schedule")
+KINDS += ("plan", "shop")
+ByDomain = Annotated[dict[Domain, T], complete(Domain)]
+ByKind = Annotated[dict[Kind, T], complete(KINDS)]
+
+
+class Rewrite(Row):
+    """A pattern and what replaces it."""
+
+    pattern: Regex
+    replacement: str
+
+
+class CaselessRewrite(Row):
+    pattern: Caseless
+    replacement: str
+
+
+# --------------------------------------------------------------------------- grammar.json
+
+
+class PersonWords(Row):
+    """How the speaker is said in one grammatical person."""
+
+    subj: str
+    subj_be: str
+    obj: str
+    poss: str
+    pron: str
+    refl: str
+
+
+class GrammarTable(Table):
+    file = "grammar.json"
+    months: Phrases
+    weekdays: Phrases
+    number_words: Phrases
+    adverbs: Words  # may stand between a subject and its verb
+    base_forms: dict[str, str]  # third-person singular -> base form, where the rule fails
+    third_singulars: dict[str, str]  # base form -> third-person singular, where the rule fails
+    not_verbs: Words  # end in -s without being a verb
+    auxiliaries: Words  # after a pronoun, make it the subject
+    modals: Words
+    irregular_past: Words
+    coordinated_verbs: Phrases  # "I ... and needs" -> "I ... and need"
+    object_followers: Words  # "her" before these is an object, not a possessive
+    common_starters: Words  # besides stopwords, opening words lowered after a lead-in
+    generic_words: Phrases  # pattern pieces: descriptions, never brand or place names
+    speaker_forms: tuple[Rewrite, ...]  # the speaker's first person, {subj} ... filled per person
+    person_words: dict[Literal["second", "third"], PersonWords]
+    addressee_forms: tuple[Rewrite, ...]  # "you" of the assistant's words said by the user
+    fact_starts: tuple[CaselessRewrite, ...]  # "I'm" -> "Is": a first-person clause as a fact
+    fact_leads: tuple[CaselessRewrite, ...]  # "is" -> "I'm": a fact said in the first person
+
+
+# --------------------------------------------------------------------------- bridges.json
+
+
+class BridgeTable(Table):
+    file = "bridges.json"
+    scenes: ByDomain[Phrases]  # kinds of plan a change in someone's life gets in the way of
+    connectives: Phrases
+    hedges: Phrases  # "" for none
+    frames: Phrases  # what the update does to the {scene}
+
+
+# --------------------------------------------------------------------------- needs.json
+
+
+class Cues(Row):
+    """Words pointing to a need: naming it outright, typical of it, merely leaning towards it."""
+
+    strong: Phrases
+    typical: Phrases = ()
+    weak: Phrases = ()
+
+
+class NeedRow(Row):
+    key: str
+    label: str
+    probe: str
+    facets: Phrases
+    follow: str
+    rationale: str
+    cues: Cues
+
+
+class StepRow(Row):
+    key: str
+    phrase: str  # gerund phrase: "choosing the restaurant"
+    needs: Phrases
+
+
+class NeedsTable(Table):
+    file = "needs.json"
+    needs: tuple[NeedRow, ...]  # in the order a plan usually meets them
+    plans: ByDomain[tuple[StepRow, ...]]
+    domain_cues: ByDomain[Caseless]
+
+    @model_validator(mode="after")
+    def _known_needs(self) -> NeedsTable:
+        known = {need.key for need in self.needs}
+        for domain, steps in self.plans.items():
+            for step in steps:
+                if unknown := set(step.needs) - known:
+                    raise ValueError(f"plans.{domain}.{step.key}: unknown need {min(unknown)!r}")
+        return self
+
+
+# --------------------------------------------------------------------------- updates.json
+
+Employment = Literal["full", "part", "student", "seeking", "retired", "home", "other"]
+
+
+class Condition(Row):
+    """What a persona must be for a generator or a wording to fit it: every field given holds."""
+
+    employment: frozenset[Employment] | None = None
+    married: bool | None = None
+    separated: bool | None = None
+    family: bool | None = None
+    female: bool | None = None
+    age_from: int | None = None  # the age band starts at this or later
+    age_below: int | None = None  # ... and before this
+    diet: str | None = None  # the dietary restrictions mention this
+    diet_without: Phrases = ()  # ... and none of these
+    religion: Phrases = ()  # the religion mentions one of these
+    education: str | None = None
+    abroad: bool | None = None  # lives outside the country of birth
+    in_eu: bool | None = None
+    shared: dict[str, Phrases] = {}  # the persona's shared slot value is one of these
+
+
+class Part(Row):
+    """Stored wording (third person, no subject) and the first-person ways of saying it."""
+
+    text: str
+    sayings: Phrases
+    when: Condition | None = None
+
+    def slots(self) -> list[str]:
+        return re.findall(r"\{(\w+)\}", self.text)
+
+
+def _named_part(value: Any, info: ValidationInfo) -> Any:
+    """A part given by name is one of the file's ``parts``."""
+    if not isinstance(value, str):
+        return value
+    parts = info.context.get("parts", {}) if isinstance(info.context, dict) else {}
+    if value not in parts:
+        raise ValueError(f"no part named {value!r}")
+    return parts[value]
+
+
+Parts = tuple[Annotated[Part, BeforeValidator(_named_part)], ...]
+
+
+class AffinitySlot(Row):
+    domain: Domain
+    name: str
+    proper: bool = False  # brand or place names only
+    lower: bool = False  # lower-cased unless a name
+    exclude: Caseless | None = None
+
+
+class SlotSource(Row):
+    """Where a slot's value comes from: one of a word list, the persona or a reader of it."""
+
+    pick: Phrases = ()
+    shared: bool = False  # one value per persona across generators, from the file's ``shared``
+    amount: tuple[int, ...] = ()  # euros, said in the persona's currency
+    weekday: int | None = None  # the persona's n-th weekday of a seeded order
+    affinity: AffinitySlot | None = None
+    persona: str | None = None  # a reader of the persona (see needs.updates)
+    profile: str | None = None  # ... of its own affinities
+    either: str | None = None  # ... most of the time, else a word of ``fallback``
+    fallback: Phrases = ()
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SlotSource:
+        given = [name for name in self.model_fields_set if name != "fallback"]
+        if len(given) != 1:
+            raise ValueError(f"one source expected, got {sorted(given) or 'none'}")
+        if self.either and not self.fallback:
+            raise ValueError("'either' needs a 'fallback'")
+        return self
+
+
+TIME_SLOTS = frozenset({"until", "span", "month"})
+"""Slots filled from the dates: a last day ("May 20", "the 20th"), a duration ("six weeks"), a month's end."""
+
+
+class GeneratorRow(Row):
+    """One kind of life update; see :class:`memoryquest.simulator.needs.bank.Generator`."""
+
+    need: str
+    group: str
+    domains: tuple[Domain, ...]
+    cores: Parts
+    extras: Parts = ()
+    limits: Parts = ()
+    slots: dict[str, SlotSource] = {}
+    when: Condition | None = None
+    span_days: tuple[int, int] = (5, 45)
+
+    @model_validator(mode="after")
+    def _sourced(self) -> GeneratorRow:
+        used = {n for part in self.cores + self.extras + self.limits for n in part.slots()}
+        if missing := used - TIME_SLOTS - set(self.slots):
+            raise ValueError(f"no source for slot {min(missing)!r}")
+        return self
+
+
+class UpdatesTable(Table):
+    file = "updates.json"
+    parts: dict[str, Part]  # named parts the generators share
+    shared: dict[str, Phrases]
+    generators: tuple[GeneratorRow, ...]
+    need_extras: dict[str, Parts]  # consequences that fit every generator of a need
+    wording: tuple[Rewrite, ...]  # stored-text variants: a phrase becomes "[a|b]"
+    without_generic: Words  # groups the need's consequences do not fit
+
+
+class Swap(Row):
+    old: str
+    new: str
+
+
+class SayingsTable(Table):
+    file = "sayings.json"
+    openers: Phrases
+    swaps: tuple[Swap, ...]  # light rewording of a text the bank did not write
+
+
+class Currency(Row):
+    prefix: str = ""
+    suffix: str = ""
+    rate: float  # per euro
+
+
+class WorldTable(Table):
+    file = "world.json"
+    eu_countries: Words
+    currencies: dict[str, Currency]
+
+
+# --------------------------------------------------------------------------- the other answers
+
+
+class Hook(Row):
+    affinity: str
+    template: str  # {v}: the affinity's value
+
+
+class QueriesTable(Table):
+    file = "queries.json"
+    planning_verbs: Phrases
+    openers: Phrases
+    closers: Phrases
+    hooks: dict[Domain, tuple[Hook, ...]]  # one persona detail a user drops into a request
+
+
+class PersonaTable(Table):
+    file = "persona.json"
+    intent_cuts: Phrases  # where a task's intent stops being its core
+
+
+class FactType(Row):
+    type: str
+    pattern: Caseless
+
+
+class MemoryTable(Table):
+    file = "memory.json"
+    discourse_markers: Phrases  # pattern pieces, each a way to open a sentence
+    interjections: Phrases
+    imperatives: Phrases
+    small_talk: Phrases
+    request_openers: Phrases
+    fact_types: tuple[FactType, ...]  # the first that matches; else Activity
+    name_joiners: Words
+    not_entities: Words
+    not_topics: Words
+    phrase_breaks: Words  # words a noun phrase never runs through
+
+
+class AttributeVoice(Row):
+    """How a user talks about one affinity attribute."""
+
+    noun: str  # "alarm sound": "my usual {noun}", "for {noun}"
+    says: Phrases  # first person; {v} = all values joined, {v1} = one value
+    news: Phrases = ()  # small recent things built on one value {v1}
+    plural: bool = False  # values are a list of favourites ("my favorite authors")
+
+
+class Consequence(Row):
+    joiner: str
+    tail: str
+
+
+class TopicRow(Row):
+    """A kind of request: the first row whose pattern the activity matches gives its topic."""
+
+    domain: Domain
+    pattern: Caseless
+    kind: Kind
+    thing: str  # "the alarm", "a bus ticket"
+    options: Phrases = ()  # else the domain's
+
+
+class PhrasingTable(Table):
+    file = "phrasing.json"
+    prices: dict[Domain, tuple[int, int]]
+    attributes: dict[str, AttributeVoice]
+    steady: dict[str, Phrases]  # standing arrangements, by the attribute's noun
+    time_frames: Phrases
+    consequences: tuple[Consequence, ...]
+    preference_frames: Phrases
+    no_generic_frames: Words
+    plural_frames: Phrases
+    identity_bodies: dict[str, Phrases]
+    age_bodies: dict[str, Phrases]
+    volunteered: Phrases  # lead-ins of a personal remark
+    answers: Phrases  # ... answering a personal question
+    topics: tuple[TopicRow, ...]
+    options: dict[Domain, Phrases]
+    generic_options: ByKind[Phrases]
+    sounds: Phrases
+    first_names: Phrases
+    adjectives: Phrases
+    nouns: Phrases
+    venue_kinds: dict[Domain, Phrases]
+    proposal_frames: Phrases
+    taste_domains: frozenset[Domain]  # favourites are works, artists and genres
+    taste_reasons: Phrases
+    preference_reasons: Phrases
+    commercial_details: Phrases
+    work_details: Phrases  # a work's: no opening times or distances
+    details: dict[Kind, Phrases]  # else commercial (work in a taste domain)
+    ack_openers: Phrases
+    ack_bodies: Phrases
+    lead_words: Phrases
+    assistant_openers: Phrases
+    personal_questions: Phrases
+    question_leads: Phrases
+    question_when: Phrases
+    question_spans: Phrases
+    topic_questions: ByKind[Phrases]
+    user_openings: Phrases
+    open_when: Phrases
+    greetings: Phrases
+    reactions: Phrases
+    yes: Phrases
+    no: Phrases
+    answer_tails: Phrases
+    follow_ups: ByKind[Phrases]
+    user_closings: ByKind[Phrases]
+    closing_tails: Phrases
+    assistant_closings: ByKind[Phrases]
+    assistant_tails: Phrases
+
+
+TABLES: tuple[type[Table], ...] = (
+    GrammarTable,
+    BridgeTable,
+    NeedsTable,
+    UpdatesTable,
+    SayingsTable,
+    WorldTable,
+    QueriesTable,
+    PersonaTable,
+    MemoryTable,
+    PhrasingTable,
+)
+"""Every data file, by its schema."""
