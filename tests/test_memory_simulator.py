@@ -22,6 +22,7 @@ from memoryquest.memory.extraction import (
 )
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulate
+from memoryquest.simulator.grammar import as_fact
 from memoryquest.simulator.memory import (
     UPDATE_JACCARD,
     classify,
@@ -34,7 +35,6 @@ from memoryquest.simulator.memory import (
     merge_facts,
     proper_names,
     statements,
-    third_person,
 )
 from memoryquest.simulator.needs import World, distractor_update, infer_domains, say_update
 from memoryquest.simulator.needs.bridges import split_bridge
@@ -110,7 +110,7 @@ def test_first_person_statements_become_third_person_facts(
     said: str, fact: str, fact_type: str
 ) -> None:
     (clause,) = statements(said)
-    assert third_person(clause) == fact
+    assert as_fact(clause) == fact
     assert classify(clause) == fact_type
 
 
@@ -137,7 +137,7 @@ def test_questions_requests_and_small_talk_are_skipped(said: str) -> None:
 
 def test_a_trailing_request_is_cut_and_each_sentence_is_one_fact() -> None:
     said = "I injured my knee last month, so can you find something low-impact? I work full-time, so I prefer evening classes."
-    assert [third_person(c) for c in statements(said)] == [
+    assert [as_fact(c) for c in statements(said)] == [
         "Injured their knee last month",
         "Works full-time, so they prefer evening classes",
     ]
@@ -171,7 +171,7 @@ def test_a_trailing_request_is_cut_and_each_sentence_is_one_fact() -> None:
 )
 def test_lead_ins_and_asides_are_read_past(said: str, fact: str) -> None:
     (clause,) = statements(said)
-    assert third_person(clause) == fact
+    assert as_fact(clause) == fact
 
 
 def test_facts_quote_their_sentence_exactly_and_are_never_joined() -> None:
@@ -231,11 +231,11 @@ def test_names_in_a_list_are_separate_and_titles_keep_their_words() -> None:
         "Harry Potter and the Prisoner of Azkaban"
     ]
     assert (
-        third_person("My favourite book is I Know Why the Caged Bird Sings")
+        as_fact("My favourite book is I Know Why the Caged Bird Sings")
         == "User's favourite book is I Know Why the Caged Bird Sings"
     )
     assert (
-        third_person("I watched Call Me by Your Name with my sister")
+        as_fact("I watched Call Me by Your Name with my sister")
         == "Watched Call Me by Your Name with their sister"
     )
 

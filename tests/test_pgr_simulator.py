@@ -20,7 +20,7 @@ from memoryquest.pgr.runner import run_query
 from memoryquest.pgr.sample import sample_dataset
 from memoryquest.settings import PGRSettings
 from memoryquest.simulator import simulate
-from memoryquest.simulator.needs import NEEDS
+from memoryquest.simulator.needs import need_categories
 from memoryquest.simulator.pgr import (
     CHAIN_MAX,
     CHAIN_MIN,
@@ -170,7 +170,7 @@ def test_initial_chain_probes_the_needs_of_the_request(seed: int) -> None:
     # A sports league: the body, the week's commitments and getting to games all come up.
     assert any("injury" in a for a in actions)
     assert any("commitments" in a for a in actions)
-    probes = {NEEDS[n].probe.split("{")[0] for n in NEEDS}
+    probes = {need.probe.split("{")[0] for need in need_categories().values()}
     assert sum(any(a.startswith(p) for p in probes) for a in actions) >= CHAIN_MIN - 1
 
 
@@ -220,13 +220,13 @@ def test_refinement_folds_facts_into_their_need_and_follows_them_up() -> None:
     for before, after in zip(initial, refined[: len(initial)], strict=True):
         assert after["action"] == before["action"]
         if KNOWN not in after["constraints"]:
-            facets = [f for n in NEEDS.values() for f in n.facets]
+            facets = [f for n in need_categories().values() for f in n.facets]
             assert any(after["constraints"].startswith(f) for f in facets)
             assert after["constraints"] != before["constraints"] or before[
                 "constraints"
-            ].startswith(tuple(n.facets[-1] for n in NEEDS.values()))
+            ].startswith(tuple(n.facets[-1] for n in need_categories().values()))
     health = next(s for s in refined[: len(initial)] if "injury" in s["action"])
-    assert health["constraints"].startswith(NEEDS["health"].facets[0])
+    assert health["constraints"].startswith(need_categories()["health"].facets[0])
     assert f"{KNOWN}knee (2024-03-04)" in health["constraints"]
     added = refined[len(initial) :]
     knee_step = next(s for s in added if "knee" in s["action"])
@@ -240,14 +240,18 @@ def test_refinement_folds_facts_into_their_need_and_follows_them_up() -> None:
 def test_a_probe_that_finds_nothing_is_asked_from_the_next_side_of_its_need() -> None:
     steps = ask("pgr_cot_initial", BASE, 1)["steps"]
     budget = next(
-        s for s in steps if s["action"] == NEEDS["budget"].probe.format(step="getting the tickets")
+        s
+        for s in steps
+        if s["action"] == need_categories()["budget"].probe.format(step="getting the tickets")
     )
     sides = [budget["constraints"]]
     for _ in range(4):  # no fact about money comes back
         steps = ask("pgr_cot_refine", {**BASE, "previous_steps": steps, "facts": [KNEE]})["steps"]
         sides.append(next(s["constraints"] for s in steps if s["action"] == budget["action"]))
-    assert sides[:3] == list(NEEDS["budget"].facets)
-    assert sides[3] == sides[4] == NEEDS["budget"].facets[-1]  # then it stays: the plan can settle
+    assert sides[:3] == list(need_categories()["budget"].facets)
+    assert (
+        sides[3] == sides[4] == need_categories()["budget"].facets[-1]
+    )  # then it stays: the plan can settle
 
 
 def test_refinement_converges_once_the_needs_run_out() -> None:

@@ -27,15 +27,15 @@ from memoryquest.simulator.needs import (
     say_update,
 )
 from memoryquest.simulator.needs.bridges import (
-    FRAMES,
-    JOINERS,
-    SCENES,
     bridge,
     bridged_domain,
+    joiners,
     split_bridge,
 )
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.phrasing import Setting, Voice
+from memoryquest.simulator.schema import BridgeTable
+from memoryquest.simulator.tables import load
 from memoryquest.simulator.timelines import described_updates
 from memoryquest.stages.queries import generation_request
 from memoryquest.stages.timelines import timeline_request
@@ -113,7 +113,7 @@ def test_a_bridged_update_reads_as_its_core_and_is_said_with_its_bridge(
         said = say_update(bridged, rng)
         core, said_bridge = split_bridge(said.rstrip("."))
         assert said_bridge, said
-        assert any(scene in said_bridge for scene in SCENES[Domain.MUSIC]), said
+        assert any(scene in said_bridge for scene in load(BridgeTable).scenes[Domain.MUSIC]), said
         checked += 1
     assert checked > 100
 
@@ -141,7 +141,7 @@ def test_reference_bridges_point_at_the_request_without_its_words(
                 if not clause:
                     continue
                 bridged += 1
-                scenes = SCENES[Domain(candidate["domain"])]
+                scenes = load(BridgeTable).scenes[Domain(candidate["domain"])]
                 assert any(scene in clause for scene in scenes), (candidate["domain"], clause)
                 assert len(shared_content_words(candidate["query"], ref["text"])) == len(
                     shared_content_words(candidate["query"], core)
@@ -317,18 +317,19 @@ def test_distractor_bridges_avoid_the_words_of_their_phantom_request(
 
 def test_bridges_are_composed_from_connectives_hedges_and_frames() -> None:
     """No handful of joiners dominates the text, and every composition reads back to its core."""
-    assert len(JOINERS) >= 150 and len(FRAMES) >= 50
-    assert all(len(scenes) >= 12 for scenes in SCENES.values())
+    table = load(BridgeTable)
+    assert len(joiners()) >= 150 and len(table.frames) >= 50
+    assert all(len(scenes) >= 12 for scenes in table.scenes.values())
     core = "My car is at the garage"
-    for joiner in JOINERS:
-        for frame in FRAMES[::7]:
+    for joiner in joiners():
+        for frame in table.frames[::7]:
             clause = f"{joiner} {frame.format(scene='cinema nights')}"
             assert split_bridge(core + clause + ".") == (core, clause), clause
             assert bridged_domain(core + clause) is Domain.MOVIES
     rng = random.Random(0)
     clauses = [split_bridge(core + bridge(Domain.MUSIC, rng))[1] for _ in range(400)]
-    joiners = Counter(max((j for j in JOINERS if c.startswith(j + " ")), key=len) for c in clauses)
-    assert joiners.most_common(1)[0][1] / len(clauses) < 0.04
+    used = Counter(max((j for j in joiners() if c.startswith(j + " ")), key=len) for c in clauses)
+    assert used.most_common(1)[0][1] / len(clauses) < 0.04
 
 
 def test_plain_remarks_bridge_to_the_conversation_as_updates_do(personas: list[Persona]) -> None:

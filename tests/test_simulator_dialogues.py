@@ -30,13 +30,11 @@ from memoryquest.simulator.persona_grounding import (
     task_scenarios,
 )
 from memoryquest.simulator.phrasing import (
-    ANSWERS,
-    TASTE_DOMAINS,
-    VOLUNTEERED,
     Options,
     Setting,
     Voice,
     parse_topic,
+    table,
     title,
     with_lead,
 )
@@ -332,7 +330,7 @@ def test_the_assistant_reply_never_sees_what_the_remark_was() -> None:
 
 def test_lead_ins_are_shared_by_updates_and_remarks() -> None:
     """Every lead-in a remark can get is one an update can get, and the memory reads past each of them."""
-    for lead in (*VOLUNTEERED, *ANSWERS):
+    for lead in (*table().volunteered, *table().answers):
         said = with_lead("My wrist is in a cast until June 12.", lead)
         assert statement(said) is not None and "wrist" in (statement(said) or ""), said
 
@@ -396,7 +394,7 @@ def test_picks_are_likened_only_to_works_and_artists(all_sessions: tuple[Session
     likened = preferred = 0
     for session in all_sessions:
         replies = " ".join(t["content"] for t in session.turns if t["role"] == "assistant")
-        if Domain(session.event["domain"]) in TASTE_DOMAINS:
+        if Domain(session.event["domain"]) in table().taste_domains:
             likened += bool(TASTE_ONLY.search(replies))
         else:
             assert not TASTE_ONLY.search(replies), replies  # "People who follow WiFi ..."
@@ -410,7 +408,7 @@ def test_works_get_no_opening_times_or_distances(all_sessions: tuple[Session, ..
     )
     works = 0
     for session in all_sessions:
-        if Domain(session.event["domain"]) not in TASTE_DOMAINS:
+        if Domain(session.event["domain"]) not in table().taste_domains:
             continue
         for turn in session.turns:
             if turn["role"] == "assistant":

@@ -17,16 +17,15 @@ import pytest
 from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
+from memoryquest.simulator.grammar import shift_person
 from memoryquest.simulator.persona_grounding import (
     PersonaMaterial,
-    affinity_statements,
-    contains_verbatim,
     interaction_sentences,
-    shift_person,
     split_sentences,
     task_scenarios,
 )
 from memoryquest.stages.common import persona_variables, task_variables
+from memoryquest.text import contains_verbatim
 
 try:
     from tests.generation_fixture import load_users
@@ -70,18 +69,6 @@ def material(persona: Persona) -> PersonaMaterial:
 # --------------------------------------------------------------------------- grounding helpers
 
 
-def test_affinity_statements_speak_in_the_first_person_with_the_real_values(user0: Persona) -> None:
-    alarm = affinity_statements(user0.affinities, Domain.ALARM)
-    assert any("7:00 AM" in s for s in alarm)
-    assert any("upbeat music" in s for s in alarm)
-    books = " ".join(affinity_statements(user0.affinities, Domain.BOOKS))
-    assert "Carl Sagan" in books and "Yuval Noah Harari" in books
-    assert all(
-        re.search(r"\b(I|My|my|I'm)\b", s)
-        for s in alarm + affinity_statements(user0.affinities, Domain.BOOKS)
-    )
-
-
 def test_interaction_summaries_move_into_first_and_second_person(user0: Persona) -> None:
     summary = material(user0).interaction(Domain.ALARM)
     first = interaction_sentences(summary, "first")
@@ -111,7 +98,6 @@ def test_task_scenarios_turn_intents_into_in_situ_requests(user0: Persona) -> No
     assert getaway.core == "plan a weekend getaway"
     assert getaway.kind == TaskKind.MULTI_DOMAIN
     assert getaway.opening.startswith("I am planning an upcoming weekend getaway and need")
-    assert getaway.situation_phrase() == "I'm on my laptop in Toronto, Canada this evening."
 
 
 # --------------------------------------------------------------------------- query_generation

@@ -15,16 +15,16 @@ import pytest
 
 from memoryquest.contracts import Domain, Persona
 from memoryquest.simulator.needs import (
-    DOMAIN_PLANS,
-    NEEDS,
     LifeUpdate,
     World,
     bank,
     classify_need,
     distractor_update,
+    domain_plans,
     fill,
     groups_of,
     infer_domains,
+    need_categories,
     needs_of_request,
     parse_update,
     request_needs,
@@ -79,15 +79,15 @@ def every_update(personas: list[Persona]) -> list[tuple[Persona, LifeUpdate]]:
 
 
 def test_every_domain_has_plan_steps_over_known_needs() -> None:
-    assert set(DOMAIN_PLANS) == set(Domain)
+    assert set(domain_plans()) == set(Domain)
     used = set()
-    for domain, steps in DOMAIN_PLANS.items():
+    for domain, steps in domain_plans().items():
         assert len(steps) >= 2, domain
         needs = request_needs(list(steps))
         assert len(needs) >= 4, domain  # enough for 3-5 references of different needs
-        assert set(needs) <= set(NEEDS)
+        assert set(needs) <= set(need_categories())
         used |= set(needs)
-    assert used == set(NEEDS)  # no need category is dead
+    assert used == set(need_categories())  # no need category is dead
 
 
 def test_a_request_implies_the_steps_of_its_wording() -> None:
@@ -268,7 +268,12 @@ def test_distractors_come_from_the_same_bank_and_avoid_what_they_must(
     # nothing left to give
     assert (
         distractor_update(
-            World(material), Domain.SHOPPING, SAID_ON, random.Random(5), set(NEEDS), set()
+            World(material),
+            Domain.SHOPPING,
+            SAID_ON,
+            random.Random(5),
+            set(need_categories()),
+            set(),
         )
         is None
     )

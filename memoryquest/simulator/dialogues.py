@@ -34,7 +34,7 @@ from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain
 from memoryquest.simulator import phrasing, simulates
-from memoryquest.simulator.grammar import sentence
+from memoryquest.simulator.grammar import sentence, upper_first
 from memoryquest.simulator.needs import say_update as needs_say_update
 from memoryquest.simulator.phrasing import Options, Setting, Topic, Voice
 from memoryquest.simulator.timelines import described_updates
@@ -129,7 +129,7 @@ def say_update(text: str, rng: random.Random) -> str:
     said = needs_say_update(text, rng).strip()
     bare = _SAYING_OPENER.sub("", said, count=1)
     if bare != said and bare:
-        said = bare[:1].upper() + bare[1:]
+        said = upper_first(bare)
     return said
 
 
@@ -173,9 +173,9 @@ def user_turn(
     for position, remark in enumerate(remarks):
         lead = ""
         if position == 0 and asked == "personal":
-            lead = phrasing.pick(rng, phrasing.ANSWERS)
+            lead = phrasing.pick(rng, phrasing.table().answers)
         elif rng.random() < VOLUNTEERED_LEAD_SHARE:
-            lead = phrasing.pick(rng, phrasing.VOLUNTEERED)
+            lead = phrasing.pick(rng, phrasing.table().volunteered)
         remarks[position] = phrasing.with_lead(remark, lead)
         if position in slots:
             said[slots.index(position)] = remarks[position]

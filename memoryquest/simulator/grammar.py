@@ -1,29 +1,54 @@
-"""Grammar helpers shared by every simulated answer: lists, articles, sentences, person.
+"""Grammar shared by every simulated answer: lists, articles, casing, inflection and person.
 
 Pure string functions with no knowledge of personas or prompts, so any part of
 the simulator (and nothing outside it) can use them without import cycles.
+Each rule exists here once; its word lists and rewrite tables are data
+(``data/grammar.json``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Literal
 
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+from memoryquest.simulator.schema import GrammarTable
+from memoryquest.simulator.tables import load
+from memoryquest.text import STOPWORDS
+
+
+def _table() -> GrammarTable:
+    return load(GrammarTable)
+
+
+def months() -> tuple[str, ...]:
+    return _table().months
+
+
+def weekdays() -> tuple[str, ...]:
+    return _table().weekdays
+
+
+def number_words() -> tuple[str, ...]:
+    """ "zero" to "twelve"."""
+    return _table().number_words
+
+
+@cache
+def calendar_words() -> frozenset[str]:
+    """Names of days and months, lower-cased."""
+    return frozenset(w.lower() for w in (*weekdays(), *months()))
+
+
+def number_word(n: int) -> str:
+    words = number_words()
+    return words[n] if 0 <= n < len(words) else str(n)
+
+
+def ordinal(day: int) -> str:
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
 
 
 def name_key(name: str) -> str:
@@ -44,6 +69,8 @@ def join_list(values: Sequence[str], conjunction: str = "and") -> str:
     return f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
 
 
+# --------------------------------------------------------------------------- articles and casing
+
 # Spelling and sound part ways: "a useful", "a European", "an hour", "an urban".
 _VOWEL_LETTER_CONSONANT_SOUND = r"(?i:one\b|one-|uni|use|usu|eu|ur[aeiouy])"
 _SILENT_H = r"(?i:hour|honest|heir|honou)"
@@ -63,17 +90,39 @@ def fix_articles(text: str) -> str:
 
 def sentence(text: str) -> str:
     """Capitalised, single-spaced, no word said twice by accident, the right articles, ending in punctuation."""
-    text = fix_articles(undoubled(re.sub(r"\s+", " ", text).strip()))
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text[-1] in ".!?" else text + "."
+    text = upper_first(fix_articles(undoubled(re.sub(r"\s+", " ", text).strip())))
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+def upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def lower_first(text: str) -> str:
     if len(text) > 1 and text[1].isupper():  # an acronym or a proper noun run ("IMAX", "UK")
         return text
     return text[:1].lower() + text[1:]
+
+
+def lower_start(text: str) -> str:
+    """Lower-case the first letter when the first word is an ordinary word ("Since" yes, "I" and names no)."""
+    bare = re.sub(r"[^A-Za-z']", "", text.split(" ", 1)[0]).lower()
+    ordinary = bare in STOPWORDS or bare in _table().common_starters
+    return (
+        lower_first(text) if ordinary and bare not in {"i", "i'm", "i've", "i'd", "i'll"} else text
+    )
+
+
+_DOUBLED_WORD = re.compile(r"\b([a-z][a-z']{2,})\s+\1(?![\w-])")
+
+
+def undoubled(text: str) -> str:
+    """``text`` without a word said twice where two filled pieces meet ("reclining seats seats",
+    "sleeping over over the coming weeks"); names ("Banyana Banyana") and "off off-peak" stay."""
+    return _DOUBLED_WORD.sub(r"\1", text)
+
+
+# --------------------------------------------------------------------------- nouns and values
 
 
 def plural(noun: str) -> str:
@@ -85,22 +134,20 @@ def plural(noun: str) -> str:
     return noun + "s"
 
 
-def ordinal(day: int) -> str:
-    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
-    return f"{day}{suffix}"
+def clean_value(value: str) -> str:
+    """A value ready to drop into a sentence: no parenthetical notes, no trailing stop."""
+    value = re.sub(r"\s*\([^)]*\)", "", value)
+    return re.sub(r"\s+", " ", value).strip().rstrip(".").rstrip(",")
 
 
-# --------------------------------------------------------------------------- values
-
-_LOWER_SLOTS = {"event_type", "category", "contact", "seat_type"}
-_GENERIC_WORDS = re.compile(
-    r"\b(startups?|brands?|compan(?:y|ies)|corporations?|firms?|businesses)\b", re.IGNORECASE
-)
+@cache
+def _generic() -> re.Pattern[str]:
+    return re.compile(rf"\b({'|'.join(_table().generic_words)})\b", re.IGNORECASE)
 
 
 def is_proper(value: str) -> bool:
-    """A brand or company name rather than a description ('Apple Inc.' yes, 'Local tech startups' no)."""
-    if _GENERIC_WORDS.search(value):
+    """A brand, company or place name rather than a description ('Apple Inc.' yes, 'Local tech startups' no)."""
+    if _generic().search(value):
         return False
     words = [
         w
@@ -110,121 +157,65 @@ def is_proper(value: str) -> bool:
     return bool(words) and all(w[0].isupper() for w in words)
 
 
-def clean_value(value: str, slot: str = "") -> str:
-    """A value ready to drop into a sentence: no parenthetical notes, no trailing stop."""
-    value = re.sub(r"\s*\([^)]*\)", "", value)
-    value = re.sub(r"\s+", " ", value).strip().rstrip(".").rstrip(",")
-    if slot == "seat_type":
-        value = re.sub(r"\s+seats?$", "", value, flags=re.IGNORECASE)
-    if slot in _LOWER_SLOTS and not is_proper(value):
-        value = value.lower()
-    return value
-
-
-# --------------------------------------------------------------------------- person conversion
-
-_ADVERBS = {
-    "also",
-    "often",
-    "frequently",
-    "usually",
-    "typically",
-    "generally",
-    "always",
-    "occasionally",
-    "sometimes",
-    "consistently",
-    "particularly",
-    "especially",
-    "really",
-    "still",
-    "regularly",
-    "then",
-    "now",
-    "even",
-    "mostly",
-    "primarily",
-    "mainly",
-    "increasingly",
-    "recently",
-    "later",
-    "further",
-    "actively",
-    "greatly",
-    "highly",
-    "strongly",
-    "clearly",
-    "specifically",
-    "first",
-    "initially",
-    "subsequently",
-    "therefore",
-    "never",
-    "rarely",
-    "seldom",
-    "already",
-    "just",
-}
-_IRREGULAR = {"has": "have", "does": "do", "goes": "go", "focuses": "focus"}
-_NOT_VERBS = {
-    "this",
-    "is",
-    "was",
-    "as",
-    "us",
-    "his",
-    "its",
-    "always",
-    "perhaps",
-    "various",
-    "previous",
-}
-_OBJECT_FOLLOWERS = {
-    "to",
-    "with",
-    "for",
-    "of",
-    "on",
-    "in",
-    "about",
-    "and",
-    "or",
-    "that",
-    "the",
-    "a",
-    "an",
-    "up",
-    "back",
-    "when",
-    "while",
-    "if",
-    "as",
-    "at",
-    "by",
-    "from",
-    "into",
-    "through",
-    "so",
-    "but",
-    "whenever",
-    "based",
-    "know",
-    "updated",
-    "informed",
-}
+# --------------------------------------------------------------------------- verbs
 
 
 def base_form(word: str) -> str:
+    """'needs' -> 'need', 'tries' -> 'try', 'has' -> 'have'; any other word as it is."""
     lower = word.lower()
-    if lower in _IRREGULAR:
-        return _IRREGULAR[lower]
-    if lower in _NOT_VERBS or not lower.endswith("s") or lower.endswith(("ss", "us", "is")):
+    table = _table()
+    if lower in table.base_forms:
+        return table.base_forms[lower]
+    if lower in table.not_verbs or not lower.endswith("s") or lower.endswith(("ss", "us", "is")):
         return word
     if re.search(r"[^aeiou]ies$", lower):
         return word[:-3] + "y"
     if lower.endswith(("ches", "shes", "sses", "xes", "zzes", "oes")):
         return word[:-2]
     return word[:-1]
+
+
+def third_singular(verb: str) -> str:
+    """'need' -> 'needs', 'try' -> 'tries', 'have' -> 'has'; modals and past forms as they are."""
+    lower = verb.lower()
+    table = _table()
+    if lower in table.third_singulars:
+        return table.third_singulars[lower]
+    if (
+        lower in table.modals
+        or lower in table.irregular_past
+        or (lower.endswith("ed") and not lower.endswith("eed"))
+    ):
+        return verb
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def base_from_stem(stem: str) -> str:
+    """'explor' -> 'explore', 'research' -> 'research', 'sett' -> 'set' (what is left after -ing)."""
+    if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "ls":
+        return stem[:-1]
+    if stem.endswith(
+        ("or", "ar", "ur", "at", "iv", "uc", "ag", "ac", "ok", "in", "ov", "us", "id", "ir", "ad")
+    ) and not stem.endswith(("ear", "oin", "ain")):
+        return stem + "e"
+    return stem
+
+
+# --------------------------------------------------------------------------- person
+
+FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
+_AMBIGUOUS = re.compile(r"\b(they|them|their|theirs|themselves|they're|they've)\b", re.IGNORECASE)
+_ASSISTANT = r"\bthe (?:virtual |AI |shopping |digital )?assistant"
+
+
+@cache
+def _agreement(subject: str) -> re.Pattern[str]:
+    adverb_group = r"((?:(?:" + "|".join(sorted(_table().adverbs)) + r")\s+)*)"
+    return re.compile(r"(\b" + subject + r"\s+)" + adverb_group + r"([A-Za-z]+)\b")
 
 
 def _agree(text: str, subject: str, be: str, was: str) -> str:
@@ -241,17 +232,13 @@ def _agree(text: str, subject: str, be: str, was: str) -> str:
             new = base_form(verb)
         return f"{lead}{adverbs}{new}"
 
-    adverb_group = r"((?:(?:" + "|".join(sorted(_ADVERBS)) + r")\s+)*)"
-    pattern = re.compile(r"(\b" + subject + r"\s+)" + adverb_group + r"([A-Za-z]+)\b")
-    return pattern.sub(fix, text)
+    return _agreement(subject).sub(fix, text)
 
 
-_COORDINATED = re.compile(
-    r"\b(I|you)\b([^.;:]*?\b(?:and|but|or)\s+)(has|is|needs|wants|requires|prefers|likes|seeks|enjoys|values|"
-    r"appreciates|loves|uses|asks|expects|tends|hopes|plans|relies|finds|looks|shows|sends|provides|offers|"
-    r"suggests|helps|makes|gives|keeps|takes|allows|ensures|adjusts|remembers|learns|tailors|notes|delivers|"
-    r"recommends|responds|handles|understands|supports|tracks|reminds|would like)\b"
-)
+@cache
+def _coordinated() -> re.Pattern[str]:
+    verbs = "|".join(_table().coordinated_verbs)
+    return re.compile(rf"\b(I|you)\b([^.;:]*?\b(?:and|but|or)\s+)({verbs})\b")
 
 
 def _agree_coordinated(text: str) -> str:
@@ -264,38 +251,27 @@ def _agree_coordinated(text: str) -> str:
         new = {"is": "am" if subject == "I" else "are"}.get(verb, base_form(verb))
         return f"{subject}{middle}{new}"
 
-    return _COORDINATED.sub(fix, text)
+    return _coordinated().sub(fix, text)
 
 
 def _looks_like_subject(rest: str) -> bool:
     """Is the word after a pronoun / 'the user' a verb (so the pronoun is a subject)?"""
-    words = re.findall(r"[A-Za-z']+", rest)
-    for word in words[:3]:
+    table = _table()
+    for word in re.findall(r"[A-Za-z']+", rest)[:3]:
         lower = word.lower()
-        if lower in _ADVERBS:
+        if lower in table.adverbs:
             continue
-        if lower in {
-            "has",
-            "is",
-            "was",
-            "had",
-            "does",
-            "did",
-            "can",
-            "could",
-            "will",
-            "would",
-            "may",
-            "might",
-            "should",
-            "must",
-        }:
+        if lower in table.auxiliaries:
             return True
-        return lower.endswith(("s", "ed")) and lower not in _NOT_VERBS
+        return lower.endswith(("s", "ed")) and lower not in table.not_verbs
     return False
 
 
-_AMBIGUOUS = re.compile(r"\b(they|them|their|theirs|themselves|they're|they've)\b", re.IGNORECASE)
+def _one_at_a_time(pattern: str, text: str, say: Callable[[str, re.Match[str]], str]) -> str:
+    """Substitute one occurrence at a time, so each decision sees the text after it."""
+    while found := re.search(pattern, text, flags=re.IGNORECASE):
+        text = text[: found.start()] + say(text, found) + text[found.end() :]
+    return text
 
 
 def shift_person(text: str, person: str = "first", *, they_is_user: bool = False) -> str | None:
@@ -308,68 +284,43 @@ def shift_person(text: str, person: str = "first", *, they_is_user: bool = False
     """
     if not they_is_user and _AMBIGUOUS.search(text):
         return None
+    first = person == "first"
     user_subj, user_obj, user_poss, user_refl = (
-        ("I", "me", "my", "myself") if person == "first" else ("you", "you", "your", "yourself")
+        ("I", "me", "my", "myself") if first else ("you", "you", "your", "yourself")
     )
-    asst_subj, asst_obj, asst_poss = (
-        ("you", "you", "your") if person == "first" else ("I", "me", "my")
-    )
+    asst_subj, asst_obj, asst_poss = ("you", "you", "your") if first else ("I", "me", "my")
+    user_be = "I'm" if first else "you're"
 
-    out = text
-    out = re.sub(
-        r"\bthe (?:virtual |AI |shopping |digital )?assistant's\b",
-        asst_poss,
-        out,
-        flags=re.IGNORECASE,
-    )
+    out = re.sub(_ASSISTANT + r"'s\b", asst_poss, text, flags=re.IGNORECASE)
 
     def assistant(match: re.Match[str]) -> str:
         return asst_subj if _looks_like_subject(out[match.end() :]) else asst_obj
 
-    out = re.sub(
-        r"\bthe (?:virtual |AI |shopping |digital )?assistant\b",
-        assistant,
-        out,
-        flags=re.IGNORECASE,
-    )
+    out = re.sub(_ASSISTANT + r"\b", assistant, out, flags=re.IGNORECASE)
     out = re.sub(r"\bthe user's\b", user_poss, out, flags=re.IGNORECASE)
 
-    def user(match: re.Match[str]) -> str:
-        return user_subj if _looks_like_subject(out[match.end() :]) else user_obj
+    def user(current: str, match: re.Match[str]) -> str:
+        return user_subj if _looks_like_subject(current[match.end() :]) else user_obj
 
-    # Substitute one occurrence at a time so each decision sees the text after it.
-    for pattern, handler in ((r"\bthe user\b", user),):
-        while True:
-            found = re.search(pattern, out, flags=re.IGNORECASE)
-            if not found:
-                break
-            out = out[: found.start()] + handler(found) + out[found.end() :]
-    out = re.sub(
-        r"\b(he|she)'s\b", "I'm" if person == "first" else "you're", out, flags=re.IGNORECASE
-    )
+    out = _one_at_a_time(r"\bthe user\b", out, user)
+    out = re.sub(r"\b(he|she)'s\b", user_be, out, flags=re.IGNORECASE)
     out = re.sub(r"\b(he|she)\b", user_subj, out, flags=re.IGNORECASE)
     out = re.sub(r"\bhis\b", user_poss, out, flags=re.IGNORECASE)
     out = re.sub(r"\bhim\b", user_obj, out, flags=re.IGNORECASE)
     out = re.sub(r"\b(himself|herself)\b", user_refl, out, flags=re.IGNORECASE)
 
-    def her(match: re.Match[str]) -> str:
-        following = re.match(r"\s*([A-Za-z']+)", out[match.end() :])
-        if following is None or following.group(1).lower() in _OBJECT_FOLLOWERS:
+    def her(current: str, match: re.Match[str]) -> str:
+        following = re.match(r"\s*([A-Za-z']+)", current[match.end() :])
+        if following is None or following.group(1).lower() in _table().object_followers:
             return user_obj
         return user_poss
 
-    while True:
-        found = re.search(r"\bher\b", out, flags=re.IGNORECASE)
-        if not found:
-            break
-        out = out[: found.start()] + her(found) + out[found.end() :]
+    out = _one_at_a_time(r"\bher\b", out, her)
     if they_is_user:
         out = re.sub(r"\btheir\b", user_poss, out, flags=re.IGNORECASE)
         out = re.sub(r"\bthemselves\b", user_refl, out, flags=re.IGNORECASE)
         out = re.sub(r"\bthem\b", user_obj, out, flags=re.IGNORECASE)
-        out = re.sub(
-            r"\bthey're\b", "I'm" if person == "first" else "you're", out, flags=re.IGNORECASE
-        )
+        out = re.sub(r"\bthey're\b", user_be, out, flags=re.IGNORECASE)
         out = re.sub(r"\bthey\b", user_subj, out, flags=re.IGNORECASE)
     out = _agree(out, "I", "am", "was")
     out = _agree(out, "you", "are", "were")
@@ -378,56 +329,71 @@ def shift_person(text: str, person: str = "first", *, they_is_user: bool = False
     return sentence(out)
 
 
-_SPEAKER_FORMS = (
-    (r"\bI'm\b", "{subj_be}"),
-    (r"\bI've\b", "{subj}'ve"),
-    (r"\bI'd\b", "{subj}'d"),
-    (r"\bI'll\b", "{subj}'ll"),
-    (r"\bI am\b", "{subj} are"),
-    (r"\bI was\b", "{subj} were"),
-    # A capitalised word after "I", or a capitalised "Me"/"My" inside a clause, belongs to a
-    # title ("I Know Why the Caged Bird Sings", "Call Me by Your Name"): left as it is.
-    (r"\bI\b(?!\s+[A-Z])", "{subj}"),
-    (r"(?:^M|\bm)yself\b", "{refl}"),
-    (r"(?:^M|\bm)ine\b", "{pron}"),
-    (r"(?:^M|\bm)y\b", "{poss}"),
-    (r"(?:^M|\bm)e\b", "{obj}"),
-)
-_PERSON_WORDS = {
-    "second": {
-        "subj": "you",
-        "subj_be": "you're",
-        "obj": "you",
-        "poss": "your",
-        "pron": "yours",
-        "refl": "yourself",
-    },
-    "third": {
-        "subj": "they",
-        "subj_be": "they're",
-        "obj": "them",
-        "poss": "their",
-        "pron": "theirs",
-        "refl": "themselves",
-    },
-}
-_FROM_FIRST_PERSON = {
-    person: tuple((re.compile(pattern), form.format(**forms)) for pattern, form in _SPEAKER_FORMS)
-    for person, forms in _PERSON_WORDS.items()
-}
+Person = Literal["second", "third"]
 
 
-def from_first_person(text: str, person: str) -> str:
+@cache
+def _speaker_forms(person: Person) -> tuple[tuple[re.Pattern[str], str], ...]:
+    table = _table()
+    words = table.person_words[person].model_dump()
+    return tuple((f.pattern, f.replacement.format(**words)) for f in table.speaker_forms)
+
+
+def from_first_person(text: str, person: Person) -> str:
     """The speaker's "I", "my", "me" ... in ``text`` said of them in the ``"second"`` or ``"third"`` person."""
-    for pattern, replacement in _FROM_FIRST_PERSON[person]:
+    for pattern, replacement in _speaker_forms(person):
         text = pattern.sub(replacement, text)
     return text
 
 
-_DOUBLED_WORD = re.compile(r"\b([a-z][a-z']{2,})\s+\1(?![\w-])")
+def from_second_person(text: str) -> str:
+    """The assistant's "you", "your" ... in ``text`` said by the user ("my", "I")."""
+    for form in _table().addressee_forms:
+        text = form.pattern.sub(form.replacement, text)
+    return text
 
 
-def undoubled(text: str) -> str:
-    """``text`` without a word said twice where two filled pieces meet ("reclining seats seats",
-    "sleeping over over the coming weeks"); names ("Banyana Banyana") and "off off-peak" stay."""
-    return _DOUBLED_WORD.sub(r"\1", text)
+def as_fact(clause: str) -> str:
+    """A first-person clause as a fact about the user, without a subject.
+
+    'I moved to Toronto' -> 'Moved to Toronto'; 'My sister is a nurse' -> "User's sister is a nurse".
+    """
+    couple = re.match(r"^My ([\w' -]{1,30}?) and I\b(?!')(.*)$", clause)
+    if couple:
+        return upper_first(
+            f"User and their {couple.group(1)}{from_first_person(couple.group(2), 'third')}"
+        )
+    if clause.startswith("My "):
+        return "User's " + from_first_person(clause[3:], "third")
+    companion = re.match(r"^([A-Z][\w' -]{0,30}?) and I\b(?!')(.*)$", clause)
+    if companion and not FIRST_PERSON.search(companion.group(1)):
+        who = companion.group(1)
+        who = who if who.split()[0].lower() in calendar_words() else lower_first(who)
+        return f"User and {who}{from_first_person(companion.group(2), 'third')}"
+    for start in _table().fact_starts:
+        if start.pattern.match(clause):
+            after = start.pattern.sub("", clause, count=1)
+            return start.replacement + from_first_person(after, "third")
+    tokens = clause.split()
+    if tokens and tokens[0] == "I":  # the verb after any adverbs agrees with the user
+        rest = tokens[1:]
+        adverbs: list[str] = []
+        while rest and rest[0].lower() in _table().adverbs:
+            adverbs.append(rest.pop(0))
+        clause = " ".join([*adverbs, third_singular(rest[0]), *rest[1:]] if rest else adverbs)
+    return upper_first(from_first_person(clause, "third"))
+
+
+def from_fact(text: str) -> str:
+    """A fact about the user said by the user: 'Is allergic to nuts' -> "I'm allergic to nuts"."""
+    for lead in _table().fact_leads:
+        if lead.pattern.search(text):
+            text = lead.pattern.sub(lead.replacement, text, count=1)
+            break
+    else:
+        if re.match(r"^[A-Za-z]+ed\b", text):
+            text = "I " + lower_first(text)
+        elif not FIRST_PERSON.match(text):  # a noun phrase ("Upstairs neighbour complained ...")
+            text = "My " + lower_first(text)
+    text = re.sub(r"\bthe user's\b", "my", text, flags=re.IGNORECASE)
+    return re.sub(r"\bthe user\b", "me", text, flags=re.IGNORECASE)

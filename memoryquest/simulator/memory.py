@@ -49,16 +49,24 @@ import random
 import re
 from collections import Counter
 from collections.abc import Set
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulates
-from memoryquest.simulator.grammar import from_first_person
+from memoryquest.simulator.grammar import (
+    FIRST_PERSON,
+    as_fact,
+    calendar_words,
+    lower_first,
+    number_words,
+    upper_first,
+)
 from memoryquest.simulator.needs import classify_need, infer_domains
-from memoryquest.simulator.needs.bank import NUMBER_WORDS
 from memoryquest.simulator.needs.bridges import core_of
+from memoryquest.simulator.schema import MemoryTable
+from memoryquest.simulator.tables import load
 from memoryquest.text import STOPWORDS, content_words, opening_words, split_sentences
 
 UPDATE_JACCARD = 0.6
@@ -69,38 +77,38 @@ MAX_MERGED_ENTITIES = 8
 MAX_TOPICS = 2
 
 _FIRST = r"(?:I|I'm|I've|I'd|I'll|My)"
-# Discourse markers that can open a sentence without punctuation ("Also I ...", "By the way my ...").
-_MARKER = re.compile(
-    r"^(?:also|actually|by the way|btw|anyway|honestly|just so you know|fyi|for context|for the record|"
-    r"for what it's worth|and|but|so|plus|incidentally|as i mentioned|as i said|as you know|one more thing|"
-    r"oh and|side note|in fact|funny enough|to be honest|truth be told|speaking of which|now that i think of it|"
-    r"come to think of it|before i forget|on that note|quick note|worth saying|worth mentioning|"
-    r"in case it matters|if it helps|if it matters|in any case|either way|let me think|let me see|let's see|"
-    r"now that you ask|now that you mention it|since you ask|good question|off the top of my head|right,? so|"
-    r"well,? one thing|on that note)\b[,!.:]?\s*(?:[—–-]+\s*)?",
-    re.IGNORECASE,
-)
-# Interjections, only when punctuation closes them ("Oh, ...", "No — ...", "Thanks!").
-_INTERJECTION = re.compile(
-    r"^(?:oh|well|yeah|yes|no|sure|okay|ok|hmm|right|hi there|hey there|hi again|hello again|hi|hey|hello|hiya|"
-    r"good morning|good evening|morning|evening|great|perfect|thanks|thank you|ah|alright|"
-    r"got it|fair enough|true|good point|nice|cool)\s*(?:[,!.:]+|\s[—–-]+)\s*",
-    re.IGNORECASE,
-)
+
+
+def _table() -> MemoryTable:
+    return load(MemoryTable)
+
+
+def _openers(words: tuple[str, ...], tail: str = "") -> re.Pattern[str]:
+    """A sentence opening on one of ``words`` (pattern pieces), followed by ``tail``."""
+    return re.compile(rf"^(?:{'|'.join(words)}){tail}", re.IGNORECASE)
+
+
+@cache
+def _lexicon() -> dict[str, re.Pattern[str]]:
+    """The openings a statement is read by: lead-ins to drop, then what is no statement."""
+    table = _table()
+    return {
+        # Discourse markers that open a sentence without punctuation ("Also I ...", "By the way my ...").
+        "marker": _openers(table.discourse_markers, r"\b[,!.:]?\s*(?:[—–-]+\s*)?"),
+        # Interjections, only when punctuation closes them ("Oh, ...", "No — ...", "Thanks!").
+        "interjection": _openers(table.interjections, r"\s*(?:[,!.:]+|\s[—–-]+)\s*"),
+        "imperative": _openers(table.imperatives, r"\b"),
+        "small_talk": _openers(table.small_talk),
+        "request": _openers(table.request_openers),
+    }
+
+
 # "Since you asked, ...", "As you may remember, ..." — a lead-in about the assistant.
 _YOU_LEAD = re.compile(r"^[^,]{0,40}\byou\b[^,]{0,30},\s+(?=\S)", re.IGNORECASE)
 # "Oh, one more thing —", "Quick context:" — a short lead-in closed by a dash or a colon.
 _DASH_LEAD = re.compile(r"^(?P<lead>[^—–:;]{1,40}?)\s*(?:[—–]|\s-\s|:)\s+(?P<rest>\S.*)$")
 _SUBJECT = re.compile(rf"^{_FIRST}\b")
 _LEAD_IN = re.compile(rf"^(?P<lead>[^,]{{2,48}}),\s+(?P<clause>{_FIRST}\b.*)$")
-_IMPERATIVE = re.compile(
-    r"^(?:please|set|book|find|show|tell|give|help|remind|add|check|send|make|get|play|search|look|"
-    r"suggest|recommend|schedule|cancel|change|update|let|list|compare|reserve|order|buy|plan|text|"
-    r"call|message|email|draft|write|put|move|turn|keep|note|remember|save|track|sort|pick|choose|"
-    r"go ahead|skip|drop|swap|lock|hold|mute|share|start|try|pull|line|narrow|flag|factor)\b",
-    re.IGNORECASE,
-)
-_FIRST_PERSON_WORD = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
 # "I'm done" in "9:15 AM is fine, set it and I'm done" closes a request; it says nothing of the user.
 _SIGN_OFF = re.compile(r"\bI'm (?:all )?(?:done|set|good)\b", re.IGNORECASE)
 _TRAILING_REQUEST = re.compile(
@@ -114,389 +122,11 @@ _ASIDE = re.compile(
     r"(?:,|;|\s+[—–-]+)\s*(?:so|and|but|which|in case|if|when|just)?\b[^,;—–]*\b(?:you|your|yours)\b.*$",
     re.IGNORECASE,
 )
-_SKIP = re.compile(
-    r"^(?:I (?:need|want) you|I'd like you|I would like you|I was wondering|I wonder|I'm wondering|"
-    r"I'd appreciate|I would appreciate|I appreciate|I think (?:that|this|it|so)|I guess|I agree|"
-    r"I see(?=[,.!]|$)|I understand|I'm not sure|I am not sure|I don't know|I do not know|I hope (?:that|this|it)|"
-    r"I'll (?:take|go with|check|think|look|try|keep|do that|leave|sort|have a look)|"
-    r"I'm (?:glad|happy|excited) (?:to hear|that|about that|with that)|"
-    r"I (?:love|like) (?:that|this|it|those|these|the sound|the idea|both)\b|I'm (?:all )?set\b|I'm good\b|I'm done\b|"
-    r"That's it|I have a question|I have another question|I'm curious (?:if|whether|what|how)|"
-    r"I could use (?:some |a little )?(?:help|assistance|a hand)|I need (?:some |a little )?(?:help|assistance|a hand)\b|"
-    r"(?:that|this|it)(?:'s| is| was| works| sounds)\b|sounds\b|works for\b|perfect\b|great\b)",
-    re.IGNORECASE,
-)
-_REQUEST = re.compile(
-    r"^(?:(?:can|could|would|will) (?:you|we)\b|help me\b|let's\b|any chance\b|hoping you can\b|quick one\b|"
-    r"time to\b|I(?:'d| would) (?:like|love)\b|I(?:'m| am) (?:hoping|trying|looking) to\b|I (?:want|need) to\b|"
-    r"today I (?:want|need)\b|I've been meaning to\b|please\b)",
-    re.IGNORECASE,
-)
 _ADDRESSES_ASSISTANT = re.compile(r"\b(?:you|your|yours)\b", re.IGNORECASE)
-
-_IRREGULAR_PAST = frozenset(
-    [
-        "went",
-        "got",
-        "took",
-        "bought",
-        "saw",
-        "had",
-        "was",
-        "were",
-        "made",
-        "ran",
-        "began",
-        "left",
-        "met",
-        "lost",
-        "found",
-        "came",
-        "became",
-        "flew",
-        "drove",
-        "wrote",
-        "spent",
-        "sold",
-        "won",
-        "broke",
-        "fell",
-        "felt",
-        "kept",
-        "paid",
-        "quit",
-        "told",
-        "thought",
-        "wore",
-        "gave",
-        "sent",
-        "built",
-        "brought",
-        "caught",
-        "chose",
-        "did",
-        "drank",
-        "ate",
-        "forgot",
-        "grew",
-        "heard",
-        "hit",
-        "hurt",
-        "knew",
-        "led",
-        "lent",
-        "let",
-        "meant",
-        "rode",
-        "rang",
-        "rose",
-        "sang",
-        "sat",
-        "slept",
-        "spoke",
-        "stood",
-        "stole",
-        "swam",
-        "taught",
-        "tore",
-        "understood",
-        "woke",
-        "threw",
-        "signed",
-    ]
-)
-_MODALS = frozenset(["can", "could", "should", "must", "might", "may", "shall", "would", "will"])
-_ADVERBS = frozenset(
-    [
-        "usually",
-        "always",
-        "often",
-        "really",
-        "also",
-        "just",
-        "still",
-        "recently",
-        "finally",
-        "never",
-        "sometimes",
-        "mostly",
-        "generally",
-        "absolutely",
-        "definitely",
-        "typically",
-        "only",
-        "actually",
-        "even",
-        "already",
-        "mainly",
-        "normally",
-        "rarely",
-        "occasionally",
-        "frequently",
-        "regularly",
-        "especially",
-        "currently",
-        "truly",
-        "totally",
-        "basically",
-        "honestly",
-        "lately",
-        "now",
-        "nearly",
-        "almost",
-        "probably",
-        "simply",
-    ]
-)
-_STARTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), replacement)
-    for pattern, replacement in (
-        (r"^I'm not\b", "Is not"),
-        (r"^I am not\b", "Is not"),
-        (r"^I'm\b", "Is"),
-        (r"^I am\b", "Is"),
-        (r"^I was\b", "Was"),
-        (r"^I wasn't\b", "Was not"),
-        (r"^I've been\b", "Has been"),
-        (r"^I have been\b", "Has been"),
-        (r"^I've\b", "Has"),
-        (r"^I have\b", "Has"),
-        (r"^I haven't\b", "Has not"),
-        (r"^I had\b", "Had"),
-        (r"^I'd\b", "Would"),
-        (r"^I'll\b", "Will"),
-        (r"^I won't\b", "Will not"),
-        (r"^I don't\b", "Does not"),
-        (r"^I do not\b", "Does not"),
-        (r"^I didn't\b", "Did not"),
-        (r"^I did not\b", "Did not"),
-        (r"^I can't\b", "Cannot"),
-        (r"^I cannot\b", "Cannot"),
-        (r"^I do\b", "Does"),
-    )
-)
-_EVENT = re.compile(
-    r"\b(?:injur\w*|broke (?:my|a|an)|broken|sprain\w*|surgery|operation|diagnos\w*|hospital\w*|sick|illness|"
-    r"pregnan\w*|new baby|had a baby|moved|moving|relocat\w*|lost (?:my|a|an|the|our)|laid off|got fired|"
-    r"got married|getting married|engaged|divorc\w*|promot\w*|new job|retir\w*|passed away|accident|"
-    r"allerg\w*|graduat\w*|bought a (?:house|home|car|new)|got a raise|pay cut|tight budget|budget is tight|"
-    r"broke up|recover\w*|quit my|started a new|anniversary|birthday|wedding|expir\w*|cancel\w*)\b",
-    re.IGNORECASE,
-)
-_PREFERENCE = re.compile(
-    r"\bI (?:\w+ly |really |always |never |also |still |just )*(?:love|like|prefer|enjoy|hate|dislike|adore|"
-    r"can't stand|cannot stand|avoid|tend to)\b|\b(?:favou?rite|prefer\w*|rather|go-to)\b",
-    re.IGNORECASE,
-)
-_INTEREST = re.compile(
-    r"\b(?:interested in|interest in|fan of|passionate about|curious about|fascinated|keen on|hobby|hobbies|"
-    r"I'm (?:really |very )?into|I am (?:really |very )?into|follow(?:ing)? (?:the|all))\b",
-    re.IGNORECASE,
-)
-_GOAL = re.compile(
-    r"\b(?:going to|gonna|plan\w*|will|I'll|want to|wanna|I'd like to|would like to|hope to|hoping to|"
-    r"intend\w*|aim\w* to|looking to|looking for|thinking (?:of|about)|saving (?:up )?for|need to|have to|"
-    r"upcoming|trying to|about to|goal|next (?:week|month|year|weekend|summer|winter|spring|fall|autumn|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|time))\b",
-    re.IGNORECASE,
-)
-_IDENTITY = re.compile(
-    r"\b(?:I'm an?|I am an?|work(?:ing)? as|work(?:ing)? (?:at|for)|job as|profession|years old|"
-    r"my (?:wife|husband|partner|sister|brother|son|daughter|kids|children|mom|mother|dad|father|parents|"
-    r"family|girlfriend|boyfriend|fianc\w*|name)|I live|live in|living in|I'm from|I am from|born in|"
-    r"grew up|degree|studied|single|never been married|native|I speak|based in|full-time|part-time|"
-    r"self-employed|freelanc\w*|unemployed|student)\b",
-    re.IGNORECASE,
-)
 
 # Entities: runs of capitalised tokens (with a few lower-case joiners inside a name).
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'&.+/-]*|&")
 _BREAK = re.compile(r"\s*([,;:()\u2014\u2013]|\s-\s)")
-_JOINERS = frozenset({"of", "the", "de", "du", "la", "van", "von", "and", "&"})
-_CALENDAR_WORDS = frozenset(
-    [
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ]
-)
-_NOT_ENTITIES = frozenset(
-    {"i", "i'm", "i've", "i'd", "i'll", "user", "user's", "am", "pm", "oh", "ok", "okay"}
-)
-# Words that are never topics on their own: verbs, adjectives and fillers a statement is made of.
-_NOT_TOPICS = frozenset(
-    [
-        "prefer",
-        "preferred",
-        "favourite",
-        "favorite",
-        "love",
-        "loves",
-        "like",
-        "likes",
-        "enjoy",
-        "enjoys",
-        "hate",
-        "hates",
-        "going",
-        "usually",
-        "always",
-        "never",
-        "really",
-        "often",
-        "recently",
-        "would",
-        "should",
-        "could",
-        "lately",
-        "these",
-        "days",
-        "since",
-        "until",
-        "after",
-        "before",
-        "still",
-        "pretty",
-        "quite",
-        "whole",
-        "every",
-        "each",
-        "week",
-        "weeks",
-        "month",
-        "months",
-        "year",
-        "years",
-        "weekend",
-        "weekends",
-        "morning",
-        "mornings",
-        "evening",
-        "evenings",
-        "night",
-        "nights",
-        "afternoon",
-        "afternoons",
-        "today",
-        "tonight",
-        "tomorrow",
-        "time",
-        "times",
-        "thing",
-        "things",
-        "stuff",
-        "something",
-        "anything",
-        "everything",
-        "someone",
-        "good",
-        "great",
-        "nice",
-        "best",
-        "better",
-        "worst",
-        "fine",
-        "okay",
-        "small",
-        "large",
-        "little",
-        "big",
-        "much",
-        "many",
-        "more",
-        "most",
-        "less",
-        "least",
-        "sure",
-        "keep",
-        "keeps",
-        "kept",
-        "make",
-        "makes",
-        "made",
-        "take",
-        "takes",
-        "took",
-        "started",
-        "start",
-        "stick",
-        "sticking",
-        "trying",
-        "tried",
-        "using",
-        "used",
-        "use",
-        "getting",
-        "gets",
-        "think",
-        "thinking",
-        "feel",
-        "feeling",
-        "looking",
-        "look",
-        "found",
-        "find",
-        "book",
-        "booked",
-        "booking",
-        "plan",
-        "plans",
-        "planning",
-        "least",
-        "kind",
-        "sort",
-        "type",
-        "types",
-        "part",
-        "parts",
-        "place",
-        "places",
-        "usual",
-        "normal",
-        "lately",
-        "mostly",
-        "actually",
-        "probably",
-        # nouns too general to say what a statement is about
-        "minutes",
-        "hours",
-        "seconds",
-        "annoyance",
-        "strain",
-        "case",
-        "version",
-        "change",
-        "changes",
-        "way",
-        "number",
-        "couple",
-        "amount",
-        "rest",
-        "deal",
-        "point",
-        "reason",
-        "problem",
-        "issue",
-        "idea",
-    ]
-)
-
 
 # --------------------------------------------------------------------------- text helpers
 
@@ -519,86 +149,26 @@ def jaccard(a: Set[str], b: Set[str]) -> float:
     return shared / (len(a) + len(b) - shared)  # |a ∪ b| without building the union
 
 
-def _third_singular(verb: str) -> str:
-    lower = verb.lower()
-    special = {"have": "has", "do": "does", "go": "goes", "be": "is"}
-    if lower in special:
-        return special[lower]
-    if (
-        lower in _MODALS
-        or lower in _IRREGULAR_PAST
-        or (lower.endswith("ed") and not lower.endswith("eed"))
-    ):
-        return verb
-    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-def _capitalise(text: str) -> str:
-    return text[:1].upper() + text[1:] if text else text
-
-
-def _later_first_person(text: str) -> str:
-    return from_first_person(text, "third")
-
-
-def third_person(clause: str) -> str:
-    """'I moved to Toronto' -> 'Moved to Toronto'; 'My sister is a nurse' -> "User's sister is a nurse"."""
-    couple = re.match(r"^My ([\w' -]{1,30}?) and I\b(?!')(.*)$", clause)
-    if couple:
-        return _capitalise(
-            f"User and their {couple.group(1)}{_later_first_person(couple.group(2))}"
-        )
-    if clause.startswith("My "):
-        return "User's " + _later_first_person(clause[3:])
-    companion = re.match(r"^([A-Z][\w' -]{0,30}?) and I\b(?!')(.*)$", clause)
-    if companion and not _FIRST_PERSON_WORD.search(companion.group(1)):
-        who = companion.group(1)
-        who = (
-            who
-            if who.split()[0].lower() in _CALENDAR_WORDS or who[1:2].isupper()
-            else who[:1].lower() + who[1:]
-        )
-        return f"User and {who}{_later_first_person(companion.group(2))}"
-    for pattern, replacement in _STARTS:
-        if pattern.match(clause):
-            return replacement + _later_first_person(pattern.sub("", clause, count=1))
-    tokens = clause.split()
-    if not tokens or tokens[0] != "I":
-        return _capitalise(_later_first_person(clause))
-    rest = tokens[1:]
-    adverbs: list[str] = []
-    while rest and rest[0].lower() in _ADVERBS:
-        adverbs.append(rest.pop(0))
-    if not rest:
-        return _capitalise(_later_first_person(" ".join(adverbs)))
-    verb = _third_singular(rest[0])
-    return _capitalise(_later_first_person(" ".join([*adverbs, verb, *rest[1:]])))
-
-
 def _lead_as_tail(lead: str) -> str:
     """'Last spring' -> ' last spring'; names of days and months keep their capital."""
     first = lead.split()[0]
-    keep = first.lower() in _CALENDAR_WORDS or (
+    keep = first.lower() in calendar_words() or (
         len(first) > 1 and (first.isupper() or first[1:] != first[1:].lower())
     )
-    return " " + (lead if keep else lead[:1].lower() + lead[1:])
+    return " " + (lead if keep else lower_first(lead))
 
 
 def _strip_lead_ins(text: str) -> str:
     previous = None
     while text and text != previous:
         previous = text
-        text = _INTERJECTION.sub("", text, count=1)
-        text = _MARKER.sub("", text, count=1).lstrip(" ,—–-")
+        text = _lexicon()["interjection"].sub("", text, count=1)
+        text = _lexicon()["marker"].sub("", text, count=1).lstrip(" ,—–-")
         text = _YOU_LEAD.sub("", text, count=1)
         dash = _DASH_LEAD.match(text)
         if (
             dash is not None
-            and not _FIRST_PERSON_WORD.search(dash.group("lead"))
+            and not FIRST_PERSON.search(dash.group("lead"))
             and len(dash.group("lead").split()) <= 6
         ):
             text = dash.group("rest")
@@ -620,13 +190,15 @@ def statement(sentence: str) -> str | None:
     tail = ""
     if not _SUBJECT.match(text):
         lead_in = _LEAD_IN.match(text)
-        if lead_in is not None and not _FIRST_PERSON_WORD.search(lead_in.group("lead")):
+        if lead_in is not None and not FIRST_PERSON.search(lead_in.group("lead")):
             tail = _lead_as_tail(lead_in.group("lead"))
             text = lead_in.group("clause")
-        elif not _FIRST_PERSON_WORD.search(_SIGN_OFF.sub("", text)) or _IMPERATIVE.match(text):
+        elif not FIRST_PERSON.search(_SIGN_OFF.sub("", text)) or _lexicon()["imperative"].match(
+            text
+        ):
             return None
-    text = "My" + text[2:] if text.startswith("my ") else _capitalise(text)
-    if _SKIP.match(text) or len(text.split()) < MIN_WORDS:
+    text = "My" + text[2:] if text.startswith("my ") else upper_first(text)
+    if _lexicon()["small_talk"].match(text) or len(text.split()) < MIN_WORDS:
         return None
     return text + tail
 
@@ -638,16 +210,7 @@ def statements(text: str) -> list[str]:
 
 def classify(clause: str) -> str:
     """The fact type of a first-person clause, by the first matching cue family."""
-    for name, pattern in (
-        ("Event", _EVENT),
-        ("Preference", _PREFERENCE),
-        ("Interest", _INTEREST),
-        ("Goal", _GOAL),
-        ("Identity", _IDENTITY),
-    ):
-        if pattern.search(clause):
-            return name
-    return "Activity"
+    return next((t.type for t in _table().fact_types if t.pattern.search(clause)), "Activity")
 
 
 def _clean_entity(value: str) -> str:
@@ -670,11 +233,15 @@ def proper_names(text: str) -> list[str]:
     listing = False
 
     def close() -> None:
-        while run and run[-1].lower() in _JOINERS:
+        while run and run[-1].lower() in _table().name_joiners:
             run.pop()
         if run:
             name = _clean_entity(" ".join(run))
-            if name and name.lower() not in _NOT_ENTITIES and name.lower() not in _CALENDAR_WORDS:
+            if (
+                name
+                and name.lower() not in _table().not_entities
+                and name.lower() not in calendar_words()
+            ):
                 names.append(name)
         run.clear()
 
@@ -682,12 +249,12 @@ def proper_names(text: str) -> list[str]:
         bare = token.rstrip(".,'")
         lower = bare.lower()
         capital = bare[:1].isupper() or (bare[:1].isdigit() and bool(run))
-        if position == 0 or lower in _NOT_ENTITIES or lower in _CALENDAR_WORDS:
+        if position == 0 or lower in _table().not_entities or lower in calendar_words():
             close()
             continue
         if capital:
             run.append(bare)
-        elif run and lower in _JOINERS and not (listing and lower == "and"):
+        elif run and lower in _table().name_joiners and not (listing and lower == "and"):
             run.append(lower)
         else:
             close()
@@ -699,99 +266,16 @@ def proper_names(text: str) -> list[str]:
     return names
 
 
-_DETERMINERS = frozenset(
-    {"a", "an", "the", "my", "his", "her", "their", "our", "your", "some", "any", "no"}
-    | {"another", "this", "these", "those", "new", *NUMBER_WORDS[1:11]}
-)
-"""Words that open a noun phrase: the phrase's last word before a break is its head noun."""
-_PHRASE_BREAKS = frozenset(
-    {
-        "till",
-        "right",
-        "next",
-        "coming",
-        "still",
-        "went",
-        "means",
-        "gives",
-        "named",
-        "paid",
-        "late",
-        "near",
-        "across",
-        "ago",
-        "away",
-        "about",
-        "back",
-        "down",
-        "off",
-        "over",
-        "around",
-        "instead",
-        "anymore",
-        "though",
-        "even",
-        "just",
-        "more",
-        "less",
-        "most",
-        "much",
-        "many",
-        "other",
-        "same",
-        "such",
-        "own",
-        "only",
-        "very",
-        "already",
-        "soon",
-        "up",
-        "out",
-        "whole",
-        "entire",
-        "first",
-        "last",
-        "few",
-        "lot",
-        "bit",
-        # verbs that follow a subject noun: "the flatmate plays", "the knee needs"
-        "needs",
-        "plays",
-        "comes",
-        "goes",
-        "gets",
-        "takes",
-        "makes",
-        "keeps",
-        "leaves",
-        "shifts",
-        "runs",
-        "starts",
-        "ends",
-        "works",
-        "lives",
-        "stays",
-        "feels",
-        "looks",
-        "seems",
-        "says",
-        "wants",
-        "likes",
-        "loves",
-        "hates",
-        "uses",
-        "has",
-        "does",
-        "joins",
-        "hurts",
-        "costs",
-        "settles",
-        "sits",
-        "falls",
-        "breaks",
-    }
-)
-"""Words that end a noun phrase (or that it never ends on): adverbs, particles, quantifiers, verbs."""
+@cache
+def _determiners() -> frozenset[str]:
+    """Words that open a noun phrase: the phrase's last word before a break is its head noun."""
+    numbers = number_words()[1:11]
+    return frozenset(
+        {"a", "an", "the", "my", "his", "her", "their", "our", "your", "some", "any", "no"}
+        | {"another", "this", "these", "those", "new", *numbers}
+    )
+
+
 _PHRASE_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
 
 
@@ -805,14 +289,14 @@ def _topics(clause: str) -> list[str]:
     heads: list[str] = []
     index = 0
     while index < len(tokens):
-        if tokens[index].lower() not in _DETERMINERS and not tokens[index].isdigit():
+        if tokens[index].lower() not in _determiners() and not tokens[index].isdigit():
             index += 1
             continue
         index += 1
         phrase: list[str] = []
         while index < len(tokens) and _PHRASE_WORD.fullmatch(tokens[index]):
             word = tokens[index]
-            if word in STOPWORDS or word in _DETERMINERS or word in _PHRASE_BREAKS:
+            if word in STOPWORDS or word in _determiners() or word in _table().phrase_breaks:
                 break
             if phrase and word.endswith(("ly", "ed")):
                 break
@@ -820,7 +304,9 @@ def _topics(clause: str) -> list[str]:
             index += 1
         if phrase:
             heads.append(phrase[-1])
-    candidates = [w for w in heads if len(w) >= 4 and w not in _NOT_TOPICS and not w.endswith("ly")]
+    candidates = [
+        w for w in heads if len(w) >= 4 and w not in _table().not_topics and not w.endswith("ly")
+    ]
     unique = list(dict.fromkeys(candidates))
     return sorted(unique, key=lambda w: (-len(w), unique.index(w)))[:MAX_TOPICS]
 
@@ -840,7 +326,7 @@ def entities(clause: str, domain: str) -> list[str]:
 
     def keep(value: str) -> None:
         value = _clean_entity(value)
-        if value and value.lower() not in _NOT_ENTITIES and value.lower() not in seen:
+        if value and value.lower() not in _table().not_entities and value.lower() not in seen:
             seen.add(value.lower())
             found.append(value)
 
@@ -864,12 +350,12 @@ def clean_entities(values: list[str], limit: int) -> list[str]:
     for value in values:
         text = _clean_entity(" ".join(str(value).split()))
         words_ = text.split()
-        while words_ and words_[-1].lower() in _NOT_ENTITIES:
+        while words_ and words_[-1].lower() in _table().not_entities:
             words_.pop()
-        while words_ and words_[0].lower() in _NOT_ENTITIES:
+        while words_ and words_[0].lower() in _table().not_entities:
             words_.pop(0)
         text = " ".join(words_)
-        if text and text.lower() not in seen and text.lower() not in _CALENDAR_WORDS:
+        if text and text.lower() not in seen and text.lower() not in calendar_words():
             seen.add(text.lower())
             kept.append(text)
     return kept[:limit]
@@ -922,7 +408,8 @@ def _best_match(tokens: Set[str], drafts: list[_Draft]) -> _Draft | None:
 
 def is_request(sentence: str) -> bool:
     """Is this the sentence a conversation opens with to ask for help ("Hi, could you help me ...?")?"""
-    return bool(_REQUEST.match(_strip_lead_ins(" ".join(sentence.replace("\u2019", "'").split()))))
+    opening = _strip_lead_ins(" ".join(sentence.replace("\u2019", "'").split()))
+    return bool(_lexicon()["request"].match(opening))
 
 
 def facts_of_turn(
@@ -939,7 +426,7 @@ def facts_of_turn(
         clause = statement(raw)
         if clause is None:
             continue
-        info = third_person(clause)
+        info = as_fact(clause)
         if ";" in info:
             info = info.replace(";", ",")
         out.append((raw, info, classify(clause), entities(clause, domain)))
@@ -997,7 +484,7 @@ def _atomic(info: str) -> str:
     if not pieces:
         return str(info).strip()
     best = max(pieces, key=lambda p: (len(_content_tokens(p)), -pieces.index(p)))
-    return _capitalise(best)
+    return upper_first(best)
 
 
 @simulates(ConsolidationInputs)

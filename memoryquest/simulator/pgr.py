@@ -45,7 +45,7 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from memoryquest.pgr.judges_contracts import JudgeReferencesInputs
@@ -61,10 +61,10 @@ from memoryquest.pgr.prospection_contracts import (
 from memoryquest.pgr.winrate_contracts import PairwiseInputs
 from memoryquest.simulator import simulates
 from memoryquest.simulator.needs import (
-    NEEDS,
     PlanStep,
     classify_need,
     cue_words,
+    need_categories,
     need_scores,
     needs_of_request,
 )
@@ -94,11 +94,11 @@ class Probe:
 
     @property
     def action(self) -> str:
-        return NEEDS[self.need].probe.format(step=self.step.phrase)
+        return need_categories()[self.need].probe.format(step=self.step.phrase)
 
     @property
     def constraints(self) -> str:
-        return NEEDS[self.need].constraints
+        return need_categories()[self.need].constraints
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def _root(query: str, plan_: Plan) -> dict[str, str]:
 def _branch(step: PlanStep, needs: Sequence[str]) -> dict[str, str]:
     return {
         "action": f"How {step.phrase} goes",
-        "constraints": ", ".join(NEEDS[n].label for n in needs),
+        "constraints": ", ".join(need_categories()[n].label for n in needs),
     }
 
 
@@ -322,7 +322,7 @@ def _need_of_step(step: dict[str, Any], plan_: Plan) -> str | None:
     for probe in plan_.probes:
         if action == probe.action:
             return probe.need
-    for need, pattern in _FOLLOW_PATTERNS.items():
+    for need, pattern in _follow_patterns().items():
         if pattern.fullmatch(action):
             return need
     return None
@@ -333,7 +333,9 @@ def _template_pattern(template: str) -> re.Pattern[str]:
     return re.compile(".+?".join(re.escape(p) for p in pieces))
 
 
-_FOLLOW_PATTERNS = {key: _template_pattern(need.follow) for key, need in NEEDS.items()}
+@cache
+def _follow_patterns() -> dict[str, re.Pattern[str]]:
+    return {key: _template_pattern(need.follow) for key, need in need_categories().items()}
 
 
 def _folded(step: dict[str, Any], facts: Sequence[FactView], need: str | None, plan_: Plan) -> str:
@@ -350,7 +352,7 @@ def _folded(step: dict[str, Any], facts: Sequence[FactView], need: str | None, p
     probe = plan_.probe(need) if need is not None else None
     if probe is None or str(step.get("action", "")) != probe.action:
         return base
-    facets = NEEDS[probe.need].facets
+    facets = need_categories()[probe.need].facets
     side = next((i for i, facet in enumerate(facets) if base.startswith(facet)), len(facets) - 1)
     return (
         facets[min(side + 1, len(facets) - 1)] + base[len(facets[side]) :]
@@ -364,7 +366,7 @@ def _follow_up(fact: FactView, plan_: Plan) -> dict[str, str]:
     probe = plan_.probe(need)
     phrase = probe.step.phrase if probe else "it"
     return {
-        "action": NEEDS[need].follow.format(focus=fact.focus, step=phrase),
+        "action": need_categories()[need].follow.format(focus=fact.focus, step=phrase),
         "constraints": f"{_short(fact.info)} ({fact.date})",
     }
 
@@ -426,7 +428,7 @@ def _checked(root: dict[str, Any] | None) -> set[str]:
     return {
         n.strip()
         for n in str(root["constraints"]).split(CHECKED, 1)[1].split(",")
-        if n.strip() in NEEDS
+        if n.strip() in need_categories()
     }
 
 
@@ -465,7 +467,7 @@ def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
             probe is not None
             and node["action"] == probe.action
             and probe.need not in evidence
-            and str(node["constraints"]).startswith(NEEDS[probe.need].facets[-1])
+            and str(node["constraints"]).startswith(need_categories()[probe.need].facets[-1])
             and node["id"] not in parents
         ):
             nodes.remove(node)
@@ -473,7 +475,7 @@ def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
     if root is not None:
         base = str(root["constraints"]).split(CHECKED, 1)[0]
         noted = checked | {need for need, _ in added}
-        root["constraints"] = base + CHECKED + ", ".join(n for n in NEEDS if n in noted)
+        root["constraints"] = base + CHECKED + ", ".join(n for n in need_categories() if n in noted)
     numbers = [int(n["id"][1:]) for n in nodes if re.fullmatch(r"A\d+", n["id"])]
     next_number = max(numbers, default=0) + 1
     branches = [n for n in nodes if root is not None and n["parent"] == root["id"]]
@@ -513,8 +515,8 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
     explored = []
     for step in steps:
         need = _need_of_step(step, plan_)
-        if need is not None and NEEDS[need].label not in explored:
-            explored.append(NEEDS[need].label)
+        if need is not None and need_categories()[need].label not in explored:
+            explored.append(need_categories()[need].label)
     context = " ".join(f"{s.get('action', '')} {s.get('constraints', '')}" for s in steps)
     cited = [f for f in _prioritised(facts, plan_, context) if f.need in plan_.needs][
         :SUMMARY_FACTS
@@ -542,7 +544,7 @@ def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
     cited = _prioritised(facts, plan_, summary_text)[:ANSWER_FACTS]
     lines = [f"**{_short(query, 14)}** — shaped by what you've told me:"]
     for fact in cited:
-        label = NEEDS[fact.need].label if fact.need else "context"
+        label = need_categories()[fact.need].label if fact.need else "context"
         lines.append(f"- *{label}*: {fact.info.rstrip('.')} (noted {fact.date}).")
     if not cited:
         lines.append("- I have nothing stored that bears on this, so here are general next steps.")

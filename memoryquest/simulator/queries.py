@@ -37,17 +37,21 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.contracts import Domain, TaskKind
 from memoryquest.simulator import simulates
-from memoryquest.simulator.grammar import fix_articles
+from memoryquest.simulator.grammar import (
+    clean_value,
+    fix_articles,
+    from_first_person,
+    months,
+    weekdays,
+)
 from memoryquest.simulator.needs import (
     BOUNDED_WINDOW_DAYS,
-    NEEDS,
     REFERENCE_LEAD_DAYS_MIN,
     TIME_SLOTS,
     Generator,
@@ -59,35 +63,18 @@ from memoryquest.simulator.needs import (
     candidates,
     domain_needs,
     fill,
+    need_categories,
     needs_of_request,
     request_needs,
     step_for,
     with_domain,
 )
-from memoryquest.simulator.persona_grounding import (
-    MONTHS,
-    WEEKDAYS,
-    PersonaMaterial,
-    TaskScenario,
-    clean_value,
-    task_scenarios,
-)
+from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenario, task_scenarios
+from memoryquest.simulator.schema import QueriesTable
+from memoryquest.simulator.tables import load
 from memoryquest.stages.queries_contracts import QueryGenerationInputs
 from memoryquest.text import normalise_text, shared_content_words
 
-_PLANNING_VERBS = (
-    "plan",
-    "book",
-    "organize",
-    "organise",
-    "arrange",
-    "schedule",
-    "set up",
-    "purchase",
-    "block off",
-    "find and book",
-    "reschedule",
-)
 BREADTH_WEIGHT = 3.0
 """How strongly specific needs are preferred over broad ones (domains of breadth per unit of use)."""
 GROUNDING_WEIGHT = 0.5
@@ -97,96 +84,9 @@ SHARED_WORDS_MAX = 2
 
 # --------------------------------------------------------------------------- the request text
 
-_OPENERS = (
-    "Can you help me {core} {when}?",
-    "Could you help me {core} {when}?",
-    "I'd like to {core} {when} — can you put a plan together?",
-    "Help me {core} {when}, please.",
-    "I need to {core} {when}. Where should I start?",
-    "I want to {core} {when}. What would you suggest?",
-    "I'm trying to {core} {when} and could use a hand.",
-    "Let's {core} {when}.",
-    "Time to {core} {when} — can you help me sort it out?",
-    "Would you help me {core} {when}?",
-    "I've been meaning to {core}; ideally {when}. Any ideas?",
-    "Okay, next thing: I have to {core} {when}.",
-    "Any chance you could help me {core} {when}?",
-    "I'm hoping to {core} {when}. How would you go about it?",
-)
-_CLOSERS = (
-    "",
-    "",
-    "Keep it realistic for me.",
-    "Tell me what to sort out first.",
-    "What should I line up?",
-    "I'd like a concrete plan.",
-    "Walk me through it.",
-    "A short checklist would be great.",
-    "What's the smartest order to do things in?",
-    "Flag anything I might forget.",
-    "Give me a couple of options.",
-    "Nothing fancy, just workable.",
-)
 
-# One persona-specific detail a user would drop into a request in this domain.
-_HOOKS: dict[Domain, tuple[tuple[str, str], ...]] = {
-    Domain.TRAVEL: (
-        ("Frequent Travel Destination", "I'm thinking {v}."),
-        ("Preferred Destination Types", "Something {v} would be ideal."),
-    ),
-    Domain.RESTAURANTS: (
-        ("Cuisine Preference", "{v} food would be ideal."),
-        ("Ambiance Preference", "Ambiance-wise: {v}."),
-    ),
-    Domain.MUSIC: (
-        ("Favorite Bands", "I'd love some {v} in there."),
-        ("Preferred Genres", "Something with a {v} vibe."),
-    ),
-    Domain.BOOKS: (
-        ("Favorite Books", "I'd like to tie it in with {v}."),
-        ("Genre", "Ideally with a {v} angle."),
-    ),
-    Domain.SPORTS: (
-        ("Favorite Team", "It should work around the {v} schedule."),
-        ("Favorite Sports", "Some {v} should be part of it."),
-    ),
-    Domain.MOVIES: (
-        ("Preferred Genres", "A {v} film would be ideal."),
-        ("Theater Type Preference", "I'd prefer {v} if we go out."),
-    ),
-    Domain.MEDIA: (
-        ("Favorite Media", "Maybe something like {v}."),
-        ("Preferred Genres", "I'm in the mood for {v}."),
-    ),
-    Domain.EVENTS: (("Event Type Preference", "Some {v} would be a great fit."),),
-    Domain.GAMES: (
-        ("Preferred Game Name", "{v} should be part of it."),
-        ("Preferred Game Genres", "Something {v} would be fun."),
-    ),
-    Domain.HOTELS: (("Hotel Chains Preference", "A {v} would be my pick for the stay."),),
-    Domain.FLIGHTS: (("Preferred Airline", "I'd rather fly {v}."),),
-    Domain.RENTAL_CARS: (("Car Type Preference", "I'd want a {v} car."),),
-    Domain.TRAIN: (("Preferred Train Class", "I'd go by train in {v}."),),
-    Domain.CALENDAR: (("Event Type Preference", "I also have {v} that week."),),
-    Domain.MESSAGING: (("Preferred Messaging Apps", "I'll coordinate everyone on {v}."),),
-    Domain.FINANCE: (("Financial Company", "I'm especially watching {v}."),),
-    Domain.SHOPPING: (("Brand Preference", "I'm eyeing {v}."),),
-    Domain.SERVICES: (("Appointment Time Preference", "An {v} slot would suit me."),),
-    Domain.ALARM: (("Alarm Sound Preference", "I'll want {v} to wake up to."),),
-    Domain.BUSES: (("Preferred Bus Company", "I could take {v}."),),
-}
-
-
-def _third_person(text: str) -> str:
-    for pattern, repl in (
-        (r"\bmy\b", "their"),
-        (r"\bmyself\b", "themselves"),
-        (r"\bI'm\b", "they're"),
-        (r"\bI\b", "they"),
-        (r"\bme\b", "them"),
-    ):
-        text = re.sub(pattern, repl, text)
-    return text
+def _table() -> QueriesTable:
+    return load(QueriesTable)
 
 
 def planning_scenarios(scenarios: list[TaskScenario], rng: random.Random) -> list[TaskScenario]:
@@ -195,7 +95,7 @@ def planning_scenarios(scenarios: list[TaskScenario], rng: random.Random) -> lis
     single = [
         s
         for s in scenarios
-        if s.kind == TaskKind.SINGLE_DOMAIN and s.core.startswith(_PLANNING_VERBS)
+        if s.kind == TaskKind.SINGLE_DOMAIN and s.core.startswith(_table().planning_verbs)
     ]
     rng.shuffle(multi)
     rng.shuffle(single)
@@ -203,25 +103,26 @@ def planning_scenarios(scenarios: list[TaskScenario], rng: random.Random) -> lis
 
 
 def _weekday_on_or_after(date: dt.date, weekday_name: str | None) -> dt.date:
-    if not weekday_name or weekday_name not in WEEKDAYS:
+    if not weekday_name or weekday_name not in weekdays():
         return date
-    return date + dt.timedelta(days=(WEEKDAYS.index(weekday_name) - date.weekday()) % 7)
+    return date + dt.timedelta(days=(weekdays().index(weekday_name) - date.weekday()) % 7)
 
 
 def _when(query_date: dt.date, rng: random.Random) -> str:
     target = query_date + dt.timedelta(days=rng.randint(3, 24))
-    month_day = f"{MONTHS[target.month - 1]} {target.day}"
+    month_day = f"{months()[target.month - 1]} {target.day}"
+    day = weekdays()[target.weekday()]
     if target.weekday() >= 5:
         saturday = target - dt.timedelta(days=target.weekday() - 5)
         return rng.choice(
             (
-                f"for the weekend of {MONTHS[saturday.month - 1]} {saturday.day}",
-                f"for {WEEKDAYS[target.weekday()]}, {month_day}",
+                f"for the weekend of {months()[saturday.month - 1]} {saturday.day}",
+                f"for {day}, {month_day}",
             )
         )
     return rng.choice(
         (
-            f"for {WEEKDAYS[target.weekday()]}, {month_day}",
+            f"for {day}, {month_day}",
             f"around {month_day}",
             f"for the week of {month_day}",
         )
@@ -231,10 +132,10 @@ def _when(query_date: dt.date, rng: random.Random) -> str:
 def _hook(material: PersonaMaterial, scenario: TaskScenario, rng: random.Random) -> str:
     options: list[str] = []
     for domain in scenario.domains:
-        for affinity, template in _HOOKS.get(domain, ()):
-            value = clean_value(material.value(domain, affinity, rng))
+        for hook in _table().hooks.get(domain, ()):
+            value = clean_value(material.value(domain, hook.affinity, rng))
             if value:
-                options.append(fix_articles(template.format(v=value)))
+                options.append(fix_articles(hook.template.format(v=value)))
     return rng.choice(options) if options else ""
 
 
@@ -242,10 +143,10 @@ def compose_query(
     material: PersonaMaterial, scenario: TaskScenario, query_date: dt.date, rng: random.Random
 ) -> str:
     """The request in the user's voice: the task, a date, maybe one detail, maybe a closing ask."""
-    parts = [rng.choice(_OPENERS).format(core=scenario.core, when=_when(query_date, rng))]
+    parts = [rng.choice(_table().openers).format(core=scenario.core, when=_when(query_date, rng))]
     if rng.random() < 0.6:
         parts.append(_hook(material, scenario, rng))
-    parts.append(rng.choice(_CLOSERS))
+    parts.append(rng.choice(_table().closers))
     return " ".join(p for p in parts if p)
 
 
@@ -394,9 +295,12 @@ def _has_time_core(generator: Generator) -> bool:
 
 
 def _reasoning(scenario: TaskScenario, query_date: dt.date, planned: list[PlannedReference]) -> str:
-    reasons = "; ".join(f"{NEEDS[p.update.need].label} ({p.step.phrase})" for p in planned)
+    reasons = "; ".join(
+        f"{need_categories()[p.update.need].label} ({p.step.phrase})" for p in planned
+    )
+    core = from_first_person(scenario.core, "third")
     return (
-        f"On {query_date.isoformat()} the user asks to {_third_person(scenario.core)}. The request names none of it, "
+        f"On {query_date.isoformat()} the user asks to {core}. The request names none of it, "
         f"but a helpful plan depends on things said in other conversations — {reasons}. "
         "Each of those came up in a different domain, so the request's own words would not find it."
     )
@@ -416,7 +320,7 @@ def _candidate(
                 "text": p.update.text,
                 "date": p.update.date.isoformat(),
                 "domain": p.update.domain.value,
-                "rationale": NEEDS[p.update.need].rationale.format(step=p.step.phrase),
+                "rationale": need_categories()[p.update.need].rationale.format(step=p.step.phrase),
                 "valid_until": p.update.valid_until.isoformat() if p.update.valid_until else None,
             }
             for p in ordered

@@ -20,40 +20,47 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
+from functools import cache
 from typing import Any
 
 from memoryquest.contracts import parse_date, parse_domain
 from memoryquest.simulator import simulates
+from memoryquest.simulator.grammar import months, number_words
 from memoryquest.simulator.needs import (
-    NEEDS,
     classify_need,
+    need_categories,
     needs_of_request,
     request_needs,
     step_for,
 )
-from memoryquest.simulator.needs.bank import NUMBER_WORDS
-from memoryquest.simulator.persona_grounding import MONTHS
 from memoryquest.stages.queries_contracts import ReferenceRelevanceInputs
 
-_NUMBERS = {w: i for i, w in enumerate(NUMBER_WORDS)}
-_MONTH = "|".join(MONTHS)
-_UNTIL_DATE = re.compile(rf"\b(?:until|till|through|by|on) ({_MONTH}) (\d{{1,2}})\b")
 _UNTIL_ORDINAL = re.compile(r"\b(?:until|till|by|on) the (\d{1,2})(?:st|nd|rd|th)\b")
-_MONTH_END = re.compile(rf"\buntil the end of ({_MONTH})\b")
 _SPAN = re.compile(r"\bfor the next (?:(\w+) )?(weeks?|months?)\b")
+
+
+@cache
+def _month_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A last day ("until May 20") and a month's end ("until the end of May")."""
+    month = "|".join(months())
+    return (
+        re.compile(rf"\b(?:until|till|through|by|on) ({month}) (\d{{1,2}})\b"),
+        re.compile(rf"\buntil the end of ({month})\b"),
+    )
 
 
 def stated_end(text: str, said_on: dt.date) -> dt.date | None:
     """The last day a reference says it holds, counted from the day it was said (None: no limit stated)."""
-    if match := _UNTIL_DATE.search(text):
-        month, day = MONTHS.index(match.group(1)) + 1, int(match.group(2))
+    until_date, month_end = _month_patterns()
+    if match := until_date.search(text):
+        month, day = months().index(match.group(1)) + 1, int(match.group(2))
         year = said_on.year + (1 if month < said_on.month else 0)
         try:
             return dt.date(year, month, day)
         except ValueError:
             return None
-    if match := _MONTH_END.search(text):
-        month = MONTHS.index(match.group(1)) + 1
+    if match := month_end.search(text):
+        month = months().index(match.group(1)) + 1
         year = said_on.year + (1 if month < said_on.month else 0)
         following = dt.date(year + month // 12, month % 12 + 1, 1)
         return following - dt.timedelta(days=1)
@@ -67,7 +74,8 @@ def stated_end(text: str, said_on: dt.date) -> dt.date | None:
         except ValueError:
             return None
     if match := _SPAN.search(text):
-        count = _NUMBERS.get((match.group(1) or "one").casefold(), 1)
+        word = (match.group(1) or "one").casefold()
+        count = number_words().index(word) if word in number_words() else 1
         days = 7 * count if match.group(2).startswith("week") else 30 * count
         return said_on + dt.timedelta(days=days - 1)
     return None
@@ -80,7 +88,7 @@ def verdict(
     steps = needs_of_request(query, parse_domain(query_domain))
     need = classify_need(text)
     if need is None:
-        needs = ", ".join(NEEDS[n].label for n in request_needs(steps)[:4])
+        needs = ", ".join(need_categories()[n].label for n in request_needs(steps)[:4])
         return (
             False,
             f"It states no personal need that would change the plan; this request turns on {needs}.",
@@ -90,16 +98,16 @@ def verdict(
         phrases = ", ".join(s.phrase for s in steps[:4])
         return (
             False,
-            f"It is about {NEEDS[need].label}, which bears on none of the steps ({phrases}).",
+            f"It is about {need_categories()[need].label}, which bears on none of the steps ({phrases}).",
         )
     if query_date is not None and said_on is not None:
         end = stated_end(text, said_on)
         if end is not None and end < query_date:
             return (
                 False,
-                f"It is about {NEEDS[need].label}, but it stopped holding on {end.isoformat()}, before the request.",
+                f"It is about {need_categories()[need].label}, but it stopped holding on {end.isoformat()}, before the request.",
             )
-    return True, f"It is about {NEEDS[need].label}, which matters when {step.phrase}."
+    return True, f"It is about {need_categories()[need].label}, which matters when {step.phrase}."
 
 
 @simulates(ReferenceRelevanceInputs)

@@ -6,17 +6,15 @@
 * :mod:`.bank` — how a generator becomes one dated, persona-grounded update,
   how a text is read back, and distractor updates;
 * :mod:`.sayings` — saying an update in the first person, never verbatim;
-* :mod:`.updates` — the bank's data: what can change in a user's life.
+* :mod:`.updates` — the bank (``data/updates.json``): what can change in a user's life.
 """
 
 from __future__ import annotations
 
-from memoryquest.simulator.needs import updates as _updates  # noqa: F401  (fills the bank)
 from memoryquest.simulator.needs.bank import (
     BOUNDED_WINDOW_DAYS,
     REFERENCE_LEAD_DAYS_MIN,
     TIME_SLOTS,
-    Generator,
     LifeUpdate,
     bank,
     bridge_to_request,
@@ -28,29 +26,28 @@ from memoryquest.simulator.needs.bank import (
     with_domain,
 )
 from memoryquest.simulator.needs.model import (
-    DOMAIN_PLANS,
-    NEEDS,
     Need,
     PlanStep,
     breadth,
     classify_need,
     cue_words,
     domain_needs,
+    domain_plans,
     infer_domains,
+    need_categories,
     need_scores,
     needs_of_request,
     request_needs,
     step_for,
 )
 from memoryquest.simulator.needs.sayings import say_update
+from memoryquest.simulator.needs.updates import Generator
 from memoryquest.simulator.needs.world import World
 
 __all__ = [
     "BOUNDED_WINDOW_DAYS",
     "REFERENCE_LEAD_DAYS_MIN",
     "TIME_SLOTS",
-    "DOMAIN_PLANS",
-    "NEEDS",
     "Generator",
     "LifeUpdate",
     "Need",
@@ -64,9 +61,11 @@ __all__ = [
     "cue_words",
     "distractor_update",
     "domain_needs",
+    "domain_plans",
     "fill",
     "groups_of",
     "infer_domains",
+    "need_categories",
     "need_scores",
     "needs_of_request",
     "parse_update",

@@ -31,19 +31,24 @@ import hashlib
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from memoryquest.contracts import Domain
-from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge, split_bridge
-from memoryquest.simulator.needs.model import domain_needs
-from memoryquest.simulator.needs.world import Grounded, Slot, World
-from memoryquest.simulator.persona_grounding import (
-    MONTHS,
+from memoryquest.simulator.grammar import (
     fix_articles,
     lower_first,
+    number_word,
+    ordinal,
+    upper_first,
 )
+from memoryquest.simulator.grammar import months as month_names
+from memoryquest.simulator.needs.bridges import BRIDGE_SHARE, bridge, split_bridge
+from memoryquest.simulator.needs.model import domain_needs
+from memoryquest.simulator.needs.updates import Generator, fits, generators
+from memoryquest.simulator.needs.world import Grounded, World
+from memoryquest.simulator.schema import TIME_SLOTS, Part
 from memoryquest.text import normalise_text, shared_content_words
 
 REFERENCE_LEAD_DAYS_MIN = 3
@@ -56,74 +61,7 @@ PROFILE_FIRST = 0.7
 OCCURRENCE_EPOCH = dt.date(2000, 1, 3)
 """Day zero of the occurrences of time-bounded situations (any fixed day does)."""
 
-TIME_SLOTS = frozenset({"until", "span", "month"})
-"""Slots filled from the dates: a last day ("May 20", "the 20th"), a duration ("six weeks"), a month's end."""
-
-
-# --------------------------------------------------------------------------- generators
-
-
-@dataclass(frozen=True)
-class Part:
-    """One piece of an update: the stored wording and the ways of saying it.
-
-    ``text`` may hold slots (``{allergen}``) and wording variants
-    (``[completely|entirely]``, resolved per persona). Core sayings are
-    first-person clauses that start with the speaker ("I", "My"); detail and
-    limit sayings are fragments with no first-person word, so they can trail
-    the core or lead it ("After a scare at a work lunch, my ..."). ``when``
-    limits a wording to personas it fits (a vegan switch for vegetarians).
-    """
-
-    text: str
-    sayings: tuple[str, ...]
-    when: Callable[[World], bool] | None = None
-
-    def slots(self) -> list[str]:
-        return re.findall(r"\{(\w+)\}", self.text)
-
-
-def P(text: str, *sayings: str, when: Callable[[World], bool] | None = None) -> Part:
-    """Shorthand for the data table: ``P(stored text, saying, saying, ...)``."""
-    return Part(text, sayings, when)
-
-
-@dataclass(frozen=True)
-class Generator:
-    """One kind of life update: its need category, its exclusive group and where it can come up.
-
-    ``group`` is exclusive within a user: one allergy, one car situation, one
-    job change. ``domains`` are the conversations it would typically come up
-    in: a reference placed there is preferred, but news is told in passing
-    wherever the user is chatting. ``span_days`` bounds how far past the
-    earliest allowed day a time-bounded update may run.
-    """
-
-    need: str
-    group: str
-    domains: tuple[Domain, ...]
-    cores: tuple[Part, ...]
-    extras: tuple[Part, ...] = ()
-    limits: tuple[Part, ...] = ()
-    slots: Mapping[str, Slot] = field(default_factory=dict)
-    when: Callable[[World], bool] | None = None
-    span_days: tuple[int, int] = (5, 45)
-
-    def usable(self, world: World) -> bool:
-        return self.when is None or self.when(world)
-
-    def grounding(self, world: World) -> int:
-        """How far the persona can ground it: 2 its own affinities, 1 its demographics or place, 0 nothing."""
-        names = {n for part in self.cores + self.extras for n in part.slots()}
-        if any(self.slots[n].profile for n in names if n in self.slots):
-            return 2
-        if self.when is not None or any(c.when is not None for c in self.cores):
-            return 1
-        return 1 if any(self.slots[n].persona for n in names if n in self.slots) else 0
-
-    def grounded(self, world: World) -> bool:
-        """Whether the persona gives grounds for it (a condition or a slot read from the profile)."""
-        return self.grounding(world) > 0
+# --------------------------------------------------------------------------- updates
 
 
 @dataclass(frozen=True)
@@ -173,32 +111,6 @@ def join_parts(pieces: Iterable[str]) -> str:
     return out
 
 
-NUMBER_WORDS = (
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-)
-
-
-def _number_word(n: int) -> str:
-    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
-
-
-def _ordinal(day: int) -> str:
-    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
-    return f"{day}{suffix}"
-
-
 def _month_end(day: dt.date) -> dt.date:
     following = dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
     return following - dt.timedelta(days=1)
@@ -225,16 +137,16 @@ def _time_slots(
         if days <= 12 * 7:
             weeks = -(-days // 7)
             valid = date + dt.timedelta(days=7 * weeks - 1)
-            return {"span": f"{_number_word(weeks)} weeks" if weeks > 1 else "week"}, valid
+            return {"span": f"{number_word(weeks)} weeks" if weeks > 1 else "week"}, valid
         months = min(-(-days // 30), 12)
         valid = date + dt.timedelta(days=30 * months - 1)
-        return {"span": f"{_number_word(months)} months"}, valid
+        return {"span": f"{number_word(months)} months"}, valid
     if "month" in names:
         valid = _month_end(target)
-        return {"month": MONTHS[valid.month - 1]}, valid
+        return {"month": month_names()[valid.month - 1]}, valid
     if (target.year, target.month) == (date.year, date.month) and rng.random() < 0.5:
-        return {"until": f"the {_ordinal(target.day)}"}, target
-    return {"until": f"{MONTHS[target.month - 1]} {target.day}"}, target
+        return {"until": f"the {ordinal(target.day)}"}, target
+    return {"until": f"{month_names()[target.month - 1]} {target.day}"}, target
 
 
 def time_bounded(generator: Generator) -> bool:
@@ -291,7 +203,7 @@ def fill(
     if occurrence is not None and time_bounded(generator):
         spell = ("occurrence", occurrence.index)
     content = world.rng("group", generator.group, *spell)
-    cores = [c for c in generator.cores if c.when is None or c.when(world)]
+    cores = [c for c in generator.cores if fits(c.when, world)]
     content.shuffle(cores)
     if content.random() < PROFILE_FIRST:  # mostly a wording that uses the persona's own affinities
         cores.sort(
@@ -299,7 +211,7 @@ def fill(
                 not any(generator.slots[n].profile for n in c.slots() if n in generator.slots)
             )
         )
-    extras = [e for e in generator.extras if e.when is None or e.when(world)]
+    extras = [e for e in generator.extras if fits(e.when, world)]
     extra_choice = content.choice(extras) if extras and content.random() < 0.6 else None
     if with_detail is not None:
         extra_choice = (content.choice(extras) if extras else None) if with_detail else None
@@ -351,7 +263,7 @@ def fill(
         text = fix_articles(
             join_parts(_choose_wording(part.text, wording).format(**slots) for part in chosen)
         )
-        text = text[:1].upper() + text[1:]
+        text = upper_first(text)
         sources = [(generator.slots[n], slots.get(n)) for n in names if n in generator.slots]
         from_profile = any(
             isinstance(v, Grounded) or (src.profile and not src.mixed) for src, v in sources
@@ -456,23 +368,13 @@ def _compile(generator: Generator, gindex: int) -> _Compiled:
     return _Compiled(generator, re.compile(regex + r"\.?", re.IGNORECASE), parts, slots)
 
 
-_BANK: list[Generator] = []
-
-
-def register(generators: Iterable[Generator]) -> None:
-    """Add generators to the bank (the data module calls this once at import)."""
-    _BANK.extend(generators)
-    _compiled.cache_clear()
-    parse_update.cache_clear()
-
-
 def bank() -> list[Generator]:
-    return list(_BANK)
+    return list(generators())
 
 
 @lru_cache(maxsize=1)
 def _compiled() -> tuple[_Compiled, ...]:
-    return tuple(_compile(g, i) for i, g in enumerate(_BANK))
+    return tuple(_compile(g, i) for i, g in enumerate(generators()))
 
 
 @lru_cache(maxsize=16_384)
@@ -515,7 +417,7 @@ def _variants(world: World) -> list[Generator]:
     Cached per world (held for one simulated answer): a timeline asks for it once per distractor.
     """
     by_group: dict[str, list[Generator]] = {}
-    for generator in _BANK:
+    for generator in generators():
         if generator.usable(world):
             by_group.setdefault(generator.group, []).append(generator)
     return [

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from memoryquest.contracts import Domain, TaskKind
-from memoryquest.simulator.persona_grounding import PersonaMaterial, clean_value
+from memoryquest.simulator.grammar import clean_value, is_proper
+from memoryquest.simulator.persona_grounding import PersonaMaterial
+from memoryquest.simulator.schema import Currency, WorldTable
+from memoryquest.simulator.tables import load
 
 
 class World:
@@ -103,7 +106,7 @@ class World:
 
     @cached_property
     def in_eu(self) -> bool:
-        return self.country in _EU
+        return self.country in load(WorldTable).eu_countries
 
     @cached_property
     def family(self) -> bool:
@@ -122,45 +125,13 @@ class World:
         }
 
 
-_EU = frozenset(
-    {
-        "Poland",
-        "Spain",
-        "Ireland",
-        "Luxembourg",
-        "Germany",
-        "France",
-        "Italy",
-        "Portugal",
-        "Netherlands",
-        "Belgium",
-        "Austria",
-        "Sweden",
-        "Denmark",
-        "Finland",
-        "Greece",
-        "Czech Republic",
-        "Romania",
-        "Hungary",
-    }
-)
-_CURRENCY: dict[str, tuple[str, str, float]] = {
-    "Canada": ("$", "", 1.4),
-    "United States": ("$", "", 1.1),
-    "Mexico": ("", " pesos", 20.0),
-    "South Africa": ("R", "", 20.0),
-    "Poland": ("", " zloty", 4.3),
-    "United Kingdom": ("£", "", 0.85),
-}
-
-
 def money(world: World, base: float) -> str:
     """``base`` (in euros) in the persona's currency, rounded to a figure a person would say."""
-    prefix, suffix, rate = _CURRENCY.get(world.country, ("€", "", 1.0))
-    value = base * rate
+    currency = load(WorldTable).currencies.get(world.country, Currency(prefix="€", rate=1.0))
+    value = base * currency.rate
     step = 10 if value < 300 else 50 if value < 2000 else 500
     rounded = max(step, int(round(value / step)) * step)
-    return f"{prefix}{rounded:,}{suffix}"
+    return f"{currency.prefix}{rounded:,}{currency.suffix}"
 
 
 # --------------------------------------------------------------------------- slot sources
@@ -212,7 +183,7 @@ def affinity(
     def fill(world: World, rng: random.Random) -> str | None:
         options = [clean_value(v) for v in world.values(domain, name)]
         if proper:
-            options = [v for v in options if _is_name(v)]
+            options = [v for v in options if is_proper(v)]
         if exclude:
             options = [v for v in options if not re.search(exclude, v, re.IGNORECASE)]
         # A value that says "you" would read as addressed to the assistant once said in the first person.
@@ -222,7 +193,7 @@ def affinity(
         if not options:
             return None
         value = rng.choice(options)
-        return value.lower() if lower and not _is_name(value) else value
+        return value.lower() if lower and not is_proper(value) else value
 
     return Slot(fill, persona=True, profile=True)
 
@@ -237,20 +208,3 @@ def shared(*values: str) -> Slot:
 
 def amount(*bases: float) -> Slot:
     return Slot(lambda world, rng: money(world, rng.choice(bases)), persona=True)
-
-
-_NOT_NAMES = re.compile(
-    r"\b(startups?|brands?|compan(?:y|ies)|corporations?|firms?|businesses|local|boutique|independent)\b",
-    re.I,
-)
-
-
-def _is_name(value: str) -> bool:
-    if _NOT_NAMES.search(value):
-        return False
-    words = [
-        w
-        for w in re.findall(r"[A-Za-z][A-Za-z.'&-]*", value)
-        if w.lower() not in {"and", "of", "the", "&"}
-    ]
-    return bool(words) and all(w[0].isupper() for w in words)
