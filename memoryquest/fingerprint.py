@@ -6,8 +6,9 @@ package version, every prompt template, and the source of every module the
 stage can execute: the import closure of its entry modules inside
 ``memoryquest`` (a parent package's ``__init__`` runs on import, so it counts),
 plus, when the run's answers come from it, the simulator, whose answer modules
-are loaded by name at run time. A run against a real model never executes the
-simulator, so editing its wording leaves that run's cached stages valid.
+are loaded by name at run time, and its data files (phrase banks, word lists).
+A run against a real model never executes the simulator, so editing its
+wording leaves that run's cached stages valid.
 Editing a rule in ``stages/queries.py`` therefore changes the fingerprint of
 the queries stage, and of every later stage whose code imports it; the later
 stages also see new inputs whenever the earlier output changes.
@@ -29,6 +30,7 @@ from memoryquest.settings import Backend, Settings
 PACKAGE = "memoryquest"
 PACKAGE_ROOT = Path(memoryquest.__file__).resolve().parent.parent
 ALWAYS = ("memoryquest.simulator",)  # loaded by template id, invisible to a static import scan
+SIMULATOR_DATA = Path("memoryquest", "simulator", "data")
 
 STAGE_ENTRIES: dict[str, tuple[str, ...]] = {stage.name: (stage.module,) for stage in STAGE_GROUPS}
 """Stage group (as :data:`memoryquest.pipeline.STAGE_GROUPS` names it) -> the modules it starts from."""
@@ -96,7 +98,7 @@ def stage_fingerprint(stage: str, root: Path = PACKAGE_ROOT, *, simulator: bool 
     """Changes whenever the version, any prompt, or the source of a module the stage can run changes.
 
     ``simulator``: the run's answers come from the offline simulator (its own backend, or the
-    fake server's hints), so its modules count; otherwise none of them does.
+    fake server's hints), so its modules and data files count; otherwise none of them does.
     """
     try:
         entries = STAGE_ENTRIES[stage]
@@ -112,6 +114,8 @@ def stage_fingerprint(stage: str, root: Path = PACKAGE_ROOT, *, simulator: bool 
         path = source_file(module, root)
         assert path is not None
         digest.update(module.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted((root / SIMULATOR_DATA).glob("*.json")) if simulator else ():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

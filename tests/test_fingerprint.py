@@ -83,6 +83,13 @@ def test_a_real_model_runs_cached_stages_survive_a_simulator_edit(tree: Path) ->
     )
 
 
+def test_editing_a_simulator_data_file_recomputes_a_simulated_run_only(tree: Path) -> None:
+    real, simulated = fingerprints(tree, simulator=False), fingerprints(tree)
+    edit(tree, "simulator/data/bridges.json", "complicates {scene}", "gets in the way of {scene}")
+    assert fingerprints(tree, simulator=False) == real
+    assert all(fingerprints(tree)[stage] != simulated[stage] for stage in STAGE_ENTRIES)
+
+
 def test_which_runs_count_the_simulator(tmp_path: Path) -> None:
     assert runs_simulator(Settings(output_dir=tmp_path))
     hinted = {"base_url": "http://127.0.0.1:9/v1", "simulator_hints": True}
