@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -47,7 +47,7 @@ from memoryquest.simulator.grammar import (
     weekdays,
 )
 from memoryquest.simulator.needs.bridges import bridge
-from memoryquest.simulator.schema import AttributeVoice, Kind, PhrasingTable
+from memoryquest.simulator.schema import AttributeVoice, Kind, Partner, PhrasingTable
 from memoryquest.simulator.tables import load
 
 
@@ -221,60 +221,32 @@ class Voice:
     def context(self, rng: random.Random) -> str:
         """Where / on what / when the user is, or how their days look — often with a time limit."""
         s = self.setting
-        device = s.device.lower()
-        until = self._until(rng)
-        options: list[str] = []
-        if device:
-            options += [
-                f"I'm on my {device} {pick(rng, ('on the bus', 'between meetings', 'after a long day', 'on my lunch break'))}",
-                f"my {device} is all I have with me {until}",
-                f"my {device} has my notes from {pick(rng, ('the last trip', 'a friend', 'last time'))} on it",
-            ]
-        if s.location:
-            options += [
-                f"I'm {pick(rng, ('at home', 'back', 'staying', 'based'))} in {s.location} {until}",
-                f"I'm in {s.location} {pick(rng, ('until the weekend', 'for a few more days', 'for most of the month', until))}",
-                f"I've lived in {s.location} for {pick(rng, ('a few', 'two', 'three', 'several'))} years",
-                f"I got back to {s.location} on {{day}}",
-            ]
-        if s.time_of_day:
-            part = s.time_of_day.lower()
-            options += [
-                f"I've got a free {part} on {{day}}",
-                f"my {part}s are free {until}",
-                f"I sort these plans out in the {part} after {pick(rng, ('work', 'dinner', 'the gym', 'class', 'the school run'))}",
-                f"my {part}s have been packed since {{day}}",
-            ]
-        if s.environment:
-            env = s.environment.lower()
-            options.append(
-                f"it's {env} around me {pick(rng, ('right now', 'for once', 'since the neighbours left'))}"
-            )
-        if s.weekday:
-            options += [
-                f"my {s.weekday}s are {pick(rng, ('packed', 'free', 'my lazy days', 'the busiest of the week'))} {until}",
-                f"I have {s.weekday} {pick(rng, ('free', 'to myself', 'open'))} after {clock_time(rng, 'afternoon')}",
-            ]
+        values: dict[str, str | Callable[[], str]] = {
+            "until": self._until(rng),
+            "device": s.device.lower(),
+            "location": s.location,
+            "part": s.time_of_day.lower(),
+            "environment": s.environment.lower(),
+            "weekday": s.weekday,
+            "afternoon": lambda: clock_time(rng, "afternoon"),
+        }
+        remarks = table().setting_remarks.items()  # each part of the setting that is known
+        options = [
+            expand(t, rng, values) for part, said in remarks if getattr(s, part) for t in said
+        ]
         if not options:
             return self.preference(rng)
         return self._shaped(pick(rng, options), rng, anchor=0.0, extra=0.1)
 
     def identity(self, rng: random.Random) -> str:
         d = self.demographics
-        options: list[str] = []
         status = (d.employment_status or "").lower()
-        for key, bodies in table().identity_bodies.items():
-            if key in status:
-                options += list(bodies)
-        age = (d.age or "")[:5]
-        options += list(table().age_bodies.get(age, ()))
+        bodies = table().identity_bodies.items()
+        options = [body for key, said in bodies if key in status for body in said]
+        options += table().age_bodies.get((d.age or "")[:5], ())
         if d.reside_country and d.reside_country.upper() != "N/A":
-            options += [f"I live in {d.reside_country}", f"I'm based in {d.reside_country}"]
-        marital = (d.marital_status or "").lower()
-        if marital == "married":
-            options += ["I'm married", "my spouse and I share most plans"]
-        elif "never" in marital:
-            options += ["I'm single", "it's just me, no partner to plan around"]
+            options += [t.replace("{country}", d.reside_country) for t in table().country_bodies]
+        options += table().partner_bodies[partner] if (partner := _partner(d)) else ()
         if not options:
             return self.context(rng)
         return self._shaped(pick(rng, options), rng, anchor=0.1, extra=0.4)
@@ -285,60 +257,20 @@ class Voice:
         Built only from the demographics, the setting and this domain's affinities, so
         it never contradicts the profile; it touches the same areas life updates do.
         """
-        d = self.demographics
-        s = self.setting
-        options: list[str] = []
+        d, s = self.demographics, self.setting
         status = (d.employment_status or "").lower()
         day_a, day_b = rng.sample(weekdays()[:5], 2)
-        if "full-time" in status:
-            options += [
-                "I work full-time, Monday to Friday",
-                "my job takes up weekdays until {time}",
-                "work keeps my weekdays busy until the evening",
-            ]
-        elif "part-time" in status:
-            options += [
-                f"I work part-time, mostly {day_a}s and {day_b}s",
-                f"my shifts are on {day_a}s and {day_b}s",
-            ]
-        elif "student" in status:
-            options += [
-                "I have classes most weekday mornings",
-                "my lectures run until {time} on weekdays",
-                f"my seminars are on {day_a}s",
-            ]
-        elif "retired" in status:
-            options += ["I'm retired, so my weekdays are open", "my days are free since I retired"]
-        elif "unemployed" in status:
-            options += [
-                "I'm job hunting, so my days are flexible",
-                "my days are open while I look for work",
-            ]
-        elif "homemaker" in status:
-            options += ["the school run shapes my mornings", "my days follow the kids' schedule"]
-        marital = (d.marital_status or "").lower()
-        if marital == "married":
-            options += ["my partner joins me for most plans", "I plan most things for two"]
-        elif "never" in marital:
-            options += [
-                "I plan most things just for myself",
-                "it's usually just me, no partner to plan around",
-            ]
+        work = next((said for key, said in table().work_routines.items() if key in status), ())
+        options = [t.replace("{day_a}", day_a).replace("{day_b}", day_b) for t in work]
+        options += table().partner_routines[partner] if (partner := _partner(d)) else ()
         if s.device:
-            device = s.device.lower()
-            options += [f"my {device} is my main screen", f"I do all my planning on my {device}"]
+            options += [t.replace("{device}", s.device.lower()) for t in table().device_routines]
         if s.location:
             city = s.location.split(",")[0]
-            options += [
-                f"I get around {city} by bus most days",
-                f"my commute across {city} takes about {{minutes}} minutes",
-                f"I live in {city}",
-            ]
+            options += [t.replace("{city}", city) for t in table().city_routines]
         for voice, values, _ in self.attributes:
             value = pick(rng, values)
-            steady = table().steady.get(voice.noun)
-            if steady:
-                options += [t.replace("{v1}", value) for t in steady]
+            options += [t.replace("{v1}", value) for t in table().steady.get(voice.noun, ())]
         if not options:
             return self.context(rng)
         body = (
@@ -370,16 +302,13 @@ class Voice:
 
     def _until(self, rng: random.Random) -> str:
         day = rng.randint(2, 28)
-        return pick(
-            rng,
-            (
-                f"until {month_name(rng)} {day}",
-                f"till the {ordinal(day)}",
-                f"for the next {pick(rng, ('few days', 'two weeks', 'week or so', 'couple of weeks', 'month'))}",
-                f"right up to {pick(rng, weekdays())}",
-                f"until the end of {month_name(rng)}",
-            ),
-        )
+        values: dict[str, str | Callable[[], str]] = {
+            "month": lambda: month_name(rng),
+            "date": str(day),
+            "nth": ordinal(day),
+            "any_weekday": lambda: pick(rng, weekdays()),
+        }
+        return pick(rng, [expand(t, rng, values) for t in table().time_limits])
 
     def _shaped(self, body: str, rng: random.Random, *, anchor: float, extra: float) -> str:
         """The remark as a life update is said: core, then maybe a time anchor (when it has none) and a consequence."""
@@ -396,6 +325,30 @@ class Voice:
                 then = table().consequences[rng.randrange(len(table().consequences))]
                 body = f"{body}, {then.joiner} {then.tail}"
         return sentence(body)
+
+
+def _partner(demographics: Demographics) -> Partner | None:
+    """Married, single (never married), or neither said."""
+    marital = (demographics.marital_status or "").lower()
+    return "married" if marital == "married" else "single" if "never" in marital else None
+
+
+_PIECE = re.compile(r"\[([^\[\]]*)\]|\{(\w+)\}")
+
+
+def expand(template: str, rng: random.Random, values: Mapping[str, str | Callable[[], str]]) -> str:
+    """``template`` with each ``[a|b]`` picked and each ``{name}`` of ``values`` filled, left to right.
+
+    A value may be made when its slot is reached (a clock time); other slots stay for later.
+    """
+
+    def piece(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return expand(pick(rng, match.group(1).split("|")), rng, values)
+        value = values.get(match.group(2), match.group(0))
+        return value() if callable(value) else value
+
+    return _PIECE.sub(piece, template)
 
 
 def fill_time(text: str, rng: random.Random) -> str:
@@ -581,20 +534,7 @@ class Options:
             ),
             "name": lambda: self.constant("name", lambda: pick(rng, table().first_names)),
             "count": lambda: str(rng.randint(2, 9)),
-            "place": lambda: pick(
-                rng,
-                (
-                    "the station",
-                    "the centre",
-                    "home",
-                    "work",
-                    "the old town",
-                    "the park",
-                    "the airport",
-                    "campus",
-                    "the river",
-                ),
-            ),
+            "place": lambda: pick(rng, table().places),
             "part": lambda: pick(rng, ("evening", "weekend", "morning", "afternoon", "night")),
             "month": lambda: month_name(rng),
             "day_phrase": lambda: day_phrase(rng),
@@ -612,9 +552,7 @@ class Options:
             "value": lambda: self.any_value(rng),
             "device": lambda: self.device,
             "sound": lambda: pick(rng, table().sounds),
-            "span": lambda: pick(
-                rng, ("a day", "a week", "eight hours", "the weekend", "two weeks")
-            ),
+            "span": lambda: pick(rng, table().spans),
             "days": lambda: str(rng.randint(3, 9)),
         }
         if name in generated:
@@ -654,9 +592,7 @@ class Options:
         """A short way to point at the latest proposal ("The Quiet Harbor", "that one")."""
         if self.named and rng.random() < 0.7:
             return self.named
-        return pick(
-            rng, ("that one", "the first one", "that option", "the second one", "the last one")
-        )
+        return pick(rng, table().pointers)
 
 
 # --------------------------------------------------------------------------- generated names
@@ -732,17 +668,7 @@ def opening_request(topic: Topic, options: Options, rng: random.Random) -> str:
 def background_sentence(topic: Topic, rng: random.Random) -> str:
     if not topic.background:
         return ""
-    frame = pick(
-        rng,
-        (
-            "{b}.",
-            "For context, {b}.",
-            "{b}, so that's the situation.",
-            "Basically, {b}.",
-            "{b} at the moment.",
-            "The thing is, {b}.",
-        ),
-    )
+    frame = pick(rng, table().background_frames)
     body = topic.background if frame.startswith("{b}") else lower_start(topic.background)
     return sentence(frame.format(b=body))
 

@@ -333,11 +333,22 @@ class TopicRow(Row):
     options: Phrases = ()  # else the domain's
 
 
+Partner = Literal["married", "single"]
+ByPartner = Annotated[dict[Partner, Phrases], complete(("married", "single"))]
+SettingPart = Literal["device", "location", "time_of_day", "environment", "weekday"]
+
+
 class PhrasingTable(Table):
     file = "phrasing.json"
     prices: dict[Domain, tuple[int, int]]
     attributes: dict[str, AttributeVoice]
     steady: dict[str, Phrases]  # standing arrangements, by the attribute's noun
+    work_routines: dict[str, Phrases]  # the first the employment status mentions; {day_a} {day_b}
+    partner_routines: ByPartner
+    device_routines: Phrases  # {device}
+    city_routines: Phrases  # {city}
+    setting_remarks: dict[SettingPart, Phrases]  # in the order said; {until}: a time limit
+    time_limits: Phrases  # {month} {date} {nth} {any_weekday}
     time_frames: Phrases
     consequences: tuple[Consequence, ...]
     preference_frames: Phrases
@@ -345,12 +356,18 @@ class PhrasingTable(Table):
     plural_frames: Phrases
     identity_bodies: dict[str, Phrases]
     age_bodies: dict[str, Phrases]
+    country_bodies: Phrases  # {country}
+    partner_bodies: ByPartner
     volunteered: Phrases  # lead-ins of a personal remark
     answers: Phrases  # ... answering a personal question
+    background_frames: Phrases  # {b}: the circumstance the request comes from
     topics: tuple[TopicRow, ...]
     options: dict[Domain, Phrases]
     generic_options: ByKind[Phrases]
     sounds: Phrases
+    places: Phrases
+    spans: Phrases
+    pointers: Phrases  # at the latest proposal
     first_names: Phrases
     adjectives: Phrases
     nouns: Phrases
