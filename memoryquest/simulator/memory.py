@@ -1,46 +1,25 @@
 """Simulated answers for memory extraction and consolidation, built from the dialogue text.
 
-Extraction (``memory_extraction``) reads only the USER turns of the sessions it is
-given, plus the existing facts, and yields at most one fact per sentence:
+Extraction (``memory_extraction``) reads only the user turns and the existing
+facts, and yields at most one fact per sentence (split as the stages split;
+the fact quotes the sentence's opening words, so the stage can tell where it
+was learnt):
 
-* Sentences. Each user turn is split with :func:`memoryquest.text.split_sentences`
-  (the splitter the stages use), and every fact quotes the opening words of the
-  sentence it came from exactly as they stand in the turn, so the stage can tell which sentence a fact
-  was learnt from.
-* Statements. Leading discourse markers ("By the way,", "Oh, also —", "For
-  context:") are dropped and a trailing request or aside is cut off ("..., so
-  can you find ...?", "..., if you can"). What is left is a statement when it
-  speaks about the user in the first person (I, I'm, my, me ...), is not a
-  question, an instruction ("Please set my alarm") or small talk ("I think that
-  works"), and has at least three words. A clause addressed to the assistant
-  ("..., so keep that in mind when you plan") is cut; a sentence that is about
-  the assistant through and through is skipped.
-* Third person, without a subject: "I moved ..." -> "Moved ...", "I love ..."
-  -> "Loves ...", "I'm ..." -> "Is ...", "My X ..." -> "User's X ..."; a
-  sentence whose subject is not the user ("Sunday mornings I play ...") keeps
-  its shape with they/their/them. A comma lead-in ("Last spring, I moved ...")
-  moves to the end. The fact is the whole sentence: never clauses joined by ";".
-* Type, by the first matching cue family: Event, Preference, Interest, Goal,
-  Identity, else Activity.
-* Related entities, from the statement without its trailing consequence
-  clause (", which complicates late gigs" says what it bears on, not what it
-  is about): proper names (runs of capitalised words, never the sentence's
-  first word, never "I"/"I'm", weekdays, months or AM/PM; a list's items
-  apart), then the domain its words point to (the conversation's only for a
-  statement that is no personal constraint), then the head noun of a noun
-  phrase or two ("a bad reaction" -> "reaction").
-* Upsert. Facts are compared by Jaccard over content-word stems
-  (:func:`memoryquest.text.content_words`); a statement at Jaccard >=
-  ``UPDATE_JACCARD`` to an existing fact updates that fid (the
-  newer wording when it adds words, entities united), one that close to a
-  statement already taken from this batch becomes more evidence for it, and
-  anything else is a new fact ``NEW_<n>``.
+* a sentence is a statement when, its lead-ins and any trailing request or
+  aside to the assistant cut, it speaks of the user in the first person, has
+  three words or more and is no question, instruction or small talk;
+* the fact is the whole statement in the third person without a subject
+  (:func:`~memoryquest.simulator.grammar.as_fact`; a comma lead-in moves to
+  the end), typed by the first matching cue family, with proper names, the
+  domain its words point to and a head noun or two as entities, all read
+  without its trailing consequence clause (what it bears on, not what it is);
+* facts are compared by Jaccard over content-word stems: at ``UPDATE_JACCARD``
+  a statement updates an existing fact or adds evidence to one of this batch,
+  else it is a new fact ``NEW_<n>``.
 
-Consolidation (``memory_consolidation``): the merged info is ONE of the members
-(the most informative: most content words, then the most recent) — an atomic
-statement, never a concatenation; the type is the most common one (ties: the
-chosen member's); entities are the cleaned, case-insensitive union (at most
-eight); frequency is the sum.
+Consolidation (``memory_consolidation``) keeps ONE member's statement (most
+content words, then the most recent), the most common type, the cleaned union
+of entities (at most eight) and the summed frequency.
 """
 
 from __future__ import annotations
@@ -159,11 +138,11 @@ def _lead_as_tail(lead: str) -> str:
 
 
 def _strip_lead_ins(text: str) -> str:
-    previous = None
+    previous, lexicon = None, _lexicon()
     while text and text != previous:
         previous = text
-        text = _lexicon()["interjection"].sub("", text, count=1)
-        text = _lexicon()["marker"].sub("", text, count=1).lstrip(" ,—–-")
+        text = lexicon["interjection"].sub("", text, count=1)
+        text = lexicon["marker"].sub("", text, count=1).lstrip(" ,—–-")
         text = _YOU_LEAD.sub("", text, count=1)
         dash = _DASH_LEAD.match(text)
         if (
@@ -214,9 +193,7 @@ def classify(clause: str) -> str:
 
 
 def _clean_entity(value: str) -> str:
-    value = value.strip(" .,;:'\"()")
-    value = re.sub(r"'s$", "", value)
-    return value
+    return re.sub(r"'s$", "", value.strip(" .,;:'\"()"))
 
 
 def proper_names(text: str) -> list[str]:
@@ -232,24 +209,20 @@ def proper_names(text: str) -> list[str]:
     run: list[str] = []
     listing = False
 
+    never = _table().not_entities | calendar_words()
+
     def close() -> None:
         while run and run[-1].lower() in _table().name_joiners:
             run.pop()
-        if run:
-            name = _clean_entity(" ".join(run))
-            if (
-                name
-                and name.lower() not in _table().not_entities
-                and name.lower() not in calendar_words()
-            ):
-                names.append(name)
+        if run and (name := _clean_entity(" ".join(run))) and name.lower() not in never:
+            names.append(name)
         run.clear()
 
     for position, (token, mark) in enumerate(tokens):
         bare = token.rstrip(".,'")
         lower = bare.lower()
         capital = bare[:1].isupper() or (bare[:1].isdigit() and bool(run))
-        if position == 0 or lower in _table().not_entities or lower in calendar_words():
+        if position == 0 or lower in never:
             close()
             continue
         if capital:
@@ -314,11 +287,9 @@ def _topics(clause: str) -> list[str]:
 def entities(clause: str, domain: str) -> list[str]:
     """Names, the domain the statement is about and a topic noun or two, from the statement's core.
 
-    A trailing consequence clause (", which complicates late gigs") says what
-    the fact bears on, not what it is about, so it adds nothing. The domain is
-    the one the statement's own words point to; the conversation's only for a
-    statement that is no personal constraint (it is then about what the user
-    was chatting about), so news told in passing is not filed under the chat.
+    The domain is the one its own words point to; the conversation's only for a
+    statement that is no personal constraint, so news told in passing is not
+    filed under the chat.
     """
     core = core_of(clause)
     found: list[str] = []
@@ -426,9 +397,7 @@ def facts_of_turn(
         clause = statement(raw)
         if clause is None:
             continue
-        info = as_fact(clause)
-        if ";" in info:
-            info = info.replace(";", ",")
+        info = as_fact(clause).replace(";", ",")  # one statement, never clauses joined by ";"
         out.append((raw, info, classify(clause), entities(clause, domain)))
     return out
 

@@ -143,14 +143,7 @@ class Voice:
         self.avoid = [a.casefold() for a in avoid if len(a) > 2]
         self.attributes: list[tuple[AttributeVoice, list[str], float]] = []
         for affinity in affinities:
-            if affinity.domain != domain:
-                continue
-            values = [
-                clean_value(v)
-                for v in affinity.values
-                if v and v.strip() and v.strip().upper() != "N/A"
-            ]
-            values = [v for v in values if v and not self._avoided(v)]
+            values = _sayable(affinity, self.avoid) if affinity.domain == domain else []
             if not values:
                 continue
             name = affinity.name.lower()
@@ -166,10 +159,6 @@ class Voice:
             self.attributes.append((voice, values, weight))
         self.said: set[str] = set()
         self.core = ""  # the last remark before it was shaped: what "said already" compares
-
-    def _avoided(self, text: str) -> bool:
-        lowered = text.casefold()
-        return any(a in lowered or lowered in a for a in self.avoid)
 
     def _attribute(self, rng: random.Random) -> tuple[AttributeVoice, list[str]] | None:
         if not self.attributes:
@@ -190,23 +179,15 @@ class Voice:
         shuffled = list(values)
         rng.shuffle(shuffled)
         roll = rng.random()
+        slots = {"v1": shuffled[0], "noun": voice.noun}
         if voice.plural and len(shuffled) >= 2 and roll < 0.2:
-            body = (
-                pick(rng, table().plural_frames)
-                .replace("{v1}", shuffled[0])
-                .replace("{v2}", shuffled[1])
-            )
+            frame, slots["v2"] = pick(rng, table().plural_frames), shuffled[1]
         elif voice.plural and voice.noun not in table().no_generic_frames and roll < 0.45:
-            body = (
-                pick(rng, table().preference_frames)
-                .replace("{noun}", voice.noun)
-                .replace("{v1}", shuffled[0])
-            )
+            frame = pick(rng, table().preference_frames)
         else:
             subset = shuffled[: rng.randint(1, min(3, len(shuffled)))]
-            body = (
-                pick(rng, voice.says).replace("{v}", join_list(subset)).replace("{v1}", shuffled[0])
-            )
+            frame, slots["v"] = pick(rng, voice.says), join_list(subset)
+        body = expand(frame, rng, slots)
         return self._shaped(body, rng, anchor=0.3, extra=0.35)
 
     def news(self, rng: random.Random) -> str:
@@ -295,7 +276,7 @@ class Voice:
             else:
                 text = self.identity(rng)
             key = self.core
-            if text and key not in self.said and not self._avoided(text):
+            if text and key not in self.said and not _touches(text, self.avoid):
                 self.said.add(key)
                 return text
         return ""
@@ -325,6 +306,17 @@ class Voice:
                 then = table().consequences[rng.randrange(len(table().consequences))]
                 body = f"{body}, {then.joiner} {then.tail}"
         return sentence(body)
+
+
+def _touches(text: str, avoided: Sequence[str]) -> bool:
+    lowered = text.casefold()
+    return any(a in lowered or lowered in a for a in avoided)
+
+
+def _sayable(affinity: Affinity, avoided: Sequence[str]) -> list[str]:
+    """The affinity's values ready to say: known, cleaned, and touching no ``avoided`` one."""
+    values = [v for v in affinity.values if v and v.strip() and v.strip().upper() != "N/A"]
+    return [v for v in map(clean_value, values) if v and not _touches(v, avoided)]
 
 
 def _partner(demographics: Demographics) -> Partner | None:
@@ -375,10 +367,8 @@ class Topic:
 
     domain: Domain
     kind: Kind
-    thing: str  # short noun phrase for what is being worked on: "the alarm", "a bus ticket"
-    request: (
-        str  # first person, lower-case start, no final stop: "temporarily disable my regular alarm"
-    )
+    thing: str  # what is being worked on: "the alarm", "a bus ticket"
+    request: str  # first person, lower-case start, no final stop: "disable my regular alarm"
     background: str = ""  # first-person circumstance from the task: "I'm going on a trip"
     options: tuple[str, ...] = field(default_factory=tuple)
 
@@ -471,23 +461,12 @@ class Options:
         self.topic = topic
         self.device = device.lower() or "phone"
         self.named = ""  # the last generated title or venue a proposal named
-        self.values: dict[str, list[str]] = {}
         avoided = [a.casefold() for a in avoid if len(a) > 2]
-        for affinity in affinities:
-            if affinity.domain != topic.domain:
-                continue
-            values = [
-                clean_value(v)
-                for v in affinity.values
-                if v and v.strip() and v.strip().upper() != "N/A"
-            ]
-            values = [
-                v
-                for v in values
-                if v and not any(a in v.casefold() or v.casefold() in a for a in avoided)
-            ]
-            if values:
-                self.values[name_key(affinity.name)] = values
+        self.values = {
+            name_key(a.name): values
+            for a in affinities
+            if a.domain == topic.domain and (values := _sayable(a, avoided))
+        }
         self.used: list[str] = []
         self.fixed: dict[str, str] = {}
         self.taken: dict[str, list[str]] = {}  # templates used so far, per bank

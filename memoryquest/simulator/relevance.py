@@ -33,6 +33,7 @@ from memoryquest.simulator.needs import (
     request_needs,
     step_for,
 )
+from memoryquest.simulator.needs.bank import month_end
 from memoryquest.stages.queries_contracts import ReferenceRelevanceInputs
 
 _UNTIL_ORDINAL = re.compile(r"\b(?:until|till|by|on) the (\d{1,2})(?:st|nd|rd|th)\b")
@@ -51,7 +52,7 @@ def _month_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
 
 def stated_end(text: str, said_on: dt.date) -> dt.date | None:
     """The last day a reference says it holds, counted from the day it was said (None: no limit stated)."""
-    until_date, month_end = _month_patterns()
+    until_date, end_of_month = _month_patterns()
     if match := until_date.search(text):
         month, day = months().index(match.group(1)) + 1, int(match.group(2))
         year = said_on.year + (1 if month < said_on.month else 0)
@@ -59,11 +60,9 @@ def stated_end(text: str, said_on: dt.date) -> dt.date | None:
             return dt.date(year, month, day)
         except ValueError:
             return None
-    if match := month_end.search(text):
+    if match := end_of_month.search(text):
         month = months().index(match.group(1)) + 1
-        year = said_on.year + (1 if month < said_on.month else 0)
-        following = dt.date(year + month // 12, month % 12 + 1, 1)
-        return following - dt.timedelta(days=1)
+        return month_end(dt.date(said_on.year + (1 if month < said_on.month else 0), month, 1))
     if match := _UNTIL_ORDINAL.search(text):
         day = int(match.group(1))
         month, year = said_on.month, said_on.year

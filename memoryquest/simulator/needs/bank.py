@@ -1,33 +1,21 @@
 """Life updates: how a generator of the bank becomes one dated, persona-grounded statement, and back.
 
-A :class:`Generator` describes one kind of thing that can change in a user's
-life (a food allergy, the car at the garage, a sister staying over). Its text
-is composed from parts — a core, an optional detail or cause, and a time limit
-for updates that expire — each written once as the stored statement (third
-person, no subject) and several times as a first-person saying. Slots are
-filled from the persona (affinities, demographics, the cities of its tasks)
-where the generator can use them, else from small word lists.
-
-Content choices (which core, which allergen, which weekday) are seeded by the
-persona and the generator's group, not by the call: whichever call or stage
-asks, one user has one allergy, one pet and one commute, so two statements
-about the same user never contradict each other. Only the wording of time
-limits follows the caller's generator. A distractor, which a user may mention
-in many conversations, is one :class:`Occurrence` of its situation: every
-mention of it names the same last day, and a later occurrence (the next
-visit, a new voucher) has details of its own.
-
-The stored text can always be read back (:func:`parse_update`): each generator
-compiles to one regular expression over all its part combinations, so the
-parts and slot values are recovered from the text alone, in any process, and
-:mod:`~memoryquest.simulator.needs.sayings` can say them again in the first
-person.
+A :class:`~memoryquest.simulator.needs.updates.Generator` is one kind of thing
+that can change in a user's life; its text is a core, an optional detail and,
+for updates that expire, a time limit, each stored once (third person, no
+subject) and said several ways in the first person. Content choices (which
+core, which allergen) are seeded by the persona and the generator's group, not
+by the call, so one user has one allergy in every stage; only the wording of
+time limits follows the caller's ``rng``. A distractor is one
+:class:`Occurrence` of its situation: every mention of a spell names the same
+last day. Each generator compiles to one regular expression, so a stored text
+is read back into its parts and slot values (:func:`parse_update`) in any
+process.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import random
 import re
 from collections import Counter
@@ -75,30 +63,8 @@ class LifeUpdate:
     domains: tuple[Domain, ...]  # every domain it could come up in
     date: dt.date
     valid_until: dt.date | None
-    grounding: (
-        int  # 2: fills in the persona's own affinities; 1: its demographics or place; 0: neither
-    )
+    grounding: int  # 2: the persona's own affinities; 1: its demographics or place; 0: neither
     slots: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def grounded(self) -> bool:
-        return self.grounding > 0
-
-    def sayings(self, count: int = 3) -> list[str]:
-        """Distinct first-person ways of saying it (none contains the text word for word)."""
-        rng = random.Random(int(hashlib.sha256(self.text.encode()).hexdigest()[:12], 16))
-        out: list[str] = []
-        from memoryquest.simulator.needs.sayings import (
-            say_update,  # sayings read texts back through this module
-        )
-
-        for _ in range(count * 4):
-            said = say_update(self.text, rng)
-            if said not in out:
-                out.append(said)
-            if len(out) == count:
-                break
-        return out
 
 
 def join_parts(pieces: Iterable[str]) -> str:
@@ -111,7 +77,7 @@ def join_parts(pieces: Iterable[str]) -> str:
     return out
 
 
-def _month_end(day: dt.date) -> dt.date:
+def month_end(day: dt.date) -> dt.date:
     following = dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
     return following - dt.timedelta(days=1)
 
@@ -142,7 +108,7 @@ def _time_slots(
         valid = date + dt.timedelta(days=30 * months - 1)
         return {"span": f"{number_word(months)} months"}, valid
     if "month" in names:
-        valid = _month_end(target)
+        valid = month_end(target)
         return {"month": month_names()[valid.month - 1]}, valid
     if (target.year, target.month) == (date.year, date.month) and rng.random() < 0.5:
         return {"until": f"the {ordinal(target.day)}"}, target
@@ -449,17 +415,10 @@ def _phantom_order(
 ) -> list[Generator]:
     """``options`` in the order a reference of a request in ``phantom`` would take them.
 
-    Only needs bearing on ``phantom`` are taken when the user has any left, as
-    a reference takes only needs bearing on its request: a distractor's bridge
-    then names something its need can get in the way of (an allergy and meals
-    out, not air miles and the morning alarm). Needs come in a weighted random
-    order, each as often as the user's own references use it
-    (``reference_needs``, one entry per reference), so the needs of
-    distractors follow those of references: references prefer the specific
-    needs (sight, documents) over the broad ones (schedule), and distractors
-    drawn evenly would give themselves away by their words. With no
-    references yet, in a random order. Within a need in random order, as for
-    a reference.
+    Only needs bearing on ``phantom`` when the user has any left, so the bridge
+    names something the need can get in the way of; needs in a weighted random
+    order, each as often as the user's references use it (``reference_needs``),
+    so distractors' needs follow references' and their words do not stand out.
     """
     weights = Counter(reference_needs)
     bearing = domain_needs(phantom)
@@ -485,11 +444,8 @@ def bridge_to_request(
 ) -> LifeUpdate:
     """The update with what it gets in the way of in ``domain``, in words ``request`` does not use.
 
-    The clause adds no content word of the request, so the no-echo rule holds
-    for the bridged text exactly as for the bare one. References bridge to
-    their own request and distractors to a phantom one, through this one
-    function, so the scenes a request's wording rules out are ruled out for
-    both alike.
+    References bridge to their request and distractors to a phantom one through
+    this one function, so both obey the no-echo rule alike.
     """
     if rng.random() >= BRIDGE_SHARE:
         return update
@@ -503,12 +459,8 @@ def bridge_to_request(
 def _phantom_domain(
     world: World, spoken_in: Domain, planned: Sequence[Domain], rng: random.Random
 ) -> Domain:
-    """The request a distractor pretends to matter for: a domain the user's references bridge to.
-
-    ``planned`` holds one entry per reference of the user's other requests,
-    so domains come up as often as references point at them; else one of the
-    persona's own task domains, else the conversation's.
-    """
+    """The request a distractor pretends to matter for: a domain the user's references bridge to
+    (one entry per reference), else one of the persona's task domains, else the conversation's."""
     if planned:
         return rng.choice(list(planned))
     own = sorted(world.task_domains())
@@ -526,26 +478,13 @@ def distractor_update(
     reference_needs: Sequence[str] = (),
     phantom_requests: Mapping[Domain, Sequence[str]] | None = None,
 ) -> LifeUpdate | None:
-    """A life update to mention in a filler conversation in ``domain`` on ``date`` — a reference of no query.
+    """A life update to mention in a conversation in ``domain`` on ``date``: a reference of no query.
 
-    Chosen as a reference of a phantom request would be: a request in one of
-    ``bridge_domains`` (the domains the user's references bridge to, see
-    :func:`_phantom_domain`), whose wording is one of ``phantom_requests`` of
-    that domain. Its need bears on that domain and is drawn as often as the
-    user's references use it (:func:`_phantom_order`), its time limit lies as
-    far ahead as a reference's request, and its bridge clause points at the
-    phantom request's scenes in words that request does not use
-    (:func:`bridge_to_request`). So the
-    needs, the grounding and the scenes of distractors follow those of
-    references, and a reader cannot tell them apart by wording. It is said in
-    a conversation in ``domain`` whether or not the update would typically
-    come up there, as a reference is (news is told in passing, wherever the
-    user is chatting): requiring the fit would leave the conversations of a
-    few domains short of news and favour the needs that fit many. It avoids
-    the need categories in ``avoid_needs`` (so it cannot stand in for a
-    reference of the timeline's query), every group behind ``avoid_texts``
-    (the user's references: no near-duplicate, no contradiction) and those
-    texts themselves. None when nothing fits.
+    Chosen as a reference of a phantom request would be (a request of
+    ``bridge_domains`` worded as one of ``phantom_requests``): need, time limit
+    and bridge follow references', so wording cannot tell the two apart (see
+    docs/simulator.md). It avoids ``avoid_needs`` (it must not stand in for a
+    reference of the query), the groups behind ``avoid_texts`` and those texts.
     """
     avoid = {normalise_text(t) for t in avoid_texts}
     used = groups_of(avoid_texts)
@@ -557,14 +496,8 @@ def distractor_update(
             days=rng.randint(REFERENCE_LEAD_DAYS_MIN, BOUNDED_WINDOW_DAYS)
         )
         # The spell still under way on that day: one of this persona's, whenever it is mentioned.
-        update = fill(
-            generator,
-            world,
-            date,
-            horizon,
-            rng,
-            occurrence=occurrence_on(world, generator, horizon),
-        )
+        spell = occurrence_on(world, generator, horizon)
+        update = fill(generator, world, date, horizon, rng, occurrence=spell)
         if update is not None and normalise_text(update.text) not in avoid:
             requests = (phantom_requests or {}).get(phantom, ())
             request = rng.choice(requests) if requests else ""

@@ -82,10 +82,6 @@ class Generator:
             return 1
         return 1 if any(self.slots[n].persona for n in names if n in self.slots) else 0
 
-    def grounded(self, world: World) -> bool:
-        """Whether the persona gives grounds for it (a condition or a slot read from the profile)."""
-        return self.grounding(world) > 0
-
 
 def fits(condition: Condition | None, world: World) -> bool:
     """Whether the persona is what ``condition`` asks (None: anyone)."""
