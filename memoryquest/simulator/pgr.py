@@ -1,42 +1,26 @@
 """Simulated answers for the PGR runner and its judges, planned from the request alone.
 
-The prospection answers see what a real model would see — the request, its
-date, the augmented request, the previous steps and the facts retrieved so far
-— never the request's required references. They plan with the needs model
-(:mod:`memoryquest.simulator.needs`), reading the request's wording only:
+The prospection answers see what a real model would see (the request, its
+date, the steps and the facts retrieved so far), never the request's required
+references, and plan with the needs model from the request's wording only:
+one probe per need that bears on one of its plan steps, worded with the need's
+probe and its first side (facet) as constraints, needs its own words touch
+first.
 
-* Plan. The request's plan steps (its domains inferred from its wording) and,
-  for each, the need categories that bear on it. One probe per need, placed at
-  the first step it bears on, worded with the need's probe phrasing
-  ("Whether a food allergy or a special diet limits choosing the restaurant")
-  and, as constraints, the first side (facet) of the need ("food allergies,
-  intolerances, coeliac or lactose problems ..."). Needs the request's own
-  words touch ("with my family") come first; the rest keep the order the
-  steps unfold in, the rng breaking ties.
-* Augmentation (``pgr_augment``): the request, the steps it implies, and the
-  context facts whose need bears on one of those steps.
-* Initial chain (``pgr_cot_initial``): five to eight probes in step order
-  (plan-step anchors fill in when a request has fewer needs).
-* Initial tree (``pgr_tot_initial``): the request as the root, two or three
-  plan steps as branches, one or two needs under each.
-* Refinement (``pgr_*_refine``): each retrieved fact's need is read from its
-  wording; facts whose need bears on the plan are folded into the constraints
-  of that need's step (``<base> | known: <focus (date)>``) and, once per need,
-  open a follow-up step (a knee injury: "How much walking, standing or stairs
-  getting to the venue and back involves given the knee"). A probe whose need
-  brought back nothing is asked again from the need's next side; needs of the
-  plan not probed yet are added. At most ``MAX_NEW_STEPS`` new steps a round.
-  Chains keep at most ``MAX_CHAIN_STEPS`` steps; trees keep at most
-  ``MAX_TREE_NODES`` nodes, dropping probes asked from every side in vain to
-  make room, and note on the root which needs were asked. When sides, needs
-  and follow-ups run out the plan stops changing, retrieval stops finding new
-  facts and δ ends the loop.
-* Summary (``pgr_summary``) and answer (``pgr_answer``): the needs explored
-  and the facts that bear on them, most telling first.
-* Reference judge (``judge_references``): a memory states a reference when it
-  holds at least ``JUDGE_OVERLAP`` of the reference's content stems and at
-  least ``JUDGE_MIN_SHARED`` of them.
-* Pairwise judge (``judge_pairwise``): more cited user facts wins; equal is a tie.
+* Augmentation adds the steps the request implies and the context facts whose
+  need bears on them; an initial chain has five to eight probes in step order,
+  an initial tree two or three steps as branches with one or two needs under
+  each.
+* Refinement folds each retrieved fact into the constraints of its need's step
+  (``<base> | known: <focus (date)>``) and follows it up once; a probe that
+  found nothing is asked from the need's next side; needs not probed yet are
+  added, at most ``MAX_NEW_STEPS`` a round, within ``MAX_CHAIN_STEPS`` and
+  ``MAX_TREE_NODES``. When sides, needs and follow-ups run out the plan stops
+  changing and δ ends the loop.
+* Summary and answer: the needs explored and the facts bearing on them.
+* Judges: a memory states a reference when it holds ``JUDGE_OVERLAP`` of its
+  content stems (``JUDGE_MIN_SHARED`` at least); of two answers, the one citing
+  more user facts wins.
 """
 
 from __future__ import annotations
@@ -60,6 +44,7 @@ from memoryquest.pgr.prospection_contracts import (
 )
 from memoryquest.pgr.winrate_contracts import PairwiseInputs
 from memoryquest.simulator import simulates
+from memoryquest.simulator.grammar import join_list
 from memoryquest.simulator.needs import (
     PlanStep,
     classify_need,
@@ -223,13 +208,6 @@ def _short(text: str, words: int = 12) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def _join(items: Sequence[str]) -> str:
-    items = list(items)
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
-
-
 # --------------------------------------------------------------------------- augmentation
 
 
@@ -237,7 +215,7 @@ def _join(items: Sequence[str]) -> str:
 def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
     plan_ = plan(query)
-    phrases = _join([s.phrase for s in plan_.steps[:4]])
+    phrases = join_list([s.phrase for s in plan_.steps[:4]])
     text = f"{query} The user wants this sorted on {inputs.query_date}: {phrases}."
     relevant = [
         f
@@ -528,7 +506,7 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
             f"Of {len(facts)} memories brought back, these shape the plan most: {memories}."
         )
         parts.append(
-            f"The plan therefore has to work around {_join(list(dict.fromkeys(f.focus for f in cited))[:3])}."
+            f"The plan therefore has to work around {join_list(list(dict.fromkeys(f.focus for f in cited))[:3])}."
         )
     else:
         parts.append("No stored memory bore on it, so the plan stays generic.")

@@ -5,32 +5,17 @@ single-domain planning and booking ones), dated on the weekday of the task's
 situation, worded with varied openers and closers and sometimes one detail a
 user would drop ("I'm thinking Rome."), never the personal constraints.
 
-References are planned from the request's needs
-(:mod:`memoryquest.simulator.needs`): the request's plan steps (from its
-domain and wording) give the need categories that bear on it; three to five
-different ones are picked, preferring those the persona gives grounds for and
-those this user has used least, and each gets one life update from the bank.
-So every reference is relevant by construction, and the relevance judge,
-reading only the wording, agrees. Each update:
-
-* comes up in a conversation of another of the persona's task domains,
-  never the request's own (the timeline sets it in one of the persona's
-  tasks there), whether or not the update would typically come up there:
-  distractors are placed the same way, so fitting its conversation does not
-  single a reference out;
-* is drawn at random among the need's entries the user has left, as a
-  distractor is: preferring the best-grounded entries would leave distractors
-  the less-grounded rest, and which entries a text uses would then tell the
-  two apart;
-* shares at most one content word with the request when the bank allows,
-  never more than two (no echo of the request's words);
-* is dated within ``reference_window_days`` before the request, on its own
-  day; a time-bounded one ("until May 20", "for the next six weeks") is
-  dated at most 45 days before and still holds on the request date;
-* belongs to an exclusive group used once per user across all candidates
-  (one allergy, one car situation, one job change), and group contents are
-  seeded by the persona, so two candidates never repeat or contradict each
-  other.
+References are planned from the request's needs: its plan steps give the need
+categories that bear on it, three to five of them are picked (specific,
+grounded and least-used first) and each gets one life update from the bank,
+so every reference is relevant by construction. Each update is set in a
+conversation of another of the persona's task domains and drawn at random
+among the need's entries left, exactly as distractors are, so neither its
+conversation nor its wording singles it out; it shares at most one content
+word with the request when the bank allows (never more than two), is dated
+within ``reference_window_days`` before the request (a time-bounded one within
+45 days, still holding on the request date), and belongs to an exclusive group
+used once per user, so two candidates never repeat or contradict each other.
 """
 
 from __future__ import annotations
@@ -110,23 +95,15 @@ def _weekday_on_or_after(date: dt.date, weekday_name: str | None) -> dt.date:
 
 def _when(query_date: dt.date, rng: random.Random) -> str:
     target = query_date + dt.timedelta(days=rng.randint(3, 24))
-    month_day = f"{months()[target.month - 1]} {target.day}"
-    day = weekdays()[target.weekday()]
-    if target.weekday() >= 5:
-        saturday = target - dt.timedelta(days=target.weekday() - 5)
-        return rng.choice(
-            (
-                f"for the weekend of {months()[saturday.month - 1]} {saturday.day}",
-                f"for {day}, {month_day}",
-            )
-        )
-    return rng.choice(
-        (
-            f"for {day}, {month_day}",
-            f"around {month_day}",
-            f"for the week of {month_day}",
-        )
-    )
+    saturday = target - dt.timedelta(days=target.weekday() - 5)
+    names = {
+        "weekday": weekdays()[target.weekday()],
+        "date": f"{months()[target.month - 1]} {target.day}",
+        "saturday": f"{months()[saturday.month - 1]} {saturday.day}",
+    }
+    weekend = target.weekday() >= 5
+    templates = _table().weekend_dates if weekend else _table().weekday_dates
+    return rng.choice([t.format(**names) for t in templates])
 
 
 def _hook(material: PersonaMaterial, scenario: TaskScenario, rng: random.Random) -> str:
@@ -185,14 +162,7 @@ def _need_rank(need: str, grounding: int, primary: bool, rng: random.Random) -> 
 def _ranked_needs(
     world: World, needs: list[str], primary: frozenset[str], ledger: Ledger, rng: random.Random
 ) -> list[str]:
-    """Needs with generators left: specific ones, the user's least-used ones and grounded ones first.
-
-    A need that bears on few domains (diet, documents, sleep) says more about
-    this particular request than one that bears on almost any plan (schedule,
-    budget), so it is preferred, as are needs of the request's own domain
-    (``primary``) over those a second domain adds; use by earlier candidates
-    spreads the bank.
-    """
+    """Needs with generators left, by :func:`_need_rank` after the user's use of each so far."""
 
     def key(need: str) -> float:
         grounding = max(

@@ -282,6 +282,8 @@ class QueriesTable(Table):
     planning_verbs: Phrases
     openers: Phrases
     closers: Phrases
+    weekday_dates: Phrases  # when a request is for: {weekday}, {date}
+    weekend_dates: Phrases  # ... on a weekend: {saturday} its first day
     hooks: dict[Domain, tuple[Hook, ...]]  # one persona detail a user drops into a request
 
 
