@@ -102,11 +102,6 @@ def simulate(template_id: str, variables: dict[str, Any], seed: int = 0) -> str:
     return json.dumps(result, ensure_ascii=False, default=str)
 
 
-def simulated_templates() -> list[str]:
-    _load_answer_modules()
-    return sorted(_ANSWERS)
-
-
 def simulator_inputs(template_id: str) -> type[PromptInputs] | None:
     """The inputs model the simulator's answer for ``template_id`` takes (None: a plain dict)."""
     _load_answer_modules()

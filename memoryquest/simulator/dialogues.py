@@ -1,26 +1,15 @@
 """Simulated answer for ``dialogue_expansion``: one conversation, in this persona's voice.
 
-The user opens with the event's request in their own words; the assistant
-works on that request — its proposals, questions and closing come from the
-request's topic (:class:`~memoryquest.simulator.phrasing.Topic`) and the
-domain's affinities. Along the way the user makes personal remarks in most
-turns: preferences from the affinities, small recent things built on them,
-the situation they are chatting in, who they are.
-
-The life updates written into the event — its reference, if it carries one,
-and the distractors the timeline put next to it (all after the same marker) —
-are each said once, by :func:`memoryquest.simulator.needs.say_update`, in user
-turns picked at random, as one of that turn's personal remarks: with the same
-lead-ins, at the same place in the turn and answered by the same assistant
-reply as any other remark. Whether the assistant has just asked a personal
-question ("Is there anything going on lately that I should plan around?") is
-decided independently of where the updates go, in filler and reference
-sessions alike. So nothing around a reference marks it; only its content does.
-
-Turn counts follow the paper's shape (three to ten exchanges, always
-alternating and starting with the user), shortened to about one exchange per
-life update when the event has few: most user turns carry some news. The answer names the
-reference turn and the exact sentence in it that states the reference.
+The user opens with the event's request; the assistant works on it from the
+request's topic (:class:`~memoryquest.simulator.phrasing.Topic`), and the
+user makes personal remarks in most turns. The event's life updates (its
+reference, if any, and its distractors) are each said once, in user turns
+picked at random, as one of that turn's remarks: same lead-ins, same place,
+same reply as any other remark, and personal questions are asked regardless of
+where they go. So nothing around a reference marks it; only its content does.
+Turn counts follow the paper's shape (three to ten exchanges), shortened to
+about one exchange per update; the answer names the reference turn and the
+sentence that states it.
 """
 
 from __future__ import annotations

@@ -207,6 +207,7 @@ def base_from_stem(stem: str) -> str:
 
 # --------------------------------------------------------------------------- person
 
+Person = Literal["first", "second", "third"]
 FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)
 _AMBIGUOUS = re.compile(r"\b(they|them|their|theirs|themselves|they're|they've)\b", re.IGNORECASE)
 _ASSISTANT = r"\bthe (?:virtual |AI |shopping |digital )?assistant"
@@ -274,7 +275,7 @@ def _one_at_a_time(pattern: str, text: str, say: Callable[[str, re.Match[str]], 
     return text
 
 
-def shift_person(text: str, person: str = "first", *, they_is_user: bool = False) -> str | None:
+def shift_person(text: str, person: Person = "first", *, they_is_user: bool = False) -> str | None:
     """Move a third-person sentence about the user into the first or second person.
 
     ``person="first"``: the user speaks (I / my / me; the assistant becomes "you").
@@ -284,52 +285,48 @@ def shift_person(text: str, person: str = "first", *, they_is_user: bool = False
     """
     if not they_is_user and _AMBIGUOUS.search(text):
         return None
-    first = person == "first"
-    user_subj, user_obj, user_poss, user_refl = (
-        ("I", "me", "my", "myself") if first else ("you", "you", "your", "yourself")
-    )
-    asst_subj, asst_obj, asst_poss = ("you", "you", "your") if first else ("I", "me", "my")
-    user_be = "I'm" if first else "you're"
+    user = _table().person_words[person]
+    asst = _table().person_words["second" if person == "first" else "first"]
 
-    out = re.sub(_ASSISTANT + r"'s\b", asst_poss, text, flags=re.IGNORECASE)
+    def said(pattern: str, form: str, text: str) -> str:
+        return re.sub(pattern, form, text, flags=re.IGNORECASE)
+
+    out = said(_ASSISTANT + r"'s\b", asst.poss, text)
 
     def assistant(match: re.Match[str]) -> str:
-        return asst_subj if _looks_like_subject(out[match.end() :]) else asst_obj
+        return asst.subj if _looks_like_subject(out[match.end() :]) else asst.obj
 
     out = re.sub(_ASSISTANT + r"\b", assistant, out, flags=re.IGNORECASE)
-    out = re.sub(r"\bthe user's\b", user_poss, out, flags=re.IGNORECASE)
+    out = said(r"\bthe user's\b", user.poss, out)
 
-    def user(current: str, match: re.Match[str]) -> str:
-        return user_subj if _looks_like_subject(current[match.end() :]) else user_obj
+    def the_user(current: str, match: re.Match[str]) -> str:
+        return user.subj if _looks_like_subject(current[match.end() :]) else user.obj
 
-    out = _one_at_a_time(r"\bthe user\b", out, user)
-    out = re.sub(r"\b(he|she)'s\b", user_be, out, flags=re.IGNORECASE)
-    out = re.sub(r"\b(he|she)\b", user_subj, out, flags=re.IGNORECASE)
-    out = re.sub(r"\bhis\b", user_poss, out, flags=re.IGNORECASE)
-    out = re.sub(r"\bhim\b", user_obj, out, flags=re.IGNORECASE)
-    out = re.sub(r"\b(himself|herself)\b", user_refl, out, flags=re.IGNORECASE)
+    out = _one_at_a_time(r"\bthe user\b", out, the_user)
+    out = said(r"\b(he|she)'s\b", user.subj_be, out)
+    out = said(r"\b(he|she)\b", user.subj, out)
+    out = said(r"\bhis\b", user.poss, out)
+    out = said(r"\bhim\b", user.obj, out)
+    out = said(r"\b(himself|herself)\b", user.refl, out)
 
     def her(current: str, match: re.Match[str]) -> str:
         following = re.match(r"\s*([A-Za-z']+)", current[match.end() :])
         if following is None or following.group(1).lower() in _table().object_followers:
-            return user_obj
-        return user_poss
+            return user.obj
+        return user.poss
 
     out = _one_at_a_time(r"\bher\b", out, her)
     if they_is_user:
-        out = re.sub(r"\btheir\b", user_poss, out, flags=re.IGNORECASE)
-        out = re.sub(r"\bthemselves\b", user_refl, out, flags=re.IGNORECASE)
-        out = re.sub(r"\bthem\b", user_obj, out, flags=re.IGNORECASE)
-        out = re.sub(r"\bthey're\b", user_be, out, flags=re.IGNORECASE)
-        out = re.sub(r"\bthey\b", user_subj, out, flags=re.IGNORECASE)
+        out = said(r"\btheir\b", user.poss, out)
+        out = said(r"\bthemselves\b", user.refl, out)
+        out = said(r"\bthem\b", user.obj, out)
+        out = said(r"\bthey're\b", user.subj_be, out)
+        out = said(r"\bthey\b", user.subj, out)
     out = _agree(out, "I", "am", "was")
     out = _agree(out, "you", "are", "were")
     out = _agree_coordinated(out)
     out = re.sub(r"\bi\b", "I", out)
     return sentence(out)
-
-
-Person = Literal["second", "third"]
 
 
 @cache

@@ -29,6 +29,7 @@ from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain, Interaction, TaskBrief, TaskKind
 from memoryquest.simulator.grammar import (
+    Person,
     from_second_person,
     lower_first,
     name_key,
@@ -97,7 +98,7 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(re.sub(r"\s+", " ", text)) if s.strip()]
 
 
-def interaction_sentences(summary: str | None, person: str = "first") -> list[str]:
+def interaction_sentences(summary: str | None, person: Person = "first") -> list[str]:
     """Sentences of an interaction summary that can be said by (first) or to (second) the user."""
     if not summary:
         return []
@@ -105,7 +106,7 @@ def interaction_sentences(summary: str | None, person: str = "first") -> list[st
 
 
 @functools.lru_cache(maxsize=4096)
-def _interaction_sentences(summary: str, person: str) -> tuple[str, ...]:
+def _interaction_sentences(summary: str, person: Person) -> tuple[str, ...]:
     out: list[str] = []
     for raw in split_sentences(summary):
         if _BOILERPLATE.search(raw) or not 40 <= len(raw) <= 260:

@@ -1,23 +1,13 @@
 """Phrase banks for simulated conversations, composed from parts and filled from the persona.
 
-Nothing here is said as a whole sentence from a fixed list: a sentence is an
-opener, a body and sometimes a tail, each picked from its own bank, with slots
-filled from the persona's affinities, demographics and situation, from the
-request's topic, or from small random details (a time, a price, a day). With
-a few dozen parts per slot the same sentence seldom comes back for one user.
-
-Two sides:
-
-* the user's **personal statements** — preferences from the affinities, small
-  news built on them ("I just finished The Martian again"), the situation
-  they are chatting in, who they are — each optionally framed in time
-  ("These days ...", "Since the spring ...") the way a life update is framed,
-  so a stated update is one personal remark among many;
-* the **topic** of the request (what kind of help and about what), from which
-  the assistant's proposals, questions and both sides' closings are drawn, so
-  the conversation stays on what was asked.
-
-All functions take a seeded ``random.Random`` and are pure otherwise.
+A sentence is an opener, a body and sometimes a tail, each picked from its own
+bank (``data/phrasing.json``) and filled from the persona, the request's topic
+or small random details, so the same sentence seldom comes back. The user's
+personal remarks (preferences, small news, their setting, who they are) are
+framed in time the way a life update is, so an update is one remark among
+many; the assistant's proposals, questions and both sides' closings come from
+the request's topic, so the conversation stays on what was asked. All
+functions take a seeded ``random.Random`` and are pure otherwise.
 """
 
 from __future__ import annotations
@@ -304,7 +294,7 @@ class Voice:
                 body += bridge(self.domain, rng)
             else:
                 then = table().consequences[rng.randrange(len(table().consequences))]
-                body = f"{body}, {then.joiner} {then.tail}"
+                body = f"{body}, {then}"
         return sentence(body)
 
 

@@ -9,12 +9,14 @@ reads.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BeforeValidator, ValidationInfo, model_validator
 
 from memoryquest.contracts import Domain
 from memoryquest.simulator.tables import Row, Table, compiled, complete
+from memoryquest.text import stem
 
 T = TypeVar("T")
 Phrases = tuple[str, ...]
@@ -72,7 +74,7 @@ class GrammarTable(Table):
     common_starters: Words  # besides stopwords, opening words lowered after a lead-in
     generic_words: Phrases  # pattern pieces: descriptions, never brand or place names
     speaker_forms: tuple[Rewrite, ...]  # the speaker's first person, {subj} ... filled per person
-    person_words: dict[Literal["second", "third"], PersonWords]
+    person_words: dict[Literal["first", "second", "third"], PersonWords]
     addressee_forms: tuple[Rewrite, ...]  # "you" of the assistant's words said by the user
     fact_starts: tuple[CaselessRewrite, ...]  # "I'm" -> "Is": a first-person clause as a fact
     fact_leads: tuple[CaselessRewrite, ...]  # "is" -> "I'm": a fact said in the first person
@@ -100,7 +102,13 @@ class Cues(Row):
     weak: Phrases = ()
 
 
-class NeedRow(Row):
+class Need(Row):
+    """One category of personal circumstance that can change how a plan works out.
+
+    Simulated PGR asks ``probe`` about it for a plan step (``{step}``), one side
+    (``facets``) at a time, and ``follow``s up a retrieved fact (``{focus}``).
+    """
+
     key: str
     label: str
     probe: str
@@ -108,6 +116,19 @@ class NeedRow(Row):
     follow: str
     rationale: str
     cues: Cues
+
+    @property
+    def constraints(self) -> str:
+        """The side of the need a probe asks about first."""
+        return self.facets[0]
+
+    @cached_property
+    def weights(self) -> dict[str, int]:
+        """Cue stems and their weight: 3 names the need outright, 2 is typical, 1 leans towards it."""
+        out: dict[str, int] = {}
+        for weight, words in ((1, self.cues.weak), (2, self.cues.typical), (3, self.cues.strong)):
+            out.update((stem(word.casefold()), weight) for word in words)
+        return out
 
 
 class StepRow(Row):
@@ -118,7 +139,7 @@ class StepRow(Row):
 
 class NeedsTable(Table):
     file = "needs.json"
-    needs: tuple[NeedRow, ...]  # in the order a plan usually meets them
+    needs: tuple[Need, ...]  # in the order a plan usually meets them
     plans: ByDomain[tuple[StepRow, ...]]
     domain_cues: ByDomain[Caseless]
 
@@ -244,17 +265,13 @@ class UpdatesTable(Table):
     need_extras: dict[str, Parts]  # consequences that fit every generator of a need
     wording: tuple[Rewrite, ...]  # stored-text variants: a phrase becomes "[a|b]"
     without_generic: Words  # groups the need's consequences do not fit
-
-
-class Swap(Row):
-    old: str
-    new: str
+    ball_sports: Words  # a player is hurt "playing" one of these
 
 
 class SayingsTable(Table):
     file = "sayings.json"
     openers: Phrases
-    swaps: tuple[Swap, ...]  # light rewording of a text the bank did not write
+    swaps: tuple[CaselessRewrite, ...]  # light rewording of a text the bank did not write
 
 
 class Currency(Row):
@@ -320,11 +337,6 @@ class AttributeVoice(Row):
     plural: bool = False  # values are a list of favourites ("my favorite authors")
 
 
-class Consequence(Row):
-    joiner: str
-    tail: str
-
-
 class TopicRow(Row):
     """A kind of request: the first row whose pattern the activity matches gives its topic."""
 
@@ -352,7 +364,7 @@ class PhrasingTable(Table):
     setting_remarks: dict[SettingPart, Phrases]  # in the order said; {until}: a time limit
     time_limits: Phrases  # {month} {date} {nth} {any_weekday}
     time_frames: Phrases
-    consequences: tuple[Consequence, ...]
+    consequences: Phrases  # what a remark means for the request: ", so I plan around it"
     preference_frames: Phrases
     no_generic_frames: Words
     plural_frames: Phrases

@@ -1,27 +1,16 @@
 """Simulated answer for ``timeline_synthesis``: the weeks before a query, as the persona lived them.
 
-Reference events sit on their reference's date and domain, set inside one of
-the persona's own single-domain tasks of that domain ("The user wants to review
-their alarm settings ... In passing, the user shares an update: ..."). Filler
-events are other tasks of the persona, from distinct domains that none of the
-references touch, with the task's real situation (place, device, time of day).
-Events also carry **distractors**: minor life updates of the persona from
-:func:`memoryquest.simulator.needs.distractor_update` — none about a need any
-of the query's references is about, none sharing more than one content word
-with a reference — written after the same marker as a reference, on filler
-events (usually three to six) and next to the reference on reference events
-(usually two to four). The conversation states every update the same way, so a
-reference is one piece of personal news among many, not the only one.
-
-The timeline's ``user_references`` variable, when given, lists the texts of
-all of the user's references (every query), so no distractor repeats or
-contradicts any of them. They also shape the distractors: each pretends to
-matter for a phantom request of a domain those references bridge to — one of
-the user's other requests (``user_requests``) when given, else one worded as
-the user's requests are — and uses each need as often as they do.
-
+Reference events sit on their reference's date and domain, inside one of the
+persona's own tasks there; filler events are other tasks of the persona, from
+domains no reference touches, with the task's real situation. Every event also
+carries distractors (:func:`memoryquest.simulator.needs.distractor_update`),
+written after the same marker as a reference, so a reference is one piece of
+personal news among many: none is about a need of the query's references or
+shares more than one content word with one, none repeats or contradicts any
+of the user's references (``user_references``), and each is drawn as a
+reference of one of the user's other requests (``user_requests``) would be.
 The first event falls 1..lead_days_max days before the earliest reference; the
-rest are spread over the days up to the eve of the query.
+rest are spread up to the eve of the query.
 """
 
 from __future__ import annotations
@@ -87,42 +76,6 @@ def _free_days(start: dt.date, end: dt.date, taken: set[dt.date]) -> list[dt.dat
     return days
 
 
-def _distractor(
-    world: World,
-    domain: Domain,
-    date: dt.date,
-    rng: random.Random,
-    avoid_needs: set[str],
-    avoid_texts: set[str],
-    references: list[str],
-    bridge_domains: list[Domain],
-    reference_needs: list[str],
-    phantom_requests: dict[Domain, list[str]],
-) -> str | None:
-    """A minor update for a filler event: not about any reference's need, sharing almost no words with one."""
-    for _ in range(3):
-        update = distractor_update(
-            world,
-            domain,
-            date,
-            rng,
-            avoid_needs=set(avoid_needs),
-            avoid_texts=set(avoid_texts),
-            bridge_domains=bridge_domains,
-            reference_needs=reference_needs,
-            phantom_requests=phantom_requests,
-        )
-        if update is None:
-            return None
-        if all(
-            len(shared_content_words(update.text, ref)) <= DISTRACTOR_SHARED_WORDS_MAX
-            for ref in references
-        ):
-            return str(update.text)
-        avoid_texts.add(update.text)
-    return None
-
-
 def describe(activity: str, updates: list[str]) -> str:
     """An event description: the activity, then each life update said in it after the marker."""
     said = " ".join(f"{UPDATE_MARKER} {u.strip().rstrip('.')}." for u in updates)
@@ -184,23 +137,32 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
                     compose_query(material, scenario, query_date, rng)
                 )
 
-    def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
-        wanted = rng.choices(range(len(weights)), weights=weights)[0]
-        found: list[str] = []
-        for _ in range(wanted):
-            update = _distractor(
+    def distractor(domain: Domain, date: dt.date) -> str | None:
+        """A minor update: about no reference's need, sharing almost no words with a reference."""
+        for _ in range(3):
+            update = distractor_update(
                 world,
                 domain,
                 date,
                 rng,
-                avoid_needs,
-                avoid_texts,
-                reference_texts,
-                bridge_domains,
-                reference_needs,
-                phantom_requests,
+                avoid_needs=set(avoid_needs),
+                avoid_texts=set(avoid_texts),
+                bridge_domains=bridge_domains,
+                reference_needs=reference_needs,
+                phantom_requests=phantom_requests,
             )
             if update is None:
+                return None
+            limit = DISTRACTOR_SHARED_WORDS_MAX
+            if all(len(shared_content_words(update.text, r)) <= limit for r in reference_texts):
+                return str(update.text)
+            avoid_texts.add(update.text)
+        return None
+
+    def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
+        found: list[str] = []
+        for _ in range(rng.choices(range(len(weights)), weights=weights)[0]):
+            if (update := distractor(domain, date)) is None:
                 break
             avoid_texts.add(update)
             found.append(update)

@@ -9,6 +9,7 @@
 * :mod:`.updates` — the bank (``data/updates.json``): what can change in a user's life.
 """
 
+# ruff: noqa: F401  (the package names what its modules define)
 from __future__ import annotations
 
 from memoryquest.simulator.needs.bank import (
@@ -43,34 +44,3 @@ from memoryquest.simulator.needs.model import (
 from memoryquest.simulator.needs.sayings import say_update
 from memoryquest.simulator.needs.updates import Generator
 from memoryquest.simulator.needs.world import World
-
-__all__ = [
-    "BOUNDED_WINDOW_DAYS",
-    "REFERENCE_LEAD_DAYS_MIN",
-    "TIME_SLOTS",
-    "Generator",
-    "LifeUpdate",
-    "Need",
-    "PlanStep",
-    "World",
-    "bank",
-    "breadth",
-    "bridge_to_request",
-    "candidates",
-    "classify_need",
-    "cue_words",
-    "distractor_update",
-    "domain_needs",
-    "domain_plans",
-    "fill",
-    "groups_of",
-    "infer_domains",
-    "need_categories",
-    "need_scores",
-    "needs_of_request",
-    "parse_update",
-    "request_needs",
-    "say_update",
-    "step_for",
-    "with_domain",
-]

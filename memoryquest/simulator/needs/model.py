@@ -1,21 +1,12 @@
 """What a request needs: plan steps per task domain and the personal needs that bear on them.
 
-A request implies a handful of plan steps (booking a table implies choosing
-the place, picking a time, getting there and paying). Each step is shaped by
-a few categories of personal need: what the user can eat, what their body
-allows, how much money is free, what is already on the calendar, who comes
-along, and so on. A fact about the user matters to a request exactly when its
-need category bears on one of the request's steps. That one rule drives three
-simulated answers, so they agree with each other without sharing hidden ids:
-
-* query generation picks one life update per need that bears on the request
-  (:mod:`memoryquest.simulator.queries`);
-* the relevance judge reads a reference's need from its wording and accepts it
-  when that need bears on a step (:mod:`memoryquest.simulator.relevance`);
-* simulated PGR plans one probe per (step, need) from the request's wording
-  alone (:mod:`memoryquest.simulator.pgr`).
-
-The need of a text is read from a weighted cue lexicon over stems of
+A request implies a handful of plan steps (booking a table: choosing the place,
+picking a time, getting there, paying), each shaped by a few categories of
+personal need (diet, health, budget, schedule, who comes along ...). A fact
+matters to a request exactly when its need bears on one of the request's
+steps. That one rule drives query generation, the relevance judge and
+simulated PGR, so they agree without sharing hidden ids. The need of a text is
+read from a weighted cue lexicon (``data/needs.json``) over the stems of
 :func:`memoryquest.text.content_words`, the project's one tokenizer.
 """
 
@@ -27,36 +18,9 @@ from functools import cache, lru_cache
 
 from memoryquest.contracts import Domain
 from memoryquest.simulator.needs.bridges import core_of
-from memoryquest.simulator.schema import NeedRow, NeedsTable
+from memoryquest.simulator.schema import Need, NeedsTable
 from memoryquest.simulator.tables import load
 from memoryquest.text import content_words, stem
-
-
-@dataclass(frozen=True)
-class Need:
-    """One category of personal circumstance that can change how a plan works out.
-
-    ``probe``, ``facets`` and ``follow`` are the wordings simulated PGR uses:
-    ``probe`` asks about the need for a plan step (``{step}``); ``facets`` are
-    its constraints, one side of the need at a time (a probe that finds
-    nothing is asked again from the next side); ``follow`` follows up on a
-    retrieved fact (``{focus}`` is the fact's telling word). ``cues`` maps
-    stems to weights: 3 names the need outright ("allergist"), 2 is typical of
-    it, 1 merely leans towards it.
-    """
-
-    key: str
-    label: str
-    probe: str
-    facets: tuple[str, ...]
-    follow: str
-    rationale: str
-    cues: dict[str, int]
-
-    @property
-    def constraints(self) -> str:
-        """The side of the need a probe asks about first."""
-        return self.facets[0]
 
 
 @dataclass(frozen=True)
@@ -72,16 +36,7 @@ class PlanStep:
 @cache
 def need_categories() -> dict[str, Need]:
     """The need categories, in the order a plan usually meets them."""
-    return {row.key: _need(row) for row in load(NeedsTable).needs}
-
-
-def _need(row: NeedRow) -> Need:
-    cues: dict[str, int] = {}
-    for weight, words in ((1, row.cues.weak), (2, row.cues.typical), (3, row.cues.strong)):
-        for word in words:
-            cues[stem(word.casefold())] = weight
-    fields = row.model_dump(exclude={"cues"})
-    return Need(**fields, cues=cues)
+    return {need.key: need for need in load(NeedsTable).needs}
 
 
 @cache
@@ -178,7 +133,7 @@ def _need_scores(text: str) -> tuple[tuple[str, int], ...]:
     stems = set(content_words(text))
     scored = []
     for need in need_categories().values():
-        score = sum(weight for word, weight in need.cues.items() if word in stems)
+        score = sum(weight for word, weight in need.weights.items() if word in stems)
         if score:
             scored.append((need.key, score))
     return tuple(scored)
@@ -200,7 +155,7 @@ def classify_need(text: str) -> str | None:
 
 def cue_words(text: str, need: str) -> list[str]:
     """The words of ``text`` that point to ``need``, strongest first (for naming a fact's focus)."""
-    cues = need_categories()[need].cues
+    cues = need_categories()[need].weights
     found: dict[str, int] = {}
     for word in re.findall(r"[A-Za-z][A-Za-z'\-]*", text):
         weight = cues.get(stem(word.casefold()), 0)

@@ -83,8 +83,7 @@ def _fallback_saying(text: str, rng: random.Random) -> str:
     for swap in swaps:
         if not contains_verbatim(voiced, text):
             break
-        old = rf"\b{re.escape(swap.old)}\b"
-        voiced = re.sub(old, swap.new, voiced, count=1, flags=re.IGNORECASE)
+        voiced = swap.pattern.sub(swap.replacement, voiced, count=1)
     if contains_verbatim(voiced, text):
         words = voiced.split()
         cut = max(1, len(words) // 2)

@@ -48,17 +48,9 @@ def _table() -> UpdatesTable:
 
 @dataclass(frozen=True)
 class Generator:
-    """One kind of life update: its need category, its exclusive group and where it can come up.
-
-    ``group`` is exclusive within a user: one allergy, one car situation, one
-    job change. ``domains`` are the conversations it would typically come up
-    in: a reference placed there is preferred, but news is told in passing
-    wherever the user is chatting. ``span_days`` bounds how far past the
-    earliest allowed day a time-bounded update may run. A part's ``text`` may
-    hold slots (``{allergen}``) and wording variants (``[completely|entirely]``,
-    resolved per persona); core sayings start with the speaker, detail and
-    limit sayings hold no first-person word.
-    """
+    """One kind of life update: its need, its group (one per user: one allergy, one job change)
+    and the conversations it would typically come up in. ``span_days`` bounds how far past the
+    earliest allowed day a time-bounded update may run."""
 
     need: str
     group: str
@@ -87,27 +79,22 @@ def fits(condition: Condition | None, world: World) -> bool:
     """Whether the persona is what ``condition`` asks (None: anyone)."""
     if condition is None:
         return True
-    c = condition
-    people = world.material.demographics
+    c, people = condition, world.material.demographics
     diet = " ".join(world.values(Domain.RESTAURANTS, "Dietary Restrictions")).casefold()
     religion = (people.religion or "").casefold()
-    facts = {
-        "employment": c.employment is None or world.employment in c.employment,
-        "married": c.married is None or world.married == c.married,
-        "separated": c.separated is None or world.separated == c.separated,
-        "family": c.family is None or world.family == c.family,
-        "female": c.female is None or world.female == c.female,
-        "age_from": c.age_from is None or world.age_from >= c.age_from,
-        "age_below": c.age_below is None or world.age_from < c.age_below,
-        "diet": c.diet is None or c.diet in diet,
-        "diet_without": not any(word in diet for word in c.diet_without),
-        "religion": not c.religion or any(word in religion for word in c.religion),
-        "education": c.education is None or c.education in (people.education or "").casefold(),
-        "abroad": c.abroad is None or bool(world.home_country_abroad) == c.abroad,
-        "in_eu": c.in_eu is None or world.in_eu == c.in_eu,
-        "shared": all(shared_value(world, n) in values for n, values in c.shared.items()),
-    }
-    return all(facts.values())
+    flags = ("married", "separated", "family", "female", "in_eu")  # as the World has them
+    return (
+        (c.employment is None or world.employment in c.employment)
+        and all(getattr(c, flag) in (None, getattr(world, flag)) for flag in flags)
+        and (c.age_from is None or world.age_from >= c.age_from)
+        and (c.age_below is None or world.age_from < c.age_below)
+        and (c.diet is None or c.diet in diet)
+        and not any(word in diet for word in c.diet_without)
+        and (not c.religion or any(word in religion for word in c.religion))
+        and (c.education is None or c.education in (people.education or "").casefold())
+        and (c.abroad is None or bool(world.home_country_abroad) == c.abroad)
+        and all(shared_value(world, n) in values for n, values in c.shared.items())
+    )
 
 
 def shared_value(world: World, name: str) -> str:
@@ -116,22 +103,6 @@ def shared_value(world: World, name: str) -> str:
 
 
 # --------------------------------------------------------------------------- readers of the persona
-
-_BALL_SPORTS = frozenset(
-    [
-        "baseball",
-        "basketball",
-        "cricket",
-        "football",
-        "golf",
-        "hockey",
-        "netball",
-        "rugby",
-        "soccer",
-        "tennis",
-        "volleyball",
-    ]
-)
 
 
 def weekday(index: int) -> Slot:
@@ -147,7 +118,7 @@ def weekday(index: int) -> Slot:
 
 def sport_cause(world: World, rng: random.Random) -> str | None:
     sports = [s.lower() for s in world.values(Domain.SPORTS, "Favorite Sports")]
-    own = [f"playing {s}" for s in sports if s in _BALL_SPORTS]
+    own = [f"playing {s}" for s in sports if s in _table().ball_sports]
     own += [s for s in sports if s in {"cycling", "boxing", "snowboarding", "skateboarding"}]
     if own and rng.random() < 0.7:
         return Grounded(rng.choice(own))
