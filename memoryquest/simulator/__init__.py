@@ -1,14 +1,10 @@
 """The offline simulator: a deterministic, persona-grounded stand-in for an LLM.
 
-Each prompt template has one answer function registered with
-:func:`simulates`. It receives the template's inputs model (the persona's
-real PersonaLens content, the references, the conversation so far; see
-:mod:`memoryquest.prompt_inputs`), validated here from the request's
-variables, and a seeded random generator, and returns the answer as the
-template's output model would carry it (checked against that model here). The simulated chat backend serialises
-that to JSON text so the client parses it exactly as it parses a real
-model's output. An answer function whose first parameter is a plain dict
-(a test's own template) receives the variables as they are.
+Each prompt template has one answer function registered with :func:`simulates`. It
+receives the template's inputs model, validated here from the request's variables, and a
+seeded random generator, and returns what the template's output model carries (checked
+here), serialised to JSON so the client parses it as a real model's output. An answer whose
+first parameter is a plain dict (a test's template) receives the variables as they are.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Simulated answer for ``dialogue_expansion``: one conversation, in this persona's voice.
 
-The user opens with the event's request; the assistant works on it from the
-request's topic (:class:`~memoryquest.simulator.phrasing.Topic`), and the
-user makes personal remarks in most turns. The event's life updates (its
-reference, if any, and its distractors) are each said once, in user turns
-picked at random, as one of that turn's remarks: same lead-ins, same place,
-same reply as any other remark, and personal questions are asked regardless of
-where they go. So nothing around a reference marks it; only its content does.
-Turn counts follow the paper's shape (three to ten exchanges), shortened to
-about one exchange per update; the answer names the reference turn and the
-sentence that states it.
+The assistant works on the event's request; the user makes personal remarks in most
+turns, and each of the event's life updates is said once as one of them, with the same
+lead-ins, place and reply as any other remark. So nothing around a reference marks it;
+only its content does. Turn counts follow the paper's shape (three to ten exchanges).
 """
 
 from __future__ import annotations
@@ -182,11 +176,8 @@ def user_turn(
 def assistant_turn(
     k: int, last: bool, personal: bool, topic: Topic, options: Options, rng: random.Random
 ) -> tuple[str, str]:
-    """(turn text, what it asks: "topic", "personal" or "").
-
-    ``personal`` is only whether the user's turn had a personal remark; what the
-    remark was (an update or not) never reaches this function.
-    """
+    """(turn text, what it asks: "topic", "personal" or ""). ``personal`` is only whether the user's turn
+    had a remark; what the remark was (an update or not) never reaches this function."""
     parts: list[str] = []
     lead = ""
     if personal and rng.random() < ACK_SHARE:

@@ -276,12 +276,9 @@ def _one_at_a_time(pattern: str, text: str, say: Callable[[str, re.Match[str]], 
 
 
 def shift_person(text: str, person: Person = "first", *, they_is_user: bool = False) -> str | None:
-    """Move a third-person sentence about the user into the first or second person.
+    """A third-person sentence about the user said by the user (``first``) or to them (``second``).
 
-    ``person="first"``: the user speaks (I / my / me; the assistant becomes "you").
-    ``person="second"``: the assistant speaks to the user (you / your; the
-    assistant becomes "I"). Returns None when the sentence cannot be moved
-    safely (a "they" that may not mean the user).
+    The assistant becomes the other party. None when a "they" may not mean the user.
     """
     if not they_is_user and _AMBIGUOUS.search(text):
         return None

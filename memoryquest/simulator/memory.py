@@ -1,25 +1,11 @@
 """Simulated answers for memory extraction and consolidation, built from the dialogue text.
 
-Extraction (``memory_extraction``) reads only the user turns and the existing
-facts, and yields at most one fact per sentence (split as the stages split;
-the fact quotes the sentence's opening words, so the stage can tell where it
-was learnt):
-
-* a sentence is a statement when, its lead-ins and any trailing request or
-  aside to the assistant cut, it speaks of the user in the first person, has
-  three words or more and is no question, instruction or small talk;
-* the fact is the whole statement in the third person without a subject
-  (:func:`~memoryquest.simulator.grammar.as_fact`; a comma lead-in moves to
-  the end), typed by the first matching cue family, with proper names, the
-  domain its words point to and a head noun or two as entities, all read
-  without its trailing consequence clause (what it bears on, not what it is);
-* facts are compared by Jaccard over content-word stems: at ``UPDATE_JACCARD``
-  a statement updates an existing fact or adds evidence to one of this batch,
-  else it is a new fact ``NEW_<n>``.
-
-Consolidation (``memory_consolidation``) keeps ONE member's statement (most
-content words, then the most recent), the most common type, the cleaned union
-of entities (at most eight) and the summed frequency.
+Extraction reads only the user turns: a sentence that, lead-ins and asides to the
+assistant cut, speaks of the user in the first person and is no question, instruction or
+small talk becomes at most one fact, the whole statement without its subject
+(:func:`~memoryquest.simulator.grammar.as_fact`), typed by cue and quoting the sentence's
+opening words. Facts within ``UPDATE_JACCARD`` of a known one update it. Consolidation
+keeps ONE member's statement (the most informative), never a concatenation.
 """
 
 from __future__ import annotations
@@ -253,11 +239,8 @@ _PHRASE_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
 
 
 def _topics(clause: str) -> list[str]:
-    """A couple of head nouns of the statement's noun phrases ("a bad reaction" -> "reaction").
-
-    Only phrases a determiner opens count, so verbs, adverbs and adjectives
-    standing alone never become topics.
-    """
+    """A couple of head nouns of noun phrases a determiner opens ("a bad reaction" -> "reaction"), so
+    verbs and adjectives standing alone never become topics."""
     tokens = re.findall(r"[A-Za-z0-9][\w'+/-]*|[^\sA-Za-z0-9]", clause)
     heads: list[str] = []
     index = 0
@@ -285,11 +268,10 @@ def _topics(clause: str) -> list[str]:
 
 
 def entities(clause: str, domain: str) -> list[str]:
-    """Names, the domain the statement is about and a topic noun or two, from the statement's core.
+    """Names, the domain its own words point to and a topic noun or two, from the statement's core.
 
-    The domain is the one its own words point to; the conversation's only for a
-    statement that is no personal constraint, so news told in passing is not
-    filed under the chat.
+    The conversation's domain only for a statement that is no personal constraint: news told in passing
+    is not filed under the chat.
     """
     core = core_of(clause)
     found: list[str] = []

@@ -1,21 +1,9 @@
 """Turn a persona's real PersonaLens content into conversational material.
 
-Shared by every simulated answer that has to sound like one specific user:
-
-* :class:`PersonaMaterial` — the persona's demographics, affinities,
-  interaction summaries and tasks, indexed for lookup;
-* :func:`task_scenarios` — the persona's tasks as in-situ requests, activities
-  and situations;
-* :func:`interaction_sentences` — sentences of the interaction summaries moved
-  into the first person (the user speaking) or the second (the assistant
-  speaking).
-
-Grammar (articles, lists, person shifting) lives in
-:mod:`memoryquest.simulator.grammar`, life updates in
-:mod:`memoryquest.simulator.needs`, the templates in ``data/persona.json``.
-
-Everything is a pure function of its inputs plus a caller-provided
-``random.Random``, so simulated answers stay reproducible.
+:class:`PersonaMaterial` indexes the persona for lookup, :func:`task_scenarios` turns its
+tasks into in-situ requests and :func:`interaction_sentences` moves its interaction
+summaries into the first or second person. Everything is a pure function of its inputs
+plus a caller-provided ``random.Random``, so simulated answers stay reproducible.
 """
 
 from __future__ import annotations

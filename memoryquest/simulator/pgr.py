@@ -1,26 +1,11 @@
 """Simulated answers for the PGR runner and its judges, planned from the request alone.
 
-The prospection answers see what a real model would see (the request, its
-date, the steps and the facts retrieved so far), never the request's required
-references, and plan with the needs model from the request's wording only:
-one probe per need that bears on one of its plan steps, worded with the need's
-probe and its first side (facet) as constraints, needs its own words touch
-first.
-
-* Augmentation adds the steps the request implies and the context facts whose
-  need bears on them; an initial chain has five to eight probes in step order,
-  an initial tree two or three steps as branches with one or two needs under
-  each.
-* Refinement folds each retrieved fact into the constraints of its need's step
-  (``<base> | known: <focus (date)>``) and follows it up once; a probe that
-  found nothing is asked from the need's next side; needs not probed yet are
-  added, at most ``MAX_NEW_STEPS`` a round, within ``MAX_CHAIN_STEPS`` and
-  ``MAX_TREE_NODES``. When sides, needs and follow-ups run out the plan stops
-  changing and δ ends the loop.
-* Summary and answer: the needs explored and the facts bearing on them.
-* Judges: a memory states a reference when it holds ``JUDGE_OVERLAP`` of its
-  content stems (``JUDGE_MIN_SHARED`` at least); of two answers, the one citing
-  more user facts wins.
+Like a real model they see the request, the steps and the facts retrieved so far, never
+the required references: one probe per need bearing on the request's plan steps (needs
+its own words touch first), facts folded into their need's step and followed up once, a
+probe that found nothing asked from the need's next side, until the plan stops changing
+and δ ends the loop. The judges compare content stems (``JUDGE_OVERLAP``) and count the
+user facts an answer cites.
 """
 
 from __future__ import annotations
@@ -317,12 +302,8 @@ def _follow_patterns() -> dict[str, re.Pattern[str]]:
 
 
 def _folded(step: dict[str, Any], facts: Sequence[FactView], need: str | None, plan_: Plan) -> str:
-    """The step's constraints for the next round.
-
-    Facts of its need are folded in (``<base> | known: <focus (date)>``). A
-    probe of a need that brought back no fact of it is asked from the need's
-    next side (facet) instead; once the sides run out it stays as it is.
-    """
+    """The step's constraints for the next round: facts of its need folded in (``<base> | known: ...``),
+    or, when its probe found none, the need's next side (facet) until the sides run out."""
     base = str(step.get("constraints", "")).split(KNOWN, 1)[0]
     matching = [f for f in _recent_first(facts) if need is not None and f.need == need]
     if matching:

@@ -1,13 +1,9 @@
 """Phrase banks for simulated conversations, composed from parts and filled from the persona.
 
-A sentence is an opener, a body and sometimes a tail, each picked from its own
-bank (``data/phrasing.json``) and filled from the persona, the request's topic
-or small random details, so the same sentence seldom comes back. The user's
-personal remarks (preferences, small news, their setting, who they are) are
-framed in time the way a life update is, so an update is one remark among
-many; the assistant's proposals, questions and both sides' closings come from
-the request's topic, so the conversation stays on what was asked. All
-functions take a seeded ``random.Random`` and are pure otherwise.
+A sentence is an opener, a body and a tail, each from its own bank (``data/phrasing.json``),
+so the same sentence seldom comes back. The user's remarks are framed in time as a life
+update is, so an update is one remark among many; the assistant's side comes from the
+request's topic. All functions take a seeded ``random.Random`` and are pure otherwise.
 """
 
 from __future__ import annotations
@@ -70,16 +66,7 @@ def rating(rng: random.Random) -> str:
 
 
 def day_phrase(rng: random.Random) -> str:
-    return pick(
-        rng,
-        (
-            *(f"on {d}" for d in weekdays()),
-            "this weekend",
-            "next week",
-            "tomorrow",
-            "later this week",
-        ),
-    )
+    return pick(rng, (*(f"on {d}" for d in weekdays()), *table().day_phrases))
 
 
 def month_name(rng: random.Random) -> str:
@@ -141,11 +128,8 @@ class Voice:
                 noun=name, says=(f"my {name} is {{v}}", f"for {name} I go with {{v1}}")
             )
             # Hidden conditioning: attributes the interaction summary dwells on come up more often.
-            weight = (
-                2.0
-                if emphasis and any(v.casefold() in emphasis.casefold() for v in values)
-                else 1.0
-            )
+            dwelt_on = emphasis and any(v.casefold() in emphasis.casefold() for v in values)
+            weight = 2.0 if dwelt_on else 1.0
             self.attributes.append((voice, values, weight))
         self.said: set[str] = set()
         self.core = ""  # the last remark before it was shaped: what "said already" compares
@@ -223,11 +207,8 @@ class Voice:
         return self._shaped(pick(rng, options), rng, anchor=0.1, extra=0.4)
 
     def steady(self, rng: random.Random) -> str:
-        """How the user's life is set up — work, who they plan with, getting around, money, screens, sleep.
-
-        Built only from the demographics, the setting and this domain's affinities, so
-        it never contradicts the profile; it touches the same areas life updates do.
-        """
+        """How the user's life is set up (work, company, getting around, money, screens), from the profile and
+        setting only, so it never contradicts them; it touches the areas life updates do."""
         d, s = self.demographics, self.setting
         status = (d.employment_status or "").lower()
         day_a, day_b = rng.sample(weekdays()[:5], 2)
@@ -489,6 +470,12 @@ class Options:
         return fix_articles(text)
 
     def _slot(self, name: str, rng: random.Random) -> str:
+        if name in table().slot_words:
+            return pick(rng, table().slot_words[name])
+        when: dict[str, str | Callable[[], str]] = {
+            "weekday": lambda: pick(rng, weekdays()),
+            "time": lambda: clock_time(rng),
+        }
         generated = {
             "time": lambda: clock_time(rng),
             "price": lambda: price(rng, *table().prices.get(self.topic.domain, (12, 240))),
@@ -496,32 +483,17 @@ class Options:
             "day": lambda: pick(rng, weekdays()),
             "weekday": lambda: pick(rng, weekdays()),
             "date": lambda: f"{month_name(rng)} {rng.randint(2, 28)}",
-            "minutes": lambda: str(pick(rng, ("10", "15", "20", "30", "45"))),
             "title": lambda: self._named(title(rng)),
             "venue": lambda: self._named(
                 self.constant("venue", lambda: venue(self.topic.domain, rng))
             ),
             "name": lambda: self.constant("name", lambda: pick(rng, table().first_names)),
             "count": lambda: str(rng.randint(2, 9)),
-            "place": lambda: pick(rng, table().places),
-            "part": lambda: pick(rng, ("evening", "weekend", "morning", "afternoon", "night")),
             "month": lambda: month_name(rng),
             "day_phrase": lambda: day_phrase(rng),
-            "on_day": lambda: pick(
-                rng,
-                (
-                    "on " + pick(rng, weekdays()),
-                    "later in the week",
-                    "after " + clock_time(rng),
-                    "before " + clock_time(rng),
-                    "that evening",
-                    "over the weekend",
-                ),
-            ),
+            "on_day": lambda: pick(rng, [expand(t, rng, when) for t in table().day_mentions]),
             "value": lambda: self.any_value(rng),
             "device": lambda: self.device,
-            "sound": lambda: pick(rng, table().sounds),
-            "span": lambda: pick(rng, table().spans),
             "days": lambda: str(rng.randint(3, 9)),
         }
         if name in generated:
@@ -567,32 +539,28 @@ class Options:
 # --------------------------------------------------------------------------- generated names
 
 
+def _made_up(rng: random.Random) -> dict[str, str | Callable[[], str]]:
+    """Slots of a made-up name, each drawn where the template has it."""
+    t = table()
+    return {
+        "name": lambda: pick(rng, t.first_names),
+        "adjective": lambda: pick(rng, t.adjectives),
+        "noun": lambda: pick(rng, t.nouns),
+    }
+
+
 def title(rng: random.Random) -> str:
+    """A made-up title of a work ("The Quiet Harbor")."""
     a, n, m = pick(rng, table().adjectives), pick(rng, table().nouns), pick(rng, table().nouns)
-    return pick(
-        rng,
-        (
-            f"The {a} {n}",
-            f"{n} of {plural(m)}",
-            f"A {n} for {pick(rng, table().first_names)}",
-            f"{a} {plural(n)}",
-            f"The {n} and the {m}",
-            f"{pick(rng, table().first_names)}'s {n}",
-        ),
-    )
+    words = {"a": a, "n": n, "m": m, "ns": plural(n), "ms": plural(m), **_made_up(rng)}
+    return pick(rng, [expand(t, rng, words) for t in table().titles])
 
 
 def venue(domain: Domain, rng: random.Random) -> str:
+    """A made-up venue of the domain ("the Golden Fox Bistro")."""
     kind = pick(rng, table().venue_kinds.get(domain, ("Place", "Spot", "House")))
-    return pick(
-        rng,
-        (
-            f"{pick(rng, table().first_names)}'s {kind}",
-            f"the {pick(rng, table().adjectives)} {pick(rng, table().nouns)} {kind}",
-            f"{kind} {pick(rng, table().nouns)}",
-            f"the {pick(rng, table().nouns)} {kind}",
-        ),
-    )
+    words = {"kind": kind, **_made_up(rng)}
+    return pick(rng, [expand(t, rng, words) for t in table().venues])
 
 
 # --------------------------------------------------------------------------- composition

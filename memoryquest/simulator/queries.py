@@ -1,21 +1,11 @@
 """Simulated answer for ``query_generation``: in-situ requests and the references they depend on.
 
-Requests come from the persona's own tasks (multi-domain first, then the
-single-domain planning and booking ones), dated on the weekday of the task's
-situation, worded with varied openers and closers and sometimes one detail a
-user would drop ("I'm thinking Rome."), never the personal constraints.
-
-References are planned from the request's needs: its plan steps give the need
-categories that bear on it, three to five of them are picked (specific,
-grounded and least-used first) and each gets one life update from the bank,
-so every reference is relevant by construction. Each update is set in a
-conversation of another of the persona's task domains and drawn at random
-among the need's entries left, exactly as distractors are, so neither its
-conversation nor its wording singles it out; it shares at most one content
-word with the request when the bank allows (never more than two), is dated
-within ``reference_window_days`` before the request (a time-bounded one within
-45 days, still holding on the request date), and belongs to an exclusive group
-used once per user, so two candidates never repeat or contradict each other.
+Requests come from the persona's own tasks, dated on their situation's weekday. Each
+reference is one life update for a need bearing on the request's plan steps, so it is
+relevant by construction; it is set in another of the persona's task domains and drawn
+among the need's entries exactly as distractors are, echoes at most one of the request's
+words, and its exclusive group is used once per user, so candidates never repeat or
+contradict each other.
 """
 
 from __future__ import annotations
@@ -147,13 +137,9 @@ class PlannedReference:
 
 
 def _need_rank(need: str, grounding: int, primary: bool, rng: random.Random) -> float:
-    """A need's place for a request, before the user's use of it (lower first).
-
-    A need that bears on few domains (diet, documents, sleep) says more about
-    one request than one that bears on almost any plan (schedule, budget), so
-    it comes first, as do needs the persona grounds in its own affinities and
-    needs of the request's own domain (``primary``).
-    """
+    """A need's place for a request before the user's use of it (lower first): needs of few domains
+    (diet, sleep) say more about one request than needs of any plan (budget), so they come first, as
+    do needs the persona grounds and needs of the request's own domain (``primary``)."""
     return (
         breadth(need) / BREADTH_WEIGHT + (2 - grounding) * GROUNDING_WEIGHT - primary + rng.random()
     )
@@ -183,12 +169,8 @@ def _day_offsets(count: int, high: int, rng: random.Random) -> list[int]:
 def _domain_for(
     update: LifeUpdate, query_domain: Domain, taken: set[Domain], world: World, ledger: Ledger
 ) -> Domain | None:
-    """A conversation domain for the update: one of the persona's task domains, not the request's, not taken.
-
-    The least used first, then one the update would typically come up in.
-    Only a persona with no other task domain falls back on the update's own
-    domains.
-    """
+    """A conversation domain for the update: one of the persona's task domains, neither the request's
+    nor taken, the least used first (the update's own domains only when the persona has no other)."""
     hosted = sorted(world.task_domains(), key=lambda d: d.value)
     options = [d for d in hosted if d != query_domain and d not in taken]
     if not options:

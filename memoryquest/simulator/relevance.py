@@ -1,18 +1,9 @@
 """Simulated answer for ``reference_relevance``: would this reference change a good answer to the request?
 
-The judge decides from the needs model only (:mod:`memoryquest.simulator.needs`),
-reading wording, never a hidden id:
-
-1. the request's plan steps come from its domain and its wording;
-2. the reference's need category comes from its wording (the cue lexicon);
-3. the reference is relevant when that need bears on one of the steps, and
-   the rationale names that step; a reference whose stated time limit ended
-   before the request ("until May 20", "for the next two weeks", counted from
-   the reference's date) no longer holds and is judged irrelevant.
-
-So "Was told by an allergist to cut out tree nuts" is relevant to a dinner
-booking (diet bears on choosing the restaurant), while "Likes solo outings
-best" names no need at all and is irrelevant to a flight booking.
+Decided from wording alone, never a hidden id: a reference is relevant when the need its
+words name (the cue lexicon) bears on one of the request's plan steps and its stated time
+limit, if any, has not ended before the request. An allergist's advice matters to a
+dinner booking; a liking for solo outings names no need and matters to nothing.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The schema of every simulator data file (``data/*.json``): one :class:`Table` per file.
+"""The schema of every simulator data file: one :class:`Table` per file, listed in :data:`TABLES`.
 
-Rows have named fields; patterns are compiled (a list of strings is one
-pattern in pieces); mappings the code indexes by every domain or every kind of
-request must have them all. :data:`TABLES` lists every file the simulator
-reads.
+Rows have named fields, patterns are compiled (a list of strings is one pattern in
+pieces), and mappings indexed by every domain or kind of request must have them all.
 """
 
 from __future__ import annotations
@@ -378,13 +376,15 @@ class PhrasingTable(Table):
     topics: tuple[TopicRow, ...]
     options: dict[Domain, Phrases]
     generic_options: ByKind[Phrases]
-    sounds: Phrases
-    places: Phrases
-    spans: Phrases
+    slot_words: dict[str, Phrases]  # a proposal's {place}, {part}, {sound} ... words
+    day_mentions: Phrases  # an {on_day}: {weekday} and {time} drawn where they stand
+    day_phrases: Phrases  # besides "on <weekday>"
     pointers: Phrases  # at the latest proposal
     first_names: Phrases
     adjectives: Phrases
     nouns: Phrases
+    titles: Phrases  # a work's: {a} an adjective, {n} {m} nouns, {ns} {ms} their plurals, {name}
+    venues: Phrases  # {kind} of venue, {name} {adjective} {noun} drawn where they stand
     venue_kinds: dict[Domain, Phrases]
     proposal_frames: Phrases
     taste_domains: frozenset[Domain]  # favourites are works, artists and genres

@@ -1,11 +1,7 @@
-"""The simulator's data files: read from the package and checked against their schema at first use.
+"""The simulator's data files, read from the package and checked against their schema at first use.
 
-Phrase banks, word lists and pattern tables live in ``data/*.json`` beside this
-module, so the Python reads as behaviour and wording is edited as data. Each
-file has one schema, a :class:`Table` subclass naming it (see
-:mod:`memoryquest.simulator.schema`). :func:`load` reads and validates a file
-once per process, when a simulated answer first needs it; a file that does not
-match fails loudly, one ``file: entry: message`` line per problem.
+Each file (``data/*.json``) has one :class:`Table` schema; :func:`load` validates it once
+per process, and a bad file fails with one ``file: entry: message`` line per problem.
 """
 
 from __future__ import annotations

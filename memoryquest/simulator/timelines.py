@@ -1,16 +1,9 @@
 """Simulated answer for ``timeline_synthesis``: the weeks before a query, as the persona lived them.
 
-Reference events sit on their reference's date and domain, inside one of the
-persona's own tasks there; filler events are other tasks of the persona, from
-domains no reference touches, with the task's real situation. Every event also
-carries distractors (:func:`memoryquest.simulator.needs.distractor_update`),
-written after the same marker as a reference, so a reference is one piece of
-personal news among many: none is about a need of the query's references or
-shares more than one content word with one, none repeats or contradicts any
-of the user's references (``user_references``), and each is drawn as a
-reference of one of the user's other requests (``user_requests``) would be.
-The first event falls 1..lead_days_max days before the earliest reference; the
-rest are spread up to the eve of the query.
+Reference events sit on their reference's date inside one of the persona's tasks of that
+domain; filler events are other tasks. Every event also carries distractors after the
+same marker, drawn as references of the user's other requests would be, so a reference is
+one piece of personal news among many.
 """
 
 from __future__ import annotations

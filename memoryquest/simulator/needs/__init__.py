@@ -1,12 +1,8 @@
 """The needs model and the life-update bank behind simulated references, relevance and prospection.
 
-* :mod:`.model` — plan steps per domain, need categories, and reading a
-  request's steps or a statement's need from its wording;
-* :mod:`.world` — the persona as the bank sees it, and where slot values come from;
-* :mod:`.bank` — how a generator becomes one dated, persona-grounded update,
-  how a text is read back, and distractor updates;
-* :mod:`.sayings` — saying an update in the first person, never verbatim;
-* :mod:`.updates` — the bank (``data/updates.json``): what can change in a user's life.
+:mod:`.model` (plan steps and need categories), :mod:`.world` (the persona as the bank
+sees it), :mod:`.updates` (the bank), :mod:`.bank` (an update made concrete and read
+back, distractors) and :mod:`.sayings` (an update said in the first person).
 """
 
 # ruff: noqa: F401  (the package names what its modules define)

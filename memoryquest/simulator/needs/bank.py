@@ -1,16 +1,10 @@
 """Life updates: how a generator of the bank becomes one dated, persona-grounded statement, and back.
 
-A :class:`~memoryquest.simulator.needs.updates.Generator` is one kind of thing
-that can change in a user's life; its text is a core, an optional detail and,
-for updates that expire, a time limit, each stored once (third person, no
-subject) and said several ways in the first person. Content choices (which
-core, which allergen) are seeded by the persona and the generator's group, not
-by the call, so one user has one allergy in every stage; only the wording of
-time limits follows the caller's ``rng``. A distractor is one
-:class:`Occurrence` of its situation: every mention of a spell names the same
-last day. Each generator compiles to one regular expression, so a stored text
-is read back into its parts and slot values (:func:`parse_update`) in any
-process.
+Content choices (which core, which allergen) are seeded by the persona and the group, not
+the call, so one user has one allergy in every stage; only a time limit's wording follows
+the caller's ``rng``. A distractor is one :class:`Occurrence` of its situation, so every
+mention of a spell names the same last day. Each generator compiles to one regular
+expression, so a stored text is read back into its parts (:func:`parse_update`).
 """
 
 from __future__ import annotations
@@ -131,10 +125,8 @@ class Occurrence:
 def occurrence_on(world: World, generator: Generator, date: dt.date) -> Occurrence:
     """The spell of ``generator``'s situation under way on ``date`` for this persona.
 
-    Spells follow one another, each a week longer than the generator's
-    ``span_days`` allow an update to run past its first possible day, so the
-    one under way on a day is fixed by the persona and the group alone: two
-    mentions of the same spell name the same last day.
+    Spells follow one another at a length fixed by the persona and the group alone, so two mentions
+    of the same spell name the same last day.
     """
     seeded = world.rng("occurrences", generator.group)
     length = seeded.randint(7 + generator.span_days[0], 7 + generator.span_days[1])
@@ -156,12 +148,8 @@ def fill(
 ) -> LifeUpdate | None:
     """The generator made concrete for this persona, said on ``date`` and still true on ``not_before``.
 
-    ``rng`` only words the time limit; everything else is seeded by the
-    persona and the group. ``with_detail`` forces or suppresses the optional
-    detail part (None: the persona's seeded choice). With an ``occurrence``
-    the update ends on its last day (None when that comes before
-    ``not_before``), and a :func:`time_bounded` generator's details are
-    those of that spell.
+    ``with_detail`` forces or suppresses the optional detail (None: the persona's seeded choice); with
+    an ``occurrence`` the update ends on its last day and a time-bounded one has that spell's details.
     """
     if not generator.usable(world):
         return None
@@ -413,13 +401,9 @@ def _phantom_order(
     reference_needs: Sequence[str],
     rng: random.Random,
 ) -> list[Generator]:
-    """``options`` in the order a reference of a request in ``phantom`` would take them.
-
-    Only needs bearing on ``phantom`` when the user has any left, so the bridge
-    names something the need can get in the way of; needs in a weighted random
-    order, each as often as the user's references use it (``reference_needs``),
-    so distractors' needs follow references' and their words do not stand out.
-    """
+    """``options`` in the order a reference of a request in ``phantom`` would take them: needs bearing
+    on ``phantom`` when any are left, each as often as the user's references use it, so distractors'
+    needs follow references' and their words do not stand out."""
     weights = Counter(reference_needs)
     bearing = domain_needs(phantom)
     by_need: dict[str, list[Generator]] = {}
@@ -478,13 +462,11 @@ def distractor_update(
     reference_needs: Sequence[str] = (),
     phantom_requests: Mapping[Domain, Sequence[str]] | None = None,
 ) -> LifeUpdate | None:
-    """A life update to mention in a conversation in ``domain`` on ``date``: a reference of no query.
+    """A life update to mention in ``domain`` on ``date``: a reference of no query.
 
-    Chosen as a reference of a phantom request would be (a request of
-    ``bridge_domains`` worded as one of ``phantom_requests``): need, time limit
-    and bridge follow references', so wording cannot tell the two apart (see
-    docs/simulator.md). It avoids ``avoid_needs`` (it must not stand in for a
-    reference of the query), the groups behind ``avoid_texts`` and those texts.
+    Chosen as a reference of a phantom request (of ``bridge_domains``, worded as one of
+    ``phantom_requests``) would be, so wording cannot tell the two apart; never of ``avoid_needs``
+    (it must not stand in for the query's reference) nor of a group behind ``avoid_texts``.
     """
     avoid = {normalise_text(t) for t in avoid_texts}
     used = groups_of(avoid_texts)

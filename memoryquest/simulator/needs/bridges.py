@@ -1,17 +1,9 @@
 """The consequence a life update has for some kind of plan: "..., which complicates late gigs".
 
-People rarely state a change in their life without saying what it gets in the
-way of, and that clause is what ties a reference to the request it matters
-for: a reference bridges to a scene of its request's domain (concert nights,
-window seats on long flights) in words the request does not use, so it is
-related to the request without echoing it. Distractor updates bridge the same
-way, at the same rate, to a scene of one of the user's other requests, so
-the clause is never a sign of a reference; plain remarks may bridge too.
-
-Scenes, connectives, hedges and frames are data (``data/bridges.json``). A
-bridged text is ``core + joiner + frame``; :func:`split_bridge` reads it
-back (the stored text, a first-person saying of it, or a fact extracted from
-that saying), so the need of a statement is read from its core alone.
+The clause ties a reference to a scene of its request's domain in words the request does
+not use; distractors and plain remarks bridge the same way, so it never marks a reference.
+A bridged text is ``core + joiner + frame`` (``data/bridges.json``); :func:`split_bridge`
+reads it back, so a statement's need is read from its core alone.
 """
 
 from __future__ import annotations
@@ -73,12 +65,8 @@ def core_of(text: str) -> str:
 def bridge(
     domain: Domain, rng: random.Random, acceptable: Callable[[str], bool] = lambda _: True
 ) -> str:
-    """A bridge clause (", which complicates concert nights") to a scene of ``domain``.
-
-    ``acceptable`` vets the whole clause (say, for words it shares with a
-    request); scenes are tried in a random order and "" comes back when none
-    passes.
-    """
+    """A bridge clause (", which complicates concert nights") to a scene of ``domain``: scenes in a random
+    order until ``acceptable`` passes the whole clause, else ""."""
     scenes = list(_table().scenes[domain])
     rng.shuffle(scenes)
     pairs = [f"{a} and {b}" for a, b in zip(scenes, scenes[1:], strict=False)]

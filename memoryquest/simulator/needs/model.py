@@ -1,13 +1,9 @@
 """What a request needs: plan steps per task domain and the personal needs that bear on them.
 
-A request implies a handful of plan steps (booking a table: choosing the place,
-picking a time, getting there, paying), each shaped by a few categories of
-personal need (diet, health, budget, schedule, who comes along ...). A fact
-matters to a request exactly when its need bears on one of the request's
-steps. That one rule drives query generation, the relevance judge and
-simulated PGR, so they agree without sharing hidden ids. The need of a text is
-read from a weighted cue lexicon (``data/needs.json``) over the stems of
-:func:`memoryquest.text.content_words`, the project's one tokenizer.
+A fact matters to a request exactly when its need category (diet, health, budget ...)
+bears on one of the request's plan steps. That one rule drives query generation, the
+relevance judge and simulated PGR, so they agree without sharing hidden ids. A text's need
+is read from a weighted cue lexicon (``data/needs.json``) over content-word stems.
 """
 
 from __future__ import annotations
@@ -76,12 +72,9 @@ SECOND_DOMAIN_HITS = 2
 def needs_of_request(text: str, domain: Domain | None = None) -> list[PlanStep]:
     """The plan steps a request implies: its own domain's first, then one more domain its wording stresses.
 
-    With ``domain`` (the generator and the relevance judge know it), a second
-    domain adds its steps only when the wording names it at least
-    :data:`SECOND_DOMAIN_HITS` times ("concert tickets ... at a concert hall"),
-    so a passing word does not widen the plan. Without it (simulated PGR sees
-    only the request) the two domains the wording names most are used; an
-    unreadable request falls back to the Calendar steps, the most generic plan.
+    With ``domain`` known, a second domain counts only when named :data:`SECOND_DOMAIN_HITS` times, so a
+    passing word does not widen the plan; without it (PGR sees only the request) the two most named do,
+    and an unreadable request gets the Calendar steps, the most generic plan.
     """
     hits = domain_hits(text)
     if domain is not None:
@@ -140,11 +133,8 @@ def _need_scores(text: str) -> tuple[tuple[str, int], ...]:
 
 
 def classify_need(text: str) -> str | None:
-    """The need category a statement is about, from its wording (None when no cue is strong enough).
-
-    The highest total cue weight wins; ties go to the category listed first in
-    :func:`need_categories`. A lone weak cue (weight 1) is not enough.
-    """
+    """The need category a statement is about: the highest total cue weight, ties to the first listed;
+    a lone weak cue is not enough (None)."""
     scores = need_scores(text)
     if not scores:
         return None

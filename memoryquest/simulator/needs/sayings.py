@@ -1,12 +1,8 @@
 """Saying a life update in the first person without repeating its stored text.
 
-A bank text is read back into its generator, parts and slot values
-(:func:`~memoryquest.simulator.needs.bank.parse_update`) and said again with
-one of each part's sayings, behind an optional discourse opener ("By the way,
-my ...") or with a cause fronted ("After a scare at a work lunch, my ...").
-Any other text — a real model's reference — is moved into the first person
-and lightly reworded. Either way the result never contains the stored text
-word for word, which is what the dialogue stage checks.
+A bank text is read back into its parts and said with one of each part's sayings; any
+other text (a real model's reference) is moved into the first person and reworded. The
+result never contains the stored text word for word, as the dialogue stage checks.
 """
 
 from __future__ import annotations
@@ -57,13 +53,8 @@ def _compose(parsed: Parsed, core_saying: str, rng: random.Random) -> str:
 
 
 def say_update(text: str, rng: random.Random) -> str:
-    """A natural first-person sentence conveying ``text`` that never contains it word for word.
-
-    Bank texts are read back into their parts and said with one of each
-    part's sayings (tried in a shuffled order until one does not repeat the
-    text); any other text (say, a real model's reference) is moved into the
-    first person and lightly reworded.
-    """
+    """A natural first-person sentence conveying ``text`` that never contains it word for word: a bank
+    text with its parts' sayings (tried until one does not repeat it), any other text reworded."""
     parsed = parse_update(text)
     if parsed is not None:
         sayings = list(parsed.core.sayings)

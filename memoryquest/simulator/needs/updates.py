@@ -1,18 +1,10 @@
 """The life-update bank: what can change in a user's life, per need category.
 
-The bank is data (``data/updates.json``). Each entry becomes a
-:class:`Generator`: a need category, an exclusive group (one per user), the
-conversations it would come up in, core wordings (stored text first, then
-first-person sayings), optional details and, for things that expire, time
-limits. Slots read the persona where it has something to say (its sports,
-airline, streaming service, city, currency, employment, family) through the
-readers below, and fall back to small word lists.
-
-Writing rules, checked by the tests: core sayings start with the speaker (I,
-I'm, I've, My) and never repeat the stored core; detail and limit sayings hold
-no first-person word; every text carries a cue word of its own need category
-(see :func:`memoryquest.simulator.needs.model.need_categories`) and none
-stronger for another.
+The bank is data (``data/updates.json``); each entry becomes a :class:`Generator` whose
+slots read the persona through the readers below where it has something to say, and fall
+back to word lists. Writing rules, checked by the tests: core sayings start with the
+speaker and never repeat the stored core; detail and limit sayings hold no first-person
+word; every text carries a cue of its own need and none stronger for another.
 """
 
 from __future__ import annotations
@@ -21,24 +13,13 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 
 from memoryquest.contracts import Domain
-from memoryquest.simulator.grammar import clean_value, weekdays
+from memoryquest.simulator.grammar import clean_value, is_proper, weekdays
 from memoryquest.simulator.needs.model import need_scores
-from memoryquest.simulator.needs.world import (
-    Fill,
-    Grounded,
-    Slot,
-    World,
-    affinity,
-    amount,
-    either,
-    persona,
-    pick,
-    shared,
-)
-from memoryquest.simulator.schema import Condition, Part, SlotSource, UpdatesTable
+from memoryquest.simulator.needs.world import Fill, Grounded, Slot, World, money
+from memoryquest.simulator.schema import AffinitySlot, Condition, Part, SlotSource, UpdatesTable
 from memoryquest.simulator.tables import DataFileError, load
 
 
@@ -103,17 +84,6 @@ def shared_value(world: World, name: str) -> str:
 
 
 # --------------------------------------------------------------------------- readers of the persona
-
-
-def weekday(index: int) -> Slot:
-    """The persona's ``index``-th weekday of a seeded order: commitments with different indexes never share a day."""
-
-    def fill(world: World, rng: random.Random) -> str:
-        order = list(weekdays()[:5])
-        world.rng("weekdays").shuffle(order)
-        return order[index % len(order)]
-
-    return Slot(fill, persona=True)
 
 
 def sport_cause(world: World, rng: random.Random) -> str | None:
@@ -237,28 +207,58 @@ def _reader(name: str, where: str) -> Fill:
 
 
 def _slot(name: str, source: SlotSource, where: str) -> Slot:
+    """A slot's source as the file gives it: an affinity, an amount, a weekday, a word list or a reader."""
     if source.affinity is not None:
-        a = source.affinity
-        exclude = a.exclude.pattern if a.exclude else ""
-        return affinity(a.domain, a.name, proper=a.proper, lower=a.lower, exclude=exclude)
+        return Slot(partial(_affinity_value, source.affinity), persona=True, profile=True)
     if source.amount:
-        return amount(*source.amount)
+        return Slot(lambda world, rng: money(world, rng.choice(source.amount)), persona=True)
     if source.weekday is not None:
-        return weekday(source.weekday)
+        return Slot(partial(_weekday, source.weekday), persona=True)
     if source.shared:
-        return shared(*_table().shared[name])
+        return Slot(lambda world, rng: rng.choice(_table().shared[name]), shared=True)
+    if source.pick:
+        return Slot(lambda world, rng: rng.choice(source.pick))
+    read = _reader(source.persona or source.profile or source.either or "", where)
     if source.persona:
-        return persona(_reader(source.persona, where))
+        return Slot(read, persona=True)
     if source.profile:
-        read = _reader(source.profile, where)
-        return Slot(
-            lambda world, rng: Grounded(v) if (v := read(world, rng)) else None,
-            persona=True,
-            profile=True,
-        )
-    if source.either:
-        return either(_reader(source.either, where), *source.fallback)
-    return pick(*source.pick)
+        return Slot(partial(_grounded, read), persona=True, profile=True)
+    return Slot(partial(_either, read, source.fallback), persona=True, mixed=True, profile=True)
+
+
+def _weekday(index: int, world: World, rng: random.Random) -> str:
+    """The persona's ``index``-th weekday of a seeded order: commitments never share a day."""
+    order = list(weekdays()[:5])
+    world.rng("weekdays").shuffle(order)
+    return order[index % len(order)]
+
+
+def _affinity_value(spec: AffinitySlot, world: World, rng: random.Random) -> str | None:
+    """A value of one of the persona's affinities (``proper``: brand or place names only)."""
+    options = [clean_value(v) for v in world.values(spec.domain, spec.name)]
+    if spec.proper:
+        options = [v for v in options if is_proper(v)]
+    if spec.exclude:
+        options = [v for v in options if not spec.exclude.search(v)]
+    # A value that says "you" would read as addressed to the assistant once said in the first person.
+    options = [v for v in options if v and len(v) <= 32 and not _YOU.search(v)]
+    if not options:
+        return None
+    value = rng.choice(options)
+    return value.lower() if spec.lower and not is_proper(value) else value
+
+
+def _grounded(read: Fill, world: World, rng: random.Random) -> str | None:
+    return Grounded(value) if (value := read(world, rng)) else None
+
+
+def _either(read: Fill, fallback: tuple[str, ...], world: World, rng: random.Random) -> str:
+    """The persona's own value most of the time when it has one, else a word of ``fallback``."""
+    value = read(world, rng)
+    return Grounded(value) if value and rng.random() < 0.8 else rng.choice(fallback)
+
+
+_YOU = re.compile(r"\byou\b", re.IGNORECASE)
 
 
 def _vary(text: str) -> str:

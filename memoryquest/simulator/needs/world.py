@@ -1,11 +1,8 @@
 """A persona seen as the place its life updates happen, and where an update's slot values come from.
 
-:class:`World` derives what the bank needs from a persona's PersonaLens
-content (employment, family, home city, currency, country) and hands out
-random generators seeded by the persona alone, so a choice made for one user
-is the same in every call. The slot sources (:func:`affinity`,
-:func:`either`, :func:`amount`, ...) read the persona's affinities and
-demographics, falling back to short word lists where it says nothing.
+:class:`World` derives what the bank needs (employment, family, city, currency) and hands
+out random generators seeded by the persona alone, so a choice made for one user is the
+same in every call.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from memoryquest.contracts import Domain, TaskKind
-from memoryquest.simulator.grammar import clean_value, is_proper
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.schema import Currency, WorldTable
 from memoryquest.simulator.tables import load
@@ -151,60 +147,5 @@ class Slot:
     fill: Fill
     persona: bool = False
     shared: bool = False  # one value per persona across generators (the pet's name)
-    mixed: bool = (
-        False  # the persona's value when it has one, else a listed word (Grounded marks which)
-    )
-    profile: bool = (
-        False  # read from the persona's own affinities (not just its demographics or place)
-    )
-
-
-def pick(*values: str) -> Slot:
-    return Slot(lambda world, rng: rng.choice(values))
-
-
-def either(from_persona: Fill, *fallback: str, share: float = 0.8) -> Slot:
-    """The persona's own value most of the time when it has one, else a word from ``fallback``."""
-
-    def fill(world: World, rng: random.Random) -> str | None:
-        value = from_persona(world, rng)
-        if value and rng.random() < share:
-            return Grounded(value)
-        return rng.choice(fallback)
-
-    return Slot(fill, persona=True, mixed=True, profile=True)
-
-
-def affinity(
-    domain: Domain, name: str, *, proper: bool = False, lower: bool = False, exclude: str = ""
-) -> Slot:
-    """A value of one of the persona's affinities (``proper``: brand or place names only)."""
-
-    def fill(world: World, rng: random.Random) -> str | None:
-        options = [clean_value(v) for v in world.values(domain, name)]
-        if proper:
-            options = [v for v in options if is_proper(v)]
-        if exclude:
-            options = [v for v in options if not re.search(exclude, v, re.IGNORECASE)]
-        # A value that says "you" would read as addressed to the assistant once said in the first person.
-        options = [
-            v for v in options if v and len(v) <= 32 and not re.search(r"\byou\b", v, re.IGNORECASE)
-        ]
-        if not options:
-            return None
-        value = rng.choice(options)
-        return value.lower() if lower and not is_proper(value) else value
-
-    return Slot(fill, persona=True, profile=True)
-
-
-def persona(fill: Fill) -> Slot:
-    return Slot(fill, persona=True)
-
-
-def shared(*values: str) -> Slot:
-    return Slot(lambda world, rng: rng.choice(values), shared=True)
-
-
-def amount(*bases: float) -> Slot:
-    return Slot(lambda world, rng: money(world, rng.choice(bases)), persona=True)
+    mixed: bool = False  # the persona's value when it has one, else a word (Grounded says which)
+    profile: bool = False  # read from the persona's own affinities, not its demographics
