@@ -68,6 +68,12 @@ def content_words(text: str) -> list[str]:
     return [stem(w) for w in words(text) if w not in STOPWORDS and len(w) > 1 and not w.isdigit()]
 
 
+@lru_cache(maxsize=65_536)
+def content_stems(text: str) -> frozenset[str]:
+    """The :func:`content_words` of ``text`` as a set, memoised: facts are compared again and again."""
+    return frozenset(content_words(text))
+
+
 def shared_content_words(left: str, right: str) -> set[str]:
     """Stems of the content words two texts have in common."""
     return set(content_words(left)) & set(content_words(right))

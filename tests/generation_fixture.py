@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.settings import GenerationSettings, Settings
+from memoryquest.simulator.grammar import Person, shift_person
+from memoryquest.simulator.persona_grounding import split_sentences
 from memoryquest.stages.dialogues import DialogueStageResult, expand_dialogues
 from memoryquest.stages.history import merge_history
 from memoryquest.stages.queries import QueryStageResult, generate_queries
@@ -128,3 +131,25 @@ def generated(users: tuple[str, ...] = USERS, seed: int = SEED) -> GeneratedRun:
     dataset.sessions = merge_history(sessions)
     run.dataset = dataset
     return run
+
+
+_BOILERPLATE = re.compile(
+    r"year[- ]old|years old|aged \d|interacts? with the|engages? with the|native speaker|"
+    r"working professional from|from (?:the )?[A-Z][a-z]+ (?:with|working)",
+    re.IGNORECASE,
+)
+
+
+def interaction_sentences(summary: str | None, person: Person = "first") -> list[str]:
+    """Sentences of an interaction summary said by (first) or to (second) the user: what a
+    conversation must not paste."""
+    out: list[str] = []
+    for raw in split_sentences(summary or ""):
+        if _BOILERPLATE.search(raw) or not 40 <= len(raw) <= 260:
+            continue
+        if not re.search(r"\b(the user|he|she|his|her)\b", raw, re.IGNORECASE):
+            continue
+        moved = shift_person(raw, person)
+        if moved is not None and not re.search(r"\buser\b", moved, re.IGNORECASE):
+            out.append(moved)
+    return out

@@ -26,7 +26,6 @@ from memoryquest.simulator.grammar import as_fact
 from memoryquest.simulator.memory import (
     UPDATE_JACCARD,
     classify,
-    content_tokens,
     entities,
     extract_facts,
     facts_of_turn,
@@ -39,6 +38,7 @@ from memoryquest.simulator.memory import (
 from memoryquest.simulator.needs import World, distractor_update, infer_domains, say_update
 from memoryquest.simulator.needs.bridges import split_bridge
 from memoryquest.simulator.persona_grounding import PersonaMaterial
+from memoryquest.text import content_stems
 
 
 @pytest.mark.parametrize(
@@ -340,12 +340,12 @@ def test_a_repeated_statement_updates_the_existing_fact() -> None:
 
 def test_update_threshold_is_token_jaccard() -> None:
     same = jaccard(
-        content_tokens("Prefers an aisle seat on flights"),
-        content_tokens("Prefer aisle seats on flights"),
+        content_stems("Prefers an aisle seat on flights"),
+        content_stems("Prefer aisle seats on flights"),
     )
     different = jaccard(
-        content_tokens("Prefers an aisle seat on flights"),
-        content_tokens("Prefers a window seat on buses"),
+        content_stems("Prefers an aisle seat on flights"),
+        content_stems("Prefers a window seat on buses"),
     )
     assert same >= UPDATE_JACCARD > different
 

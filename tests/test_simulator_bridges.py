@@ -17,10 +17,10 @@ from memoryquest.simulator.needs import (
     REFERENCE_LEAD_DAYS_MIN,
     LifeUpdate,
     World,
-    bank,
     distractor_update,
     domain_needs,
     fill,
+    generators,
     groups_of,
     need_scores,
     parse_update,
@@ -100,7 +100,7 @@ def test_a_bridged_update_reads_as_its_core_and_is_said_with_its_bridge(
     world = World(_material(personas[0]))
     rng = random.Random(0)
     checked = 0
-    for generator in bank():
+    for generator in generators():
         update = fill(generator, world, SAID_ON, HOLDS_ON, rng)
         if update is None:
             continue
@@ -227,7 +227,9 @@ def test_distractors_are_chosen_as_references_of_a_phantom_request(
         if split_bridge(update.text)[1]:
             pointed.append(bridged_domain(update.text))
         # any entry of the need, as for a reference: not always the best-grounded one
-        best = max(g.grounding(world) for g in bank() if g.need == update.need and g.usable(world))
+        best = max(
+            g.grounding(world) for g in generators() if g.need == update.need and g.usable(world)
+        )
         below_best += parse_update(update.text).generator.grounding(world) < best  # type: ignore[union-attr]
     assert sum(n in bearing for n in needs) / len(needs) >= 0.9
     assert below_best >= 10
@@ -250,7 +252,7 @@ def test_distractor_needs_follow_the_users_references(personas: list[Persona]) -
     """Distractors use each need as often as the user's references do, not evenly."""
     world = World(_material(personas[0]))
     bearing = domain_needs(Domain.RESTAURANTS)
-    usable = sorted({g.need for g in bank() if g.usable(world) and g.need in bearing})
+    usable = sorted({g.need for g in generators() if g.usable(world) and g.need in bearing})
     common, rare = usable[0], usable[1]
     needs = []
     for seed in range(80):
@@ -268,7 +270,7 @@ def test_a_distractor_need_bears_on_the_domain_its_bridge_names(personas: list[P
     """Even when the user's references use needs of other domains: no air miles for the morning alarm."""
     world = World(_material(personas[0]))
     elsewhere = sorted(
-        {g.need for g in bank() if g.usable(world)} - domain_needs(Domain.RESTAURANTS)
+        {g.need for g in generators() if g.usable(world)} - domain_needs(Domain.RESTAURANTS)
     )
     bridged = 0
     for seed in range(60):

@@ -26,7 +26,6 @@ from memoryquest.simulator.memory import facts_of_turn, statement
 from memoryquest.simulator.needs import classify_need
 from memoryquest.simulator.persona_grounding import (
     PersonaMaterial,
-    interaction_sentences,
     task_scenarios,
 )
 from memoryquest.simulator.phrasing import (
@@ -43,9 +42,9 @@ from memoryquest.stages.common import persona_variables, task_variables
 from memoryquest.text import contains_verbatim, ngrams, normalise_text, split_sentences, words
 
 try:
-    from tests.generation_fixture import load_users
+    from tests.generation_fixture import interaction_sentences, load_users
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
-    from generation_fixture import load_users
+    from generation_fixture import interaction_sentences, load_users
 
 USERS = tuple(f"user{i}" for i in range(6))
 QUERIES_PER_USER = 6

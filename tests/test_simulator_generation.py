@@ -20,7 +20,6 @@ from memoryquest.simulator import simulate
 from memoryquest.simulator.grammar import shift_person
 from memoryquest.simulator.persona_grounding import (
     PersonaMaterial,
-    interaction_sentences,
     split_sentences,
     task_scenarios,
 )
@@ -28,9 +27,9 @@ from memoryquest.stages.common import persona_variables, task_variables
 from memoryquest.text import contains_verbatim
 
 try:
-    from tests.generation_fixture import load_users
+    from tests.generation_fixture import interaction_sentences, load_users
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
-    from generation_fixture import load_users
+    from generation_fixture import interaction_sentences, load_users
 
 
 @pytest.fixture(scope="module")

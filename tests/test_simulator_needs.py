@@ -17,11 +17,11 @@ from memoryquest.contracts import Domain, Persona
 from memoryquest.simulator.needs import (
     LifeUpdate,
     World,
-    bank,
     classify_need,
     distractor_update,
     domain_plans,
     fill,
+    generators,
     groups_of,
     infer_domains,
     need_categories,
@@ -67,7 +67,7 @@ def every_update(personas: list[Persona]) -> list[tuple[Persona, LifeUpdate]]:
     rng = random.Random(11)
     for persona in personas:
         world = world_of(persona)
-        for generator in bank():
+        for generator in generators():
             for detail in (True, False):
                 update = fill(generator, world, SAID_ON, HOLDS_ON, rng, with_detail=detail)
                 if update is not None:
@@ -126,7 +126,7 @@ def test_every_persona_can_fill_well_over_a_hundred_exclusive_groups(
 ) -> None:
     for persona in personas:
         world = world_of(persona)
-        groups = {g.group for g in bank() if g.usable(world)}
+        groups = {g.group for g in generators() if g.usable(world)}
         assert len(groups) >= 100, persona.source_user_id
 
 
@@ -178,7 +178,7 @@ def test_one_persona_has_one_version_of_each_group(personas: list[Persona]) -> N
     """Content is seeded by persona and group: whichever call asks, the allergy, car, job are the same."""
     for persona in personas[:6]:
         world = world_of(persona)
-        for generator in bank():
+        for generator in generators():
             first = fill(generator, world, SAID_ON, HOLDS_ON, random.Random(1))
             second = fill(
                 generator, world, SAID_ON + dt.timedelta(days=9), HOLDS_ON, random.Random(2)
@@ -190,7 +190,7 @@ def test_one_persona_has_one_version_of_each_group(personas: list[Persona]) -> N
 
 def test_updates_are_grounded_in_the_persona(personas: list[Persona]) -> None:
     user0 = world_of(personas[0])  # Toronto, nut allergy, works full-time, Air Canada, Spotify
-    texts = {g.group: fill(g, user0, SAID_ON, HOLDS_ON, random.Random(0)) for g in bank()}
+    texts = {g.group: fill(g, user0, SAID_ON, HOLDS_ON, random.Random(0)) for g in generators()}
     assert any(
         n in texts["food_allergy"].text
         for n in ("nuts", "cashews", "pistachios", "walnuts", "peanuts")
@@ -230,7 +230,7 @@ def test_distractors_come_from_the_same_bank_and_avoid_what_they_must(
     world = world_of(persona)
     references = [
         fill(g, world, SAID_ON, HOLDS_ON, random.Random(0))
-        for g in bank()
+        for g in generators()
         if g.need in {"diet", "pets"}
     ]
     avoid_texts = {u.text for u in references if u is not None}
@@ -290,7 +290,7 @@ def test_every_mention_of_a_distractor_spell_names_the_same_last_day_and_details
         date = SAID_ON + dt.timedelta(days=day)
         update = distractor_update(world, Domain.SHOPPING, date, random.Random(day), set(), set())
         assert update is not None
-        generator = next(g for g in bank() if g.group == update.group)
+        generator = next(g for g in generators() if g.group == update.group)
         if update.valid_until is None or "until" not in dict(update.slots):
             continue  # a duration ("for the next six weeks") is said from the day it is said
         # the last day said is the last day of one of the persona's spells of the situation
@@ -326,7 +326,7 @@ def test_every_combination_of_parts_and_wordings_reads_as_its_need(personas: lis
     """Not just the combinations the 30 personas happen to draw: all of them, with one persona's slot values."""
     rng = random.Random(2)
     checked = 0
-    for generator in bank():
+    for generator in generators():
         slots: dict[str, str] = {"until": "May 20", "span": "six weeks", "month": "July"}
         for name, source in generator.slots.items():  # a value from the first persona that has one
             for persona in personas:

@@ -23,7 +23,7 @@ from memoryquest.contracts import Domain, Persona, TaskKind
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.grammar import fix_articles
-from memoryquest.simulator.needs import TIME_SLOTS, World, bank, classify_need, parse_update
+from memoryquest.simulator.needs import TIME_SLOTS, World, classify_need, generators, parse_update
 from memoryquest.simulator.persona_grounding import PersonaMaterial, task_scenarios
 from memoryquest.stages.common import normalise_text, persona_variables
 from memoryquest.text import shared_content_words
@@ -182,7 +182,9 @@ def test_references_take_any_entry_of_their_need_not_the_best_grounded_first() -
             parsed = parse_update(r["text"])
             assert parsed is not None
             need = parsed.generator.need
-            best = max(g.grounding(world) for g in bank() if g.need == need and g.usable(world))
+            best = max(
+                g.grounding(world) for g in generators() if g.need == need and g.usable(world)
+            )
             total += 1
             below_best += parsed.generator.grounding(world) < best
     assert below_best / total >= 0.2

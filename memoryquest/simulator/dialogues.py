@@ -12,7 +12,6 @@ import datetime as dt
 import math
 import random
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain
@@ -49,15 +48,6 @@ ACK_SHARE = 0.6
 _SETTING = re.compile(
     r"\s*Chatting(?: in (?P<location>.+?))?(?: on their (?P<device>[\w -]+?))?(?: in the (?P<time>\w+))?\.\s*$"
 )
-
-
-@dataclass
-class Conversation:
-    """The turns so far, and which sentence states the update."""
-
-    turns: list[dict[str, str]] = field(default_factory=list)
-    update_turn: int | None = None
-    update_sentence: str = ""
 
 
 def split_description(description: str) -> tuple[str, dict[str, str], list[str]]:
@@ -183,7 +173,7 @@ def assistant_turn(
     if personal and rng.random() < ACK_SHARE:
         lead = phrasing.acknowledgement(topic, rng)
     elif k > 0 and rng.random() < 0.5:
-        lead = phrasing.lead_word(rng)
+        lead = phrasing.pick(rng, phrasing.table().lead_words)
     if k == 0:
         opener = phrasing.assistant_opener(topic, rng)
         # An acknowledgement is its own sentence before the opener ("Got it. Happy to help ...").
@@ -243,7 +233,9 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     placed = [order[i % exchanges] for i in range(len(updates))]
     sayings = [say_update(u, rng) for u in updates]
 
-    conversation = Conversation()
+    turns: list[dict[str, str]] = []
+    update_turn: int | None = None  # where the reference is said, and the sentence saying it
+    update_sentence = ""
     asked = ""
     for k in range(exchanges):
         last = k == exchanges - 1
@@ -252,15 +244,14 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
             k, last, asked, topic, options, voice, [sayings[i] for i in here], rng
         )
         if reference_at in here:
-            conversation.update_turn = len(conversation.turns)
-            conversation.update_sentence = said[here.index(reference_at)]
-        conversation.turns.append({"role": "user", "content": text})
+            update_turn, update_sentence = len(turns), said[here.index(reference_at)]
+        turns.append({"role": "user", "content": text})
         reply, asked = assistant_turn(k, last, personal, topic, options, rng)
-        conversation.turns.append({"role": "assistant", "content": reply})
+        turns.append({"role": "assistant", "content": reply})
 
-    is_reference = reference is not None and conversation.update_turn is not None
+    is_reference = reference is not None and update_turn is not None
     return {
-        "turns": conversation.turns,
-        "reference_turn_indices": [conversation.update_turn] if is_reference else [],
-        "reference_sentence": conversation.update_sentence if is_reference else "",
+        "turns": turns,
+        "reference_turn_indices": [update_turn] if is_reference else [],
+        "reference_sentence": update_sentence if is_reference else "",
     }

@@ -69,8 +69,6 @@ def join_list(values: Sequence[str], conjunction: str = "and") -> str:
     return f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
 
 
-# --------------------------------------------------------------------------- articles and casing
-
 # Spelling and sound part ways: "a useful", "a European", "an hour", "an urban".
 _VOWEL_LETTER_CONSONANT_SOUND = r"(?i:one\b|one-|uni|use|usu|eu|ur[aeiouy])"
 _SILENT_H = r"(?i:hour|honest|heir|honou)"
@@ -122,9 +120,6 @@ def undoubled(text: str) -> str:
     return _DOUBLED_WORD.sub(r"\1", text)
 
 
-# --------------------------------------------------------------------------- nouns and values
-
-
 def plural(noun: str) -> str:
     """'Fox' -> 'Foxes', 'Ferry' -> 'Ferries', 'Compass' -> 'Compasses', 'Field' -> 'Fields'."""
     if re.search(r"(?:s|x|z|ch|sh)$", noun, re.IGNORECASE):
@@ -155,9 +150,6 @@ def is_proper(value: str) -> bool:
         if w.lower() not in {"and", "of", "the", "&"}
     ]
     return bool(words) and all(w[0].isupper() for w in words)
-
-
-# --------------------------------------------------------------------------- verbs
 
 
 def base_form(word: str) -> str:
@@ -204,8 +196,6 @@ def base_from_stem(stem: str) -> str:
         return stem + "e"
     return stem
 
-
-# --------------------------------------------------------------------------- person
 
 Person = Literal["first", "second", "third"]
 FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b", re.IGNORECASE)

@@ -14,7 +14,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Set
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
@@ -32,7 +32,7 @@ from memoryquest.simulator.needs import classify_need, infer_domains
 from memoryquest.simulator.needs.bridges import core_of
 from memoryquest.simulator.schema import MemoryTable
 from memoryquest.simulator.tables import load
-from memoryquest.text import STOPWORDS, content_words, opening_words, split_sentences
+from memoryquest.text import STOPWORDS, content_stems, opening_words, split_sentences
 
 UPDATE_JACCARD = 0.6
 MIN_WORDS = 3
@@ -92,19 +92,6 @@ _ADDRESSES_ASSISTANT = re.compile(r"\b(?:you|your|yours)\b", re.IGNORECASE)
 # Entities: runs of capitalised tokens (with a few lower-case joiners inside a name).
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'&.+/-]*|&")
 _BREAK = re.compile(r"\s*([,;:()\u2014\u2013]|\s-\s)")
-
-# --------------------------------------------------------------------------- text helpers
-
-
-def content_tokens(text: str) -> set[str]:
-    """Content-word stems: what two facts must share to be the same fact."""
-    return set(_content_tokens(text))
-
-
-@lru_cache(maxsize=65536)
-def _content_tokens(text: str) -> frozenset[str]:
-    """Memoised: every extraction call re-reads all existing facts of the persona."""
-    return frozenset(content_words(text))
 
 
 def jaccard(a: Set[str], b: Set[str]) -> float:
@@ -314,20 +301,17 @@ def clean_entities(values: list[str], limit: int) -> list[str]:
     return kept[:limit]
 
 
-# --------------------------------------------------------------------------- answers
-
-
 class _Draft:
     def __init__(self, fid: str, info: str, fact_type: str, related: list[str]) -> None:
         self.fid = fid
         self.info = info
         self.type = fact_type
         self.related = clean_entities(list(related), MAX_UPDATED_ENTITIES)
-        self.tokens: Set[str] = _content_tokens(info)
+        self.tokens: Set[str] = content_stems(info)
         self.evidence: list[dict[str, Any]] = []
 
     def absorb(self, info: str, related: list[str], session_id: str, turn: int, quote: str) -> None:
-        tokens = _content_tokens(info)
+        tokens = content_stems(info)
         if not tokens <= self.tokens:
             self.info = info
             self.tokens = self.tokens | tokens
@@ -407,7 +391,7 @@ def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any
                 content, domain, opening=index == first_user
             ):
                 quote = opening_words(sentence, inputs.quote_words)
-                tokens = _content_tokens(info)
+                tokens = content_stems(info)
                 if not tokens:
                     continue
                 match = _best_match(tokens, existing)
@@ -434,7 +418,7 @@ def _atomic(info: str) -> str:
     pieces = [p.strip().rstrip(" .") for p in str(info).split(";") if p.strip()]
     if not pieces:
         return str(info).strip()
-    best = max(pieces, key=lambda p: (len(_content_tokens(p)), -pieces.index(p)))
+    best = max(pieces, key=lambda p: (len(content_stems(p)), -pieces.index(p)))
     return upper_first(best)
 
 
@@ -444,7 +428,7 @@ def merge_facts(inputs: ConsolidationInputs, rng: random.Random) -> dict[str, An
     if not facts:
         raise ValueError("memory_consolidation needs at least one fact to merge")
     infos = [_atomic(f["info"]) for f in facts]
-    tokens = [_content_tokens(info) for info in infos]
+    tokens = [content_stems(info) for info in infos]
     # The most informative member; among equals the most recent, then the first listed.
     main = max(
         range(len(facts)), key=lambda i: (len(tokens[i]), str(facts[i].get("updated_on", "")), -i)

@@ -1,14 +1,12 @@
 """Turn a persona's real PersonaLens content into conversational material.
 
-:class:`PersonaMaterial` indexes the persona for lookup, :func:`task_scenarios` turns its
-tasks into in-situ requests and :func:`interaction_sentences` moves its interaction
-summaries into the first or second person. Everything is a pure function of its inputs
+:class:`PersonaMaterial` indexes the persona for lookup and :func:`task_scenarios` turns
+its tasks into in-situ requests. Everything is a pure function of its inputs
 plus a caller-provided ``random.Random``, so simulated answers stay reproducible.
 """
 
 from __future__ import annotations
 
-import functools
 import random
 import re
 from collections.abc import Iterable
@@ -17,7 +15,6 @@ from typing import Any
 
 from memoryquest.contracts import Affinity, Demographics, Domain, Interaction, TaskBrief, TaskKind
 from memoryquest.simulator.grammar import (
-    Person,
     from_second_person,
     lower_first,
     name_key,
@@ -26,8 +23,6 @@ from memoryquest.simulator.grammar import (
 )
 from memoryquest.simulator.schema import PersonaTable
 from memoryquest.simulator.tables import load
-
-# --------------------------------------------------------------------------- persona material
 
 
 @dataclass
@@ -71,44 +66,11 @@ class PersonaMaterial:
         return None
 
 
-# --------------------------------------------------------------------------- interaction sentences
-
-
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-_BOILERPLATE = re.compile(
-    r"year[- ]old|years old|aged \d|interacts? with the|engages? with the|native speaker|"
-    r"working professional from|from (?:the )?[A-Z][a-z]+ (?:with|working)",
-    re.IGNORECASE,
-)
 
 
 def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(re.sub(r"\s+", " ", text)) if s.strip()]
-
-
-def interaction_sentences(summary: str | None, person: Person = "first") -> list[str]:
-    """Sentences of an interaction summary that can be said by (first) or to (second) the user."""
-    if not summary:
-        return []
-    return list(_interaction_sentences(summary, person))
-
-
-@functools.lru_cache(maxsize=4096)
-def _interaction_sentences(summary: str, person: Person) -> tuple[str, ...]:
-    out: list[str] = []
-    for raw in split_sentences(summary):
-        if _BOILERPLATE.search(raw) or not 40 <= len(raw) <= 260:
-            continue
-        if not re.search(r"\b(the user|he|she|his|her)\b", raw, re.IGNORECASE):
-            continue
-        moved = shift_person(raw, person)
-        if moved is None or re.search(r"\buser\b", moved, re.IGNORECASE):
-            continue
-        out.append(moved)
-    return tuple(out)
-
-
-# --------------------------------------------------------------------------- task scenarios
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from memoryquest.simulator.needs import (
     need_scores,
     needs_of_request,
 )
-from memoryquest.text import content_words
+from memoryquest.text import content_stems
 
 MAX_NEW_STEPS = 3
 MAX_CHAIN_STEPS = 10
@@ -51,8 +51,6 @@ JUDGE_OVERLAP = 0.4
 JUDGE_MIN_SHARED = 2
 CITE_SHARE = 0.6
 KNOWN = " | known: "
-
-# --------------------------------------------------------------------------- the plan of a request
 
 
 @dataclass(frozen=True)
@@ -139,9 +137,6 @@ def _anchor_step(step: PlanStep, query: str) -> dict[str, str]:
     }
 
 
-# --------------------------------------------------------------------------- facts
-
-
 @dataclass(frozen=True)
 class FactView:
     info: str
@@ -193,9 +188,6 @@ def _short(text: str, words: int = 12) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-# --------------------------------------------------------------------------- augmentation
-
-
 @simulates(AugmentInputs)
 def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
     query = " ".join(str(inputs.query).split())
@@ -211,9 +203,6 @@ def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
         known = "; ".join(f"{_short(f.info, 10)} ({f.date})" for f in relevant[:3])
         text += f" Known from earlier: {known}."
     return {"augmented_query": text}
-
-
-# --------------------------------------------------------------------------- Phase 1
 
 
 @simulates(CotInitialInputs)
@@ -274,9 +263,6 @@ def tot_initial(inputs: TotInitialInputs, rng: random.Random) -> dict[str, Any]:
                 {"id": child_id, **_probe_step(probe, query), "parent": branch_id, "children": []}
             )
     return {"nodes": nodes}
-
-
-# --------------------------------------------------------------------------- Phase 2
 
 
 def _need_of_step(step: dict[str, Any], plan_: Plan) -> str | None:
@@ -453,9 +439,6 @@ def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
     return {"nodes": nodes}
 
 
-# --------------------------------------------------------------------------- summary and answer
-
-
 def _prioritised(facts: Sequence[FactView], plan_: Plan, context: str) -> list[FactView]:
     """Facts of the plan's needs first (those the steps folded in before others), then the rest, recent first."""
     lowered = context.lower()
@@ -515,19 +498,11 @@ def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
     return {"reasoning": reasoning, "answer": "\n".join(lines)}
 
 
-# --------------------------------------------------------------------------- judges
-
-
-@lru_cache(maxsize=65_536)
-def _stems(text: str) -> frozenset[str]:
-    return frozenset(content_words(text))
-
-
 def _overlap(reference: str, fact: str) -> tuple[float, int]:
-    wanted = _stems(reference)
+    wanted = content_stems(reference)
     if not wanted:
         return 0.0, 0
-    shared = len(wanted & _stems(fact))
+    shared = len(wanted & content_stems(fact))
     return shared / len(wanted), shared
 
 
@@ -537,7 +512,7 @@ def judge_references(inputs: JudgeReferencesInputs, rng: random.Random) -> dict[
     verdicts = []
     for reference in inputs.references:
         text = str(reference["text"])
-        needed = min(JUDGE_MIN_SHARED, len(_stems(text)))
+        needed = min(JUDGE_MIN_SHARED, len(content_stems(text)))
         stating: list[int] = []
         best_share, best_fact = 0.0, ""
         for number, info in retrieved:
@@ -556,10 +531,10 @@ def judge_references(inputs: JudgeReferencesInputs, rng: random.Random) -> dict[
 
 
 def _cited(text: str, statements: Iterable[str]) -> int:
-    have = _stems(text)
+    have = content_stems(text)
     count = 0
     for statement in statements:
-        wanted = _stems(statement)
+        wanted = content_stems(statement)
         if len(wanted) >= 2 and len(wanted & have) >= max(2, CITE_SHARE * len(wanted)):
             count += 1
     return count

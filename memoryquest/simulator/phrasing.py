@@ -46,9 +46,6 @@ def pick(rng: random.Random, options: Sequence[str]) -> str:
     return options[rng.randrange(len(options))] if options else ""
 
 
-# --------------------------------------------------------------------------- small random details
-
-
 def clock_time(rng: random.Random, part: str = "") -> str:
     ranges = {"morning": (7, 11), "afternoon": (12, 17), "evening": (17, 21), "night": (19, 23)}
     low, high = ranges.get(part.lower(), (8, 21))
@@ -57,23 +54,8 @@ def clock_time(rng: random.Random, part: str = "") -> str:
     return f"{(hour % 12) or 12}:{minute} {'AM' if hour < 12 else 'PM'}"
 
 
-def price(rng: random.Random, low: int = 12, high: int = 240) -> str:
-    return f"${rng.randint(low, high)}"
-
-
-def rating(rng: random.Random) -> str:
-    return f"{rng.randint(40, 49) / 10:.1f}"
-
-
-def day_phrase(rng: random.Random) -> str:
-    return pick(rng, (*(f"on {d}" for d in weekdays()), *table().day_phrases))
-
-
 def month_name(rng: random.Random) -> str:
     return pick(rng, months())
-
-
-# --------------------------------------------------------------------------- the user's voice
 
 
 REMARK_BRIDGE_SHARE = 0.5
@@ -329,9 +311,6 @@ def with_lead(remark: str, lead: str) -> str:
     return f"{lead} {lower_start(remark)}"
 
 
-# --------------------------------------------------------------------------- the topic of the request
-
-
 @dataclass(frozen=True)
 class Topic:
     """What the conversation is about."""
@@ -470,16 +449,13 @@ class Options:
         return fix_articles(text)
 
     def _slot(self, name: str, rng: random.Random) -> str:
-        if name in table().slot_words:
-            return pick(rng, table().slot_words[name])
-        when: dict[str, str | Callable[[], str]] = {
-            "weekday": lambda: pick(rng, weekdays()),
+        t = table()
+        if name in t.slot_words:
+            return pick(rng, t.slot_words[name])
+        generated: dict[str, Callable[[], str]] = {
             "time": lambda: clock_time(rng),
-        }
-        generated = {
-            "time": lambda: clock_time(rng),
-            "price": lambda: price(rng, *table().prices.get(self.topic.domain, (12, 240))),
-            "rating": lambda: rating(rng),
+            "price": lambda: f"${rng.randint(*t.prices.get(self.topic.domain, (12, 240)))}",
+            "rating": lambda: f"{rng.randint(40, 49) / 10:.1f}",
             "day": lambda: pick(rng, weekdays()),
             "weekday": lambda: pick(rng, weekdays()),
             "date": lambda: f"{month_name(rng)} {rng.randint(2, 28)}",
@@ -487,11 +463,11 @@ class Options:
             "venue": lambda: self._named(
                 self.constant("venue", lambda: venue(self.topic.domain, rng))
             ),
-            "name": lambda: self.constant("name", lambda: pick(rng, table().first_names)),
+            "name": lambda: self.constant("name", lambda: pick(rng, t.first_names)),
             "count": lambda: str(rng.randint(2, 9)),
             "month": lambda: month_name(rng),
-            "day_phrase": lambda: day_phrase(rng),
-            "on_day": lambda: pick(rng, [expand(t, rng, when) for t in table().day_mentions]),
+            "day_phrase": lambda: pick(rng, [f"on {d}" for d in weekdays()] + [*t.day_phrases]),
+            "on_day": lambda: pick(rng, [expand(m, rng, generated) for m in t.day_mentions]),
             "value": lambda: self.any_value(rng),
             "device": lambda: self.device,
             "days": lambda: str(rng.randint(3, 9)),
@@ -536,9 +512,6 @@ class Options:
         return pick(rng, table().pointers)
 
 
-# --------------------------------------------------------------------------- generated names
-
-
 def _made_up(rng: random.Random) -> dict[str, str | Callable[[], str]]:
     """Slots of a made-up name, each drawn where the template has it."""
     t = table()
@@ -563,9 +536,6 @@ def venue(domain: Domain, rng: random.Random) -> str:
     return pick(rng, [expand(t, rng, words) for t in table().venues])
 
 
-# --------------------------------------------------------------------------- composition
-
-
 def fill_slots(template: str, options: Options, rng: random.Random, **known: str) -> str:
     """Fill ``{...}`` slots from ``known``, then the topic's options (affinities and random details)."""
     text = template
@@ -581,12 +551,6 @@ def _join_clause(first: str, second: str, rng: random.Random) -> str:
     """Two short pieces as one sentence: "Not bad — what times are there?"."""
     first = first.rstrip(" .!,")
     return f"{first}{pick(rng, (' — ', ', ', ' — ', '; '))}{lower_start(second)}"
-
-
-# --------------------------------------------------------------------------- assistant phrasing
-
-
-# --------------------------------------------------------------------------- user phrasing
 
 
 def _greeted(text: str, rng: random.Random) -> str:
@@ -658,10 +622,6 @@ def acknowledgement(topic: Topic, rng: random.Random) -> str:
         return opener
     body = pick(rng, table().ack_bodies).format(thing=topic.thing)
     return f"{opener} — {body}" if rng.random() < 0.4 else f"{opener}, {body}"
-
-
-def lead_word(rng: random.Random) -> str:
-    return pick(rng, table().lead_words)
 
 
 def proposal(topic: Topic, options: Options, rng: random.Random, lead: str = "") -> str:

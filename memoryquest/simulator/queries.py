@@ -57,8 +57,6 @@ GROUNDING_WEIGHT = 0.5
 SHARED_WORDS_MAX = 2
 """Never more content words in common with the request (the stage's own limit)."""
 
-# --------------------------------------------------------------------------- the request text
-
 
 def _table() -> QueriesTable:
     return load(QueriesTable)
@@ -115,9 +113,6 @@ def compose_query(
         parts.append(_hook(material, scenario, rng))
     parts.append(rng.choice(_table().closers))
     return " ".join(p for p in parts if p)
-
-
-# --------------------------------------------------------------------------- the references
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BeforeValidator, ValidationInfo, model_validator
 
@@ -23,10 +23,8 @@ Regex = Annotated[re.Pattern[str], BeforeValidator(compiled())]
 Caseless = Annotated[re.Pattern[str], BeforeValidator(compiled(re.IGNORECASE))]
 Kind = Literal["settings", "booking", "recommend", "info", "message", "schedule", "plan", "shop"]
 """What a conversation's request asks of the assistant."""
-KINDS: tuple[Kind, ...] = ("settings", "booking", "recommend", "info", "message", "schedule")
-KINDS += ("plan", "shop")
 ByDomain = Annotated[dict[Domain, T], complete(Domain)]
-ByKind = Annotated[dict[Kind, T], complete(KINDS)]
+ByKind = Annotated[dict[Kind, T], complete(get_args(Kind))]
 
 
 class Rewrite(Row):
@@ -39,9 +37,6 @@ class Rewrite(Row):
 class CaselessRewrite(Row):
     pattern: Caseless
     replacement: str
-
-
-# --------------------------------------------------------------------------- grammar.json
 
 
 class PersonWords(Row):
@@ -78,18 +73,12 @@ class GrammarTable(Table):
     fact_leads: tuple[CaselessRewrite, ...]  # "is" -> "I'm": a fact said in the first person
 
 
-# --------------------------------------------------------------------------- bridges.json
-
-
 class BridgeTable(Table):
     file = "bridges.json"
     scenes: ByDomain[Phrases]  # kinds of plan a change in someone's life gets in the way of
     connectives: Phrases
     hedges: Phrases  # "" for none
     frames: Phrases  # what the update does to the {scene}
-
-
-# --------------------------------------------------------------------------- needs.json
 
 
 class Cues(Row):
@@ -150,8 +139,6 @@ class NeedsTable(Table):
                     raise ValueError(f"plans.{domain}.{step.key}: unknown need {min(unknown)!r}")
         return self
 
-
-# --------------------------------------------------------------------------- updates.json
 
 Employment = Literal["full", "part", "student", "seeking", "retired", "home", "other"]
 
@@ -284,9 +271,6 @@ class WorldTable(Table):
     currencies: dict[str, Currency]
 
 
-# --------------------------------------------------------------------------- the other answers
-
-
 class Hook(Row):
     affinity: str
     template: str  # {v}: the affinity's value
@@ -346,7 +330,7 @@ class TopicRow(Row):
 
 
 Partner = Literal["married", "single"]
-ByPartner = Annotated[dict[Partner, Phrases], complete(("married", "single"))]
+ByPartner = Annotated[dict[Partner, Phrases], complete(get_args(Partner))]
 SettingPart = Literal["device", "location", "time_of_day", "environment", "weekday"]
 
 
@@ -416,16 +400,5 @@ class PhrasingTable(Table):
     assistant_tails: Phrases
 
 
-TABLES: tuple[type[Table], ...] = (
-    GrammarTable,
-    BridgeTable,
-    NeedsTable,
-    UpdatesTable,
-    SayingsTable,
-    WorldTable,
-    QueriesTable,
-    PersonaTable,
-    MemoryTable,
-    PhrasingTable,
-)
-"""Every data file, by its schema."""
+TABLES: tuple[type[Table], ...] = tuple(Table.__subclasses__())
+"""Every data file, by its schema (each defined above)."""

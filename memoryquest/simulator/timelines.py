@@ -60,13 +60,8 @@ def _generic_activity(domain: Domain) -> str:
 
 
 def _free_days(start: dt.date, end: dt.date, taken: set[dt.date]) -> list[dt.date]:
-    days = []
-    day = start
-    while day <= end:
-        if day not in taken:
-            days.append(day)
-        day += dt.timedelta(days=1)
-    return days
+    days = (start + dt.timedelta(days=n) for n in range((end - start).days + 1))
+    return [day for day in days if day not in taken]
 
 
 def describe(activity: str, updates: list[str]) -> str:

@@ -13,7 +13,6 @@ from memoryquest.simulator.needs.bank import (
     REFERENCE_LEAD_DAYS_MIN,
     TIME_SLOTS,
     LifeUpdate,
-    bank,
     bridge_to_request,
     candidates,
     distractor_update,
@@ -23,7 +22,6 @@ from memoryquest.simulator.needs.bank import (
     with_domain,
 )
 from memoryquest.simulator.needs.model import (
-    Need,
     PlanStep,
     breadth,
     classify_need,
@@ -38,5 +36,5 @@ from memoryquest.simulator.needs.model import (
     step_for,
 )
 from memoryquest.simulator.needs.sayings import say_update
-from memoryquest.simulator.needs.updates import Generator
+from memoryquest.simulator.needs.updates import Generator, generators
 from memoryquest.simulator.needs.world import World

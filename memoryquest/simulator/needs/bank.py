@@ -43,8 +43,6 @@ PROFILE_FIRST = 0.7
 OCCURRENCE_EPOCH = dt.date(2000, 1, 3)
 """Day zero of the occurrences of time-bounded situations (any fixed day does)."""
 
-# --------------------------------------------------------------------------- updates
-
 
 @dataclass(frozen=True)
 class LifeUpdate:
@@ -247,9 +245,6 @@ def with_domain(update: LifeUpdate, domain: Domain) -> LifeUpdate:
     return replace(update, domain=domain)
 
 
-# --------------------------------------------------------------------------- reading a text back
-
-
 @dataclass(frozen=True)
 class Parsed:
     generator: Generator
@@ -322,10 +317,6 @@ def _compile(generator: Generator, gindex: int) -> _Compiled:
     return _Compiled(generator, re.compile(regex + r"\.?", re.IGNORECASE), parts, slots)
 
 
-def bank() -> list[Generator]:
-    return list(generators())
-
-
 @lru_cache(maxsize=1)
 def _compiled() -> tuple[_Compiled, ...]:
     return tuple(_compile(g, i) for i, g in enumerate(generators()))
@@ -359,9 +350,6 @@ def parse_update(text: str) -> Parsed | None:
             compiled.generator, chosen["c"], chosen.get("e"), chosen.get("l"), values, bridge_clause
         )
     return None
-
-
-# --------------------------------------------------------------------------- choosing updates
 
 
 @lru_cache(maxsize=16)

@@ -46,9 +46,6 @@ def domain_plans() -> dict[Domain, tuple[PlanStep, ...]]:
     }
 
 
-# --------------------------------------------------------------------------- reading a request
-
-
 def domain_hits(text: str) -> list[tuple[Domain, int]]:
     """Domains the wording of a request points to, with how many cue words each has, strongest first."""
     scored: list[tuple[int, int, Domain]] = []
@@ -108,9 +105,6 @@ def domain_needs(domain: Domain) -> frozenset[str]:
 def step_for(need: str, steps: list[PlanStep]) -> PlanStep | None:
     """The first step ``need`` bears on."""
     return next((s for s in steps if need in s.needs), None)
-
-
-# --------------------------------------------------------------------------- reading a statement
 
 
 def need_scores(text: str) -> dict[str, int]:

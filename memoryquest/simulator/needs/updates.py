@@ -83,9 +83,6 @@ def shared_value(world: World, name: str) -> str:
     return world.rng("slot", name).choice(_table().shared[name])
 
 
-# --------------------------------------------------------------------------- readers of the persona
-
-
 def sport_cause(world: World, rng: random.Random) -> str | None:
     sports = [s.lower() for s in world.values(Domain.SPORTS, "Favorite Sports")]
     own = [f"playing {s}" for s in sports if s in _table().ball_sports]
@@ -195,9 +192,6 @@ READERS: dict[str, Fill] = {
     "commute_spot": commute_spot,
 }
 """The readers a slot of ``updates.json`` names (``persona``, ``profile``, ``either``)."""
-
-
-# --------------------------------------------------------------------------- the bank
 
 
 def _reader(name: str, where: str) -> Fill:

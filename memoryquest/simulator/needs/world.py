@@ -130,9 +130,6 @@ def money(world: World, base: float) -> str:
     return f"{currency.prefix}{rounded:,}{currency.suffix}"
 
 
-# --------------------------------------------------------------------------- slot sources
-
-
 class Grounded(str):
     """A slot value read from the persona's profile (as opposed to a word list)."""
 
