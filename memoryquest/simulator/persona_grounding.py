@@ -21,7 +21,7 @@ from memoryquest.simulator.grammar import (
     sentence,
     shift_person,
 )
-from memoryquest.simulator.schema import PersonaTable
+from memoryquest.simulator.schema import QueriesTable
 from memoryquest.simulator.tables import load
 
 
@@ -94,7 +94,7 @@ def intent_core(intent: str) -> str:
     """'Plan a weekend getaway by finding ...' -> 'plan a weekend getaway'."""
     text = intent.strip().rstrip(".")
     cut = len(text)
-    for marker in load(PersonaTable).intent_cuts:
+    for marker in load(QueriesTable).intent_cuts:
         position = text.find(marker)
         if 12 <= position < cut:
             cut = position
@@ -112,15 +112,14 @@ def task_scenarios(tasks: Iterable[TaskBrief]) -> list[TaskScenario]:
             continue
         first = split_sentences(task.description)[0] if task.description.strip() else ""
         opening = shift_person(first, "first", they_is_user=True) if first else None
+        activity = first or f"Works on a {task.domains[0].value} task"
         out.append(
             TaskScenario(
                 task_id=task.task_id,
                 kind=task.kind,
                 domains=tuple(task.domains),
                 core=intent_core(task.user_intent or task.description),
-                activity=sentence(first)
-                if first
-                else sentence(f"Works on a {task.domains[0].value} task"),
+                activity=sentence(activity),
                 opening=opening or sentence(f"I need help with {intent_core(task.user_intent)}"),
                 situation={s.name: s.value for s in task.situations},
             )

@@ -436,7 +436,7 @@ class Options:
             k for k in self.values if (v := table().attributes.get(k)) is not None and v.plural
         )
         if not lists:
-            return pick(rng, ("the usual", "the classics", "the basics"))
+            return pick(rng, table().generic_values)
         return pick(rng, self.values[pick(rng, lists)])
 
     def fill(self, template: str, rng: random.Random) -> str | None:
@@ -639,14 +639,10 @@ def proposal(topic: Topic, options: Options, rng: random.Random, lead: str = "")
 
 def reason(topic: Topic, options: Options, rng: random.Random) -> str:
     """Why the proposal suits the user, by one of their favourites (nothing when they have none here)."""
-    value = options.any_value(rng)
-    if value in {"the usual", "the classics", "the basics"}:
+    value, t = options.any_value(rng), table()
+    if value in t.generic_values:
         return ""
-    reasons = (
-        table().taste_reasons
-        if topic.domain in table().taste_domains
-        else table().preference_reasons
-    )
+    reasons = t.taste_reasons if topic.domain in t.taste_domains else t.preference_reasons
     return fill_slots(options.fresh("reason", reasons, rng), options, rng, value=value)
 
 

@@ -79,25 +79,17 @@ def verdict(
     need = classify_need(text)
     if need is None:
         needs = ", ".join(need_categories()[n].label for n in request_needs(steps)[:4])
-        return (
-            False,
-            f"It states no personal need that would change the plan; this request turns on {needs}.",
-        )
+        none = "It states no personal need that would change the plan"
+        return False, f"{none}; this request turns on {needs}."
+    about = f"It is about {need_categories()[need].label}"
     step = step_for(need, steps)
     if step is None:
         phrases = ", ".join(s.phrase for s in steps[:4])
-        return (
-            False,
-            f"It is about {need_categories()[need].label}, which bears on none of the steps ({phrases}).",
-        )
-    if query_date is not None and said_on is not None:
-        end = stated_end(text, said_on)
-        if end is not None and end < query_date:
-            return (
-                False,
-                f"It is about {need_categories()[need].label}, but it stopped holding on {end.isoformat()}, before the request.",
-            )
-    return True, f"It is about {need_categories()[need].label}, which matters when {step.phrase}."
+        return False, f"{about}, which bears on none of the steps ({phrases})."
+    end = stated_end(text, said_on) if query_date is not None and said_on is not None else None
+    if end is not None and query_date is not None and end < query_date:
+        return False, f"{about}, but it stopped holding on {end.isoformat()}, before the request."
+    return True, f"{about}, which matters when {step.phrase}."
 
 
 @simulates(ReferenceRelevanceInputs)
@@ -107,13 +99,8 @@ def judge_relevance(inputs: ReferenceRelevanceInputs, rng: random.Random) -> dic
     query_date = parse_date(str(inputs.query_date or ""))
     verdicts = []
     for reference in inputs.references:
-        relevant, rationale = verdict(
-            query,
-            domain,
-            query_date,
-            str(reference["text"]),
-            parse_date(str(reference.get("date") or "")),
-        )
+        said_on = parse_date(str(reference.get("date") or ""))
+        relevant, rationale = verdict(query, domain, query_date, str(reference["text"]), said_on)
         verdicts.append(
             {"index": int(reference["index"]), "relevant": relevant, "rationale": rationale}
         )

@@ -278,17 +278,13 @@ class Hook(Row):
 
 class QueriesTable(Table):
     file = "queries.json"
+    intent_cuts: Phrases  # where a task's intent stops being the request's core
     planning_verbs: Phrases
     openers: Phrases
     closers: Phrases
     weekday_dates: Phrases  # when a request is for: {weekday}, {date}
     weekend_dates: Phrases  # ... on a weekend: {saturday} its first day
     hooks: dict[Domain, tuple[Hook, ...]]  # one persona detail a user drops into a request
-
-
-class PersonaTable(Table):
-    file = "persona.json"
-    intent_cuts: Phrases  # where a task's intent stops being its core
 
 
 class FactType(Row):
@@ -374,6 +370,7 @@ class PhrasingTable(Table):
     taste_domains: frozenset[Domain]  # favourites are works, artists and genres
     taste_reasons: Phrases
     preference_reasons: Phrases
+    generic_values: Phrases  # a favourite when the persona has none in the domain
     commercial_details: Phrases
     work_details: Phrases  # a work's: no opening times or distances
     details: dict[Kind, Phrases]  # else commercial (work in a taste domain)

@@ -53,7 +53,8 @@ def _loaded(schema: type[Table]) -> Table:
 
 
 def parse(schema: type[T], text: str) -> T:
-    """``text`` as ``schema``'s file; a file may name its own entries (see :func:`named`)."""
+    """``text`` as ``schema``'s file (validated with the whole file as context: an entry may name
+    another, as a generator names a shared part)."""
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as error:

@@ -38,16 +38,10 @@ DISTRACTOR_SHARED_WORDS_MAX = 1
 
 
 def _setting(scenario: TaskScenario) -> str:
-    location = scenario.situation.get("Location", "")
-    device = scenario.situation.get("Device", "").lower()
-    time_of_day = scenario.situation.get("Time of Day", "").lower()
-    bits = []
-    if location:
-        bits.append(f"in {location}")
-    if device:
-        bits.append(f"on their {device}")
-    if time_of_day:
-        bits.append(f"in the {time_of_day}")
+    situation = scenario.situation
+    where = {"in": situation.get("Location", ""), "on their": situation.get("Device", "").lower()}
+    where["in the"] = situation.get("Time of Day", "").lower()
+    bits = [f"{lead} {value}" for lead, value in where.items() if value]
     return f" Chatting {' '.join(bits)}." if bits else ""
 
 
@@ -180,11 +174,8 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
         reference_domains = {r["domain"] for r in references}
         filler_domains = [d for d in by_domain if d.value not in reference_domains]
         rng.shuffle(filler_domains)
-        earliest = (
-            dt.date.fromisoformat(references[0]["date"])
-            if references
-            else query_date - dt.timedelta(days=30)
-        )
+        month_before = query_date - dt.timedelta(days=30)
+        earliest = dt.date.fromisoformat(references[0]["date"]) if references else month_before
         first = earliest - dt.timedelta(days=rng.randint(1, lead))
         taken = {dt.date.fromisoformat(r["date"]) for r in references} | {first}
         free = _free_days(first + dt.timedelta(days=1), query_date - dt.timedelta(days=1), taken)

@@ -184,12 +184,8 @@ def fill(
             source = generator.slots.get(name)
             if source is None:
                 raise KeyError(f"generator {generator.group!r} has no source for slot {name!r}")
-            slot_rng = (
-                world.rng("slot", name)
-                if source.shared
-                else world.rng("group", generator.group, name, *spell)
-            )
-            value = source.fill(world, slot_rng)
+            seed = ("slot", name) if source.shared else ("group", generator.group, name, *spell)
+            value = source.fill(world, world.rng(*seed))
             if not value:
                 ok = False
                 break
@@ -199,14 +195,8 @@ def fill(
         valid_until: dt.date | None = None
         time_names = {n for n in names if n in TIME_SLOTS}
         if time_names:
-            timed = _time_slots(
-                time_names,
-                date,
-                not_before,
-                generator.span_days,
-                rng,
-                occurrence.ends if occurrence is not None else None,
-            )
+            ends = occurrence.ends if occurrence is not None else None
+            timed = _time_slots(time_names, date, not_before, generator.span_days, rng, ends)
             if timed is None:
                 continue
             extra_slots, valid_until = timed

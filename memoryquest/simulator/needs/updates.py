@@ -282,17 +282,7 @@ def generators() -> tuple[Generator, ...]:
     for index, row in enumerate(table.generators):
         generic = () if row.group in table.without_generic else table.need_extras.get(row.need, ())
         where = f"generators[{index}].slots"  # for an error naming the entry
-        out.append(
-            Generator(
-                need=row.need,
-                group=row.group,
-                domains=row.domains,
-                cores=_varied(row.cores),
-                extras=_varied(row.extras + generic),
-                limits=row.limits,
-                slots={name: _slot(name, s, f"{where}.{name}") for name, s in row.slots.items()},
-                when=row.when,
-                span_days=row.span_days,
-            )
-        )
+        slots = {name: _slot(name, s, f"{where}.{name}") for name, s in row.slots.items()}
+        cores, extras = _varied(row.cores), _varied(row.extras + generic)
+        out.append(Generator(**(dict(row) | {"cores": cores, "extras": extras, "slots": slots})))
     return tuple(out)
