@@ -31,7 +31,7 @@ def weekdays() -> tuple[str, ...]:
 
 
 def number_words() -> tuple[str, ...]:
-    """ "zero" to "twelve"."""
+    """Number words from zero to twelve."""
     return _table().number_words
 
 
@@ -275,8 +275,8 @@ def shift_person(text: str, person: Person = "first", *, they_is_user: bool = Fa
     user = _table().person_words[person]
     asst = _table().person_words["second" if person == "first" else "first"]
 
-    def said(pattern: str, form: str, text: str) -> str:
-        return re.sub(pattern, form, text, flags=re.IGNORECASE)
+    def said(pattern: str, form: str, into: str) -> str:
+        return re.sub(pattern, form, into, flags=re.IGNORECASE)
 
     out = said(_ASSISTANT + r"'s\b", asst.poss, text)
 

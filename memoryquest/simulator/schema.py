@@ -222,7 +222,7 @@ TIME_SLOTS = frozenset({"until", "span", "month"})
 
 
 class GeneratorRow(Row):
-    """One kind of life update; see :class:`memoryquest.simulator.needs.bank.Generator`."""
+    """One kind of life update; see :class:`memoryquest.simulator.needs.updates.Generator`."""
 
     need: str
     group: str
