@@ -242,9 +242,8 @@ def _has_time_core(generator: Generator) -> bool:
 
 
 def _reasoning(scenario: TaskScenario, query_date: dt.date, planned: list[PlannedReference]) -> str:
-    reasons = "; ".join(
-        f"{need_categories()[p.update.need].label} ({p.step.phrase})" for p in planned
-    )
+    needs = need_categories()
+    reasons = "; ".join(f"{needs[p.update.need].label} ({p.step.phrase})" for p in planned)
     core = from_first_person(scenario.core, "third")
     return (
         f"On {query_date.isoformat()} the user asks to {core}. The request names none of it, "
@@ -305,9 +304,8 @@ def propose_queries(inputs: QueryGenerationInputs, rng: random.Random) -> dict[s
         # Stratified over the window so a persona's queries spread across the year.
         slot = len(candidates_out)
         offset = int((slot + rng.random()) * span / count)
-        query_date = _weekday_on_or_after(
-            start + dt.timedelta(days=offset), scenario.situation.get("Day of the Week")
-        )
+        day = start + dt.timedelta(days=offset)
+        query_date = _weekday_on_or_after(day, scenario.situation.get("Day of the Week"))
         if query_date > end:
             query_date -= dt.timedelta(days=7)
         text = compose_query(material, scenario, query_date, rng)
@@ -318,9 +316,8 @@ def propose_queries(inputs: QueryGenerationInputs, rng: random.Random) -> dict[s
         if normalise_text(text) in already:
             continue
         wanted = _reference_count(refs_min, refs_max, rng)
-        planned = plan_references(
-            world, text, scenario.primary_domain, query_date, wanted, window, ledger, rng
-        )
+        domain = scenario.primary_domain
+        planned = plan_references(world, text, domain, query_date, wanted, window, ledger, rng)
         if len(planned) < refs_min:
             continue
         already.add(normalise_text(text))

@@ -321,13 +321,10 @@ def parse_update(text: str) -> Parsed | None:
         if match is None:
             continue
         chosen: dict[str, Part] = {}
+        generator = compiled.generator
         for group, (kind, index) in compiled.parts.items():
             if match.group(group) is not None:
-                items = {
-                    "c": compiled.generator.cores,
-                    "e": compiled.generator.extras,
-                    "l": compiled.generator.limits,
-                }[kind]
+                items = {"c": generator.cores, "e": generator.extras, "l": generator.limits}[kind]
                 chosen[kind] = items[index]
         values: dict[str, str] = {}
         for group, name in compiled.slots.items():
@@ -336,9 +333,8 @@ def parse_update(text: str) -> Parsed | None:
                 if match.start(group) == 0:
                     value = lower_first(value)
                 values[name] = value
-        return Parsed(
-            compiled.generator, chosen["c"], chosen.get("e"), chosen.get("l"), values, bridge_clause
-        )
+        extra, limit = chosen.get("e"), chosen.get("l")
+        return Parsed(generator, chosen["c"], extra, limit, values, bridge_clause)
     return None
 
 
