@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from memoryquest.contracts import Fact, FactRevision, FactState, FactStatus, FactType, Session
 from memoryquest.ids import make_id
@@ -50,6 +51,11 @@ class FactChange:
             for turn, start, end in self.quotes.get(session.session_id, ())
             for span in session.reference_spans
         )
+
+
+def _stated_by(revision: FactRevision) -> dict[str, Any]:
+    """What a fact states while ``revision`` is its latest: every field of the revision but its date."""
+    return revision.model_dump(exclude={"valid_from"})
 
 
 class FactStore:
@@ -98,6 +104,18 @@ class FactStore:
 
     # ------------------------------------------------------------------ writing
 
+    def _new_fact(self, fid: str, revision: FactRevision, merged_fids: Sequence[str] = ()) -> Fact:
+        """A fact whose whole history is ``revision``: created and last updated on its date."""
+        return Fact(
+            fid=fid,
+            persona_id=self.persona_id,
+            **_stated_by(revision),
+            merged_fids=list(merged_fids),
+            created_on=revision.valid_from,
+            updated_on=revision.valid_from,
+            revisions=[revision],
+        )
+
     def add(self, change: FactChange, anchor_session_id: str, ordinal: int) -> Fact:
         """Insert a new fact; its id depends only on the batch's first session and its rank."""
         fid = make_id("fact", self.persona_id, anchor_session_id, ordinal)
@@ -118,20 +136,7 @@ class FactStore:
             source_reference_ids=references,
             state=FactState.ADD,
         )
-        fact = Fact(
-            fid=fid,
-            persona_id=self.persona_id,
-            info=change.info,
-            type=change.type,
-            frequency=1,
-            related_entities=list(change.related_entities),
-            session_ids=session_ids,
-            source_reference_ids=references,
-            state=FactState.ADD,
-            created_on=date,
-            updated_on=date,
-            revisions=[revision],
-        )
+        fact = self._new_fact(fid, revision)
         self._facts[fid] = fact
         return fact
 
@@ -159,13 +164,7 @@ class FactStore:
         )
         fact = old.model_copy(
             update={
-                "info": change.info,
-                "type": change.type,
-                "frequency": old.frequency + 1,
-                "related_entities": list(change.related_entities),
-                "session_ids": session_ids,
-                "source_reference_ids": references,
-                "state": FactState.UPDATE,
+                **_stated_by(revision),
                 "updated_on": date,
                 "revisions": [*old.revisions, revision],
             }
@@ -209,21 +208,7 @@ class FactStore:
             source_reference_ids=references,
             state=FactState.ADD,
         )
-        merged = Fact(
-            fid=fid,
-            persona_id=self.persona_id,
-            info=info,
-            type=fact_type,
-            frequency=frequency,
-            related_entities=list(related_entities),
-            session_ids=session_ids,
-            source_reference_ids=references,
-            merged_fids=merged_fids,
-            state=FactState.ADD,
-            created_on=on,
-            updated_on=on,
-            revisions=[revision],
-        )
+        merged = self._new_fact(fid, revision, merged_fids)
         for member in members:
             self._facts[member.fid] = member.model_copy(
                 update={"status": FactStatus.MERGED, "merged_into": fid, "retired_on": on}
