@@ -58,6 +58,23 @@ def _stated_by(revision: FactRevision) -> dict[str, Any]:
     return revision.model_dump(exclude={"valid_from"})
 
 
+def fact_with_history(
+    fid: str, persona_id: str, revisions: Sequence[FactRevision], merged_fids: Sequence[str] = ()
+) -> Fact:
+    """A fact as its revisions leave it: stating what the latest states, created on the first's
+    date and last updated on the latest's."""
+    latest = revisions[-1]
+    return Fact(
+        fid=fid,
+        persona_id=persona_id,
+        **_stated_by(latest),
+        merged_fids=list(merged_fids),
+        created_on=revisions[0].valid_from,
+        updated_on=latest.valid_from,
+        revisions=list(revisions),
+    )
+
+
 class FactStore:
     """Active and retired facts of one persona, keyed by fid."""
 
@@ -104,18 +121,6 @@ class FactStore:
 
     # ------------------------------------------------------------------ writing
 
-    def _new_fact(self, fid: str, revision: FactRevision, merged_fids: Sequence[str] = ()) -> Fact:
-        """A fact whose whole history is ``revision``: created and last updated on its date."""
-        return Fact(
-            fid=fid,
-            persona_id=self.persona_id,
-            **_stated_by(revision),
-            merged_fids=list(merged_fids),
-            created_on=revision.valid_from,
-            updated_on=revision.valid_from,
-            revisions=[revision],
-        )
-
     def add(self, change: FactChange, anchor_session_id: str, ordinal: int) -> Fact:
         """Insert a new fact; its id depends only on the batch's first session and its rank."""
         fid = make_id("fact", self.persona_id, anchor_session_id, ordinal)
@@ -136,7 +141,7 @@ class FactStore:
             source_reference_ids=references,
             state=FactState.ADD,
         )
-        fact = self._new_fact(fid, revision)
+        fact = fact_with_history(fid, self.persona_id, [revision])
         self._facts[fid] = fact
         return fact
 
@@ -208,7 +213,7 @@ class FactStore:
             source_reference_ids=references,
             state=FactState.ADD,
         )
-        merged = self._new_fact(fid, revision, merged_fids)
+        merged = fact_with_history(fid, self.persona_id, [revision], merged_fids)
         for member in members:
             self._facts[member.fid] = member.model_copy(
                 update={"status": FactStatus.MERGED, "merged_into": fid, "retired_on": on}

@@ -33,6 +33,7 @@ from memoryquest.ids import make_id
 from memoryquest.intake.load import load_personas
 from memoryquest.intake.selection import PersonaSelection
 from memoryquest.llm.client import ModelClient
+from memoryquest.memory.store import fact_with_history
 from memoryquest.resources import data_dir
 
 MEMORY_START = dt.date(2024, 1, 2)
@@ -117,21 +118,7 @@ def make_fact(
                 state=FactState.ADD if number == 1 else FactState.UPDATE,
             )
         )
-    last = history[-1]
-    return Fact(
-        fid=fid,
-        persona_id=persona_id,
-        info=last.info,
-        type=last.type,
-        frequency=last.frequency,
-        related_entities=last.related_entities,
-        session_ids=last.session_ids,
-        source_reference_ids=last.source_reference_ids,
-        state=last.state,
-        created_on=history[0].valid_from,
-        updated_on=last.valid_from,
-        revisions=history,
-    )
+    return fact_with_history(fid, persona_id, history)
 
 
 def statement_facts(
