@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memoryquest.audit.detectability import (
     ClassifierScore,
     ExclusiveNgrams,
+    Material,
     classifier_auc,
     exclusive_ngrams,
 )
@@ -57,25 +58,24 @@ def _classifiers(
     def group(persona_id: str, session_id: str | None) -> str:
         return halves.get(session_id or "", "early") if within else persona_id
 
+    def exchange_score(
+        material: Material, chosen: Sequence[Exchange], text: Callable[[Exchange], str]
+    ) -> ClassifierScore:
+        """The score of one side (``text``) of the ``chosen`` exchanges."""
+        return classifier_auc(
+            material,
+            [text(u) for u in chosen],
+            [u.reference for u in chosen],
+            [group(u.persona_id, u.session_id) for u in chosen],
+            within_user=within,
+            seed=seed,
+        )
+
     replies = [u for u in units if u.assistant]
     fact_groups = [group(f.persona_id, f.session_ids[0] if f.session_ids else None) for f in facts]
     return [
-        classifier_auc(
-            "user_turns",
-            [u.user for u in units],
-            [u.reference for u in units],
-            [group(u.persona_id, u.session_id) for u in units],
-            within_user=within,
-            seed=seed,
-        ),
-        classifier_auc(
-            "assistant_turns",
-            [u.assistant for u in replies],
-            [u.reference for u in replies],
-            [group(u.persona_id, u.session_id) for u in replies],
-            within_user=within,
-            seed=seed,
-        ),
+        exchange_score("user_turns", units, lambda u: u.user),
+        exchange_score("assistant_turns", replies, lambda u: u.assistant),
         classifier_auc(
             "facts",
             [f.info for f in facts],
@@ -103,33 +103,21 @@ def _memories(dataset: GeneratedDataset) -> dict[str, list[MemoryItem]]:
 
 def _ngram_check(result: ExclusiveNgrams, settings: AuditSettings) -> AuditCheck:
     limit = settings.exclusive_ngram_share_max
+    value: float | None
     if result.reference_units == 0:
-        return AuditCheck(
-            name="exclusive_ngram",
-            value=None,
-            threshold=limit,
-            fails_if=">=",
-            passed=True,
-            detail="no reference turns",
-        )
-    if not result.top:
+        value, passed, detail = None, True, "no reference turns"
+    elif not result.top:
+        value, passed = 0.0, True
         detail = f"no n-gram ({settings.ngram_min}-{settings.ngram_max} words) is in 2+ of {result.reference_units} reference exchanges and in no filler"
-        return AuditCheck(
-            name="exclusive_ngram",
-            value=0.0,
-            threshold=limit,
-            fails_if=">=",
-            passed=True,
-            detail=detail,
-        )
-    best = result.top[0]
-    passed = best.share < limit
-    detail = f"'{best.ngram}' covers {_percent(best.share)} of reference turns ({best.units} of {result.reference_units})"
-    if not passed:
-        detail += f" (>= {_percent(limit)})"
+    else:
+        best = result.top[0]
+        value, passed = best.share, best.share < limit
+        detail = f"'{best.ngram}' covers {_percent(best.share)} of reference turns ({best.units} of {result.reference_units})"
+        if not passed:
+            detail += f" (>= {_percent(limit)})"
     return AuditCheck(
         name="exclusive_ngram",
-        value=best.share,
+        value=value,
         threshold=limit,
         fails_if=">=",
         passed=passed,
@@ -160,6 +148,26 @@ def _classifier_check(score: ClassifierScore, settings: AuditSettings) -> AuditC
     )
 
 
+def _reported(
+    name: str,
+    value: float | None,
+    detail: str,
+    *,
+    target: str | None = None,
+    on_target: bool | None = None,
+) -> AuditCheck:
+    """A check for the dataset card alone: no threshold, so it never fails (a target only reports)."""
+    return AuditCheck(
+        name=name,
+        value=value,
+        threshold=None,
+        passed=True,
+        detail=detail,
+        target=target,
+        on_target=on_target,
+    )
+
+
 def _leakage_checks(result: Leakage, settings: AuditSettings) -> list[AuditCheck]:
     exact = (
         ""
@@ -182,29 +190,19 @@ def _leakage_checks(result: Leakage, settings: AuditSettings) -> list[AuditCheck
         f"{result.references_sharing_3_plus} of {result.references} references share {SHARED_WORDS_NOTED} or more"
     )
     return [
-        AuditCheck(
-            name="bm25_query_only_recall",
-            value=result.bm25_recall,
-            threshold=None,
-            passed=True,
-            detail=f"BM25 on the query text, top {result.k} of the memory on the query date, {result.queries} queries{exact}{chance}",
+        _reported(
+            "bm25_query_only_recall",
+            result.bm25_recall,
+            f"BM25 on the query text, top {result.k} of the memory on the query date, {result.queries} queries{exact}{chance}",
         ),
-        AuditCheck(
-            name="dense_query_only_recall",
-            value=result.dense_recall,
-            threshold=None,
-            passed=True,
-            detail=dense + chance,
+        _reported(
+            "dense_query_only_recall",
+            result.dense_recall,
+            dense + chance,
             target=f"{low:g}–{high:g}",
             on_target=None if result.dense_recall is None else low <= result.dense_recall <= high,
         ),
-        AuditCheck(
-            name="shared_content_words",
-            value=result.shared_words_mean,
-            threshold=None,
-            passed=True,
-            detail=shared,
-        ),
+        _reported("shared_content_words", result.shared_words_mean, shared),
     ]
 
 
@@ -222,21 +220,17 @@ def _diversity_checks(result: Diversity, settings: AuditSettings) -> list[AuditC
         top = result.most_repeated[0]
         repeated += f"; most repeated: '{top.sentence}' x{top.count}"
     return [
-        AuditCheck(
-            name=f"distinct_n_{role}",
-            value=result.distinct_2_sample,
-            threshold=None,
-            passed=True,
-            detail=distinct,
+        _reported(
+            f"distinct_n_{role}",
+            result.distinct_2_sample,
+            distinct,
             target=f"≥ {settings.distinct_2_min:g}" if targeted else None,
             on_target=result.distinct_2_sample >= settings.distinct_2_min if targeted else None,
         ),
-        AuditCheck(
-            name=f"repeated_sentences_{role}",
-            value=result.repeated_sentence_share,
-            threshold=None,
-            passed=True,
-            detail=repeated,
+        _reported(
+            f"repeated_sentences_{role}",
+            result.repeated_sentence_share,
+            repeated,
             target=f"≤ {settings.repeated_sentence_share_max:g}" if targeted else None,
             on_target=(
                 result.repeated_sentence_share <= settings.repeated_sentence_share_max
@@ -251,6 +245,13 @@ def _listed(issues: Sequence[ReferenceIssue], total: int) -> str:
     named = ", ".join(f"{i.reference_id} of {i.query_id} ({i.detail})" for i in issues[:3])
     more = f" and {total - 3} more" if total > 3 else ""
     return f": {named}{more}" if named else ""
+
+
+def _at_most(name: str, count: int, limit: int, detail: str) -> AuditCheck:
+    """A gate on a count of references: it fails above ``limit``."""
+    return AuditCheck(
+        name=name, value=count, threshold=limit, fails_if=">", passed=count <= limit, detail=detail
+    )
 
 
 def _ground_truth_checks(result: GroundTruth, settings: AuditSettings) -> list[AuditCheck]:
@@ -269,29 +270,9 @@ def _ground_truth_checks(result: GroundTruth, settings: AuditSettings) -> list[A
     if not stale_ok:
         stale += f" (> {settings.stale_max})" + _listed(result.stale_references, result.stale)
     return [
-        AuditCheck(
-            name="uncovered_references",
-            value=result.uncovered,
-            threshold=settings.uncovered_max,
-            fails_if=">",
-            passed=uncovered_ok,
-            detail=uncovered,
-        ),
-        AuditCheck(
-            name="stale_references",
-            value=result.stale,
-            threshold=settings.stale_max,
-            fails_if=">",
-            passed=stale_ok,
-            detail=stale,
-        ),
-        AuditCheck(
-            name="references_recovered_by_reask",
-            value=result.recovered_by_reask,
-            threshold=None,
-            passed=True,
-            detail=reasked,
-        ),
+        _at_most("uncovered_references", result.uncovered, settings.uncovered_max, uncovered),
+        _at_most("stale_references", result.stale, settings.stale_max, stale),
+        _reported("references_recovered_by_reask", result.recovered_by_reask, reasked),
     ]
 
 
