@@ -19,12 +19,7 @@ import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memoryquest.cli.inputs import (
-    GENERATED_MARKER,
-    add_dataset_argument,
-    add_output_option,
-    check_output_target,
-)
+from memoryquest.cli.inputs import add_dataset_argument, add_output_option, check_output_target
 from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.cli.publish import add_win_rate_report_option, win_rate_report_path
 from memoryquest.dataset import swap_into_place
@@ -33,7 +28,6 @@ if TYPE_CHECKING:
     from memoryquest.pgr.winrate_contracts import WinRateReport
 
 AUDIT_FILE = "audit.json"  # written next to a generated dataset by `memoryquest audit DIR --write`
-PUBLISHED_MARKER = "manifest.json"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -61,37 +55,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 class ExploreError(ValueError):
     pass
-
-
-def _is_published(path: Path) -> bool:
-    manifest = path / PUBLISHED_MARKER
-    if not manifest.is_file() or not (path / "data").is_dir():
-        return False
-    try:
-        return isinstance(json.loads(manifest.read_text(encoding="utf-8")).get("publish"), dict)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _check_dataset_dir(path: Path) -> str:
-    """'generated' or 'published', or a one-line error."""
-    if not path.exists():
-        raise ExploreError(f"{path} does not exist")
-    if not path.is_dir():
-        raise ExploreError(f"{path} is not a directory")
-    if (path / GENERATED_MARKER).is_file():
-        return "generated"
-    if _is_published(path):
-        return "published"
-    hint = ""
-    for child in ("dataset", "published"):
-        if (path / child).is_dir():
-            hint = f" (did you mean {path / child}?)"
-            break
-    raise ExploreError(
-        f"{path} is not a dataset: expected {GENERATED_MARKER} (generated) or {PUBLISHED_MARKER} "
-        f"with a 'publish' section and data/ (published){hint}"
-    )
 
 
 def _is_explorer(path: Path) -> bool:
@@ -123,15 +86,13 @@ def _audit(kind: str, dataset_dir: Path) -> dict[str, object] | None:
 def _build(
     args: argparse.Namespace, kind: str, output: Path, report: Path | None
 ) -> tuple[int, int, float]:
-    from memoryquest.dataset import GeneratedDataset
-    from memoryquest.publish import load_published, read_win_rate_report
+    from memoryquest.audit.source import load_dataset
+    from memoryquest.publish import read_win_rate_report
     from memoryquest.publish.explorer import PLOT_CAPTIONS, Plot, write_explorer
 
     started = time.perf_counter()
     dataset_dir: Path = args.dataset_dir
-    dataset = (
-        GeneratedDataset.load(dataset_dir) if kind == "generated" else load_published(dataset_dir)
-    )
+    dataset = load_dataset(dataset_dir)
     audit = (
         None
         if dataset.manifest is not None and dataset.manifest.audit is not None
@@ -163,11 +124,12 @@ def _build(
 
 
 def _explore(args: argparse.Namespace) -> int:
+    from memoryquest.audit.source import dataset_kind
     from memoryquest.publish.explorer import ENTRY_FILE, EXPLORER_DIR
 
     settings_from_args(args)  # reject a bad --config / --set like every other subcommand
     dataset_dir: Path = args.dataset_dir
-    kind = _check_dataset_dir(dataset_dir)
+    kind = dataset_kind(dataset_dir)
     output: Path = args.output if args.output is not None else dataset_dir / EXPLORER_DIR
     report = win_rate_report_path(args, dataset_dir)
     if args.output is None and kind == "published" and _is_explorer(output):
