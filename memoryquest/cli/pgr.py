@@ -26,6 +26,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,6 +255,21 @@ def joined_rows(
     return rows
 
 
+def _add_list_option(
+    parser: argparse.ArgumentParser, name: str, kind: type[StrEnum], what: str
+) -> None:
+    """``--<name>``, given once per value, each one of ``kind``: the list setting ``pgr.<name>s``
+    (where the parsed values go, for :func:`settings_from_args`)."""
+    setting = f"{name}s"
+    parser.add_argument(
+        f"--{name}",
+        dest=setting,
+        action="append",
+        choices=[value.value for value in kind],
+        help=f"{what} (repeatable; default: pgr.{setting})",
+    )
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     run = actions.add_parser(
@@ -272,20 +288,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dataset_argument(
         run, "dataset directory written by `memoryquest generate`", old="--dataset"
     )
-    run.add_argument(
-        "--method",
-        dest="methods",
-        action="append",
-        choices=[m.value for m in RetrievalMethod],
-        help="retrieval method (repeatable; default: pgr.methods)",
-    )
-    run.add_argument(
-        "--judge",
-        dest="judges",
-        action="append",
-        choices=[j.value for j in JudgeKind],
-        help="recall judge (repeatable; default: pgr.judges)",
-    )
+    _add_list_option(run, "method", RetrievalMethod, "retrieval method")
+    _add_list_option(run, "judge", JudgeKind, "recall judge")
     add_users_option(run, "or persona ids; only their queries")
     add_output_option(
         run, "write every result, joined to its query, to this JSONL file", old=["--out"]

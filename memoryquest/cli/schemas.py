@@ -14,21 +14,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     write = actions.add_parser("write", help="(re)generate <table>.schema.json files")
-    write.add_argument(
-        "--directory",
-        type=Path,
-        default=Path("schemas"),
-        help="target directory (default: schemas)",
-    )
+    _add_directory_option(write, "target directory")
     write.set_defaults(func=_write)
     check = actions.add_parser("check", help="fail when the schema files differ from the contracts")
-    check.add_argument(
-        "--directory",
-        type=Path,
-        default=Path("schemas"),
-        help="directory to check (default: schemas)",
-    )
+    _add_directory_option(check, "directory to check")
     check.set_defaults(func=_check)
+
+
+def _add_directory_option(action: argparse.ArgumentParser, role: str) -> None:
+    """``--directory``, the schema files' folder: the same option, and default, for both actions."""
+    action.add_argument(
+        "--directory", type=Path, default=Path("schemas"), help=f"{role} (default: schemas)"
+    )
 
 
 def _write(args: argparse.Namespace) -> int:
