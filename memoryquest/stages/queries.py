@@ -108,6 +108,22 @@ class CheckedCandidate:
     references: list[CheckedReference]
 
 
+def _date_and_domain(
+    date: str, domain: str, date_field: str, domain_field: str
+) -> tuple[dt.date, Domain] | CandidateProblem:
+    """A date and a domain as the model wrote them (the query's or a reference's), parsed; or the
+    SCHEMA problem naming the field (``date_field``, ``domain_field``) that does not parse."""
+    parsed_date = parse_date(date)
+    if parsed_date is None:
+        return CandidateProblem(RejectionReason.SCHEMA, f"{date_field} {date!r} is not an ISO date")
+    parsed_domain = parse_domain(domain)
+    if parsed_domain is None:
+        return CandidateProblem(
+            RejectionReason.SCHEMA, f"{domain_field} {domain!r} is not a PersonaLens domain"
+        )
+    return parsed_date, parsed_domain
+
+
 def check_candidate(
     draft: QueryCandidateDraft, settings: GenerationSettings
 ) -> CheckedCandidate | CandidateProblem:
@@ -116,16 +132,10 @@ def check_candidate(
         return CandidateProblem(RejectionReason.SCHEMA, "empty query text")
     if not draft.reasoning.strip():
         return CandidateProblem(RejectionReason.SCHEMA, "empty reasoning")
-    query_date = parse_date(draft.query_date)
-    if query_date is None:
-        return CandidateProblem(
-            RejectionReason.SCHEMA, f"query_date {draft.query_date!r} is not an ISO date"
-        )
-    domain = parse_domain(draft.domain)
-    if domain is None:
-        return CandidateProblem(
-            RejectionReason.SCHEMA, f"domain {draft.domain!r} is not a PersonaLens domain"
-        )
+    when_and_where = _date_and_domain(draft.query_date, draft.domain, "query_date", "domain")
+    if isinstance(when_and_where, CandidateProblem):
+        return when_and_where
+    query_date, domain = when_and_where
     count = len(draft.references)
     if not settings.references_min <= count <= settings.references_max:
         return CandidateProblem(
@@ -136,17 +146,12 @@ def check_candidate(
     for index, ref in enumerate(draft.references):
         if not ref.text.strip():
             return CandidateProblem(RejectionReason.SCHEMA, f"reference {index} has empty text")
-        ref_date = parse_date(ref.date)
-        if ref_date is None:
-            return CandidateProblem(
-                RejectionReason.SCHEMA, f"reference {index} date {ref.date!r} is not an ISO date"
-            )
-        ref_domain = parse_domain(ref.domain)
-        if ref_domain is None:
-            return CandidateProblem(
-                RejectionReason.SCHEMA,
-                f"reference {index} domain {ref.domain!r} is not a PersonaLens domain",
-            )
+        ref_when_and_where = _date_and_domain(
+            ref.date, ref.domain, f"reference {index} date", f"reference {index} domain"
+        )
+        if isinstance(ref_when_and_where, CandidateProblem):
+            return ref_when_and_where
+        ref_date, ref_domain = ref_when_and_where
         if ref_date >= query_date:
             return CandidateProblem(
                 RejectionReason.INVARIANT,
