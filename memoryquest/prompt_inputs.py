@@ -100,6 +100,20 @@ class PromptInputs(BaseModel):
         )
 
 
+class JudgeInputs(PromptInputs):
+    """Base of the judges' inputs: each grades what was written for a request made on a day.
+
+    The judge model answers them (``judge``), at temperature 0: a verdict is a
+    measurement, and should not change from one run to the next.
+    """
+
+    judge: ClassVar[bool] = True
+    temperature: ClassVar[float] = 0.0
+
+    query: str
+    query_date: str
+
+
 def _contract_modules() -> list[str]:
     """Dotted names of the ``*_contracts`` modules, found without importing other modules."""
     root = Path(__file__).parent

@@ -12,7 +12,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, JudgeInputs
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -52,16 +52,12 @@ class RetrievedFact(TypedDict):
     info: str
 
 
-class JudgeReferencesInputs(PromptInputs):
+class JudgeReferencesInputs(JudgeInputs):
     """A query's references and everything its methods retrieved, to judge which memory states which."""
 
     template_id: ClassVar[str] = "judge_references"
-    judge: ClassVar[bool] = True
     stage: ClassVar[str] = "pgr_judge"
-    temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = ReferenceVerdicts
 
-    query: str
-    query_date: str
     references: list[NumberedReference]
     retrieved: list[RetrievedFact]

@@ -7,7 +7,7 @@ See :mod:`memoryquest.prompt_inputs` for the convention.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
@@ -87,7 +87,10 @@ class TreeStepView(TypedDict):
 
 
 class QueryInputs(PromptInputs):
-    """The request and the day it is made; every PGR prompt starts from these."""
+    """The request and the day it is made; every PGR prompt starts from these, and is billed to
+    the ``pgr`` stage."""
+
+    stage: ClassVar[str] = "pgr"
 
     query: str
     query_date: str
@@ -97,7 +100,6 @@ class AugmentInputs(QueryInputs):
     """The request with the facts closest to it, to be rewritten with what they imply."""
 
     template_id: ClassVar[str] = "pgr_augment"
-    stage: ClassVar[str] = "pgr"
     temperature: ClassVar[float] = 0.2
     output_model: ClassVar[type[BaseModel]] = AugmentedQuery
 
@@ -112,43 +114,43 @@ class PlanInputs(QueryInputs):
 
 class CotInitialInputs(PlanInputs):
     template_id: ClassVar[str] = "pgr_cot_initial"
-    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = ChainPlan
 
 
 class TotInitialInputs(PlanInputs):
     template_id: ClassVar[str] = "pgr_tot_initial"
-    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = TreePlan
 
 
-class CotRefineInputs(PlanInputs):
+StepView = TypeVar("StepView", ChainStepView, TreeStepView)
+
+
+class RefineInputs(PlanInputs, Generic[StepView]):
+    """A re-plan's inputs: the previous plan's steps (a chain's or a tree's) and every fact
+    retrieved so far."""
+
+    previous_steps: list[StepView]
+    facts: list[FactView]
+
+
+class CotRefineInputs(RefineInputs[ChainStepView]):
     """The previous chain and every fact retrieved so far, for a re-plan (phase 2)."""
 
     template_id: ClassVar[str] = "pgr_cot_refine"
-    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = ChainPlan
 
-    previous_steps: list[ChainStepView]
-    facts: list[FactView]
 
-
-class TotRefineInputs(PlanInputs):
+class TotRefineInputs(RefineInputs[TreeStepView]):
     """The previous tree and every fact retrieved so far, for a re-plan (phase 2)."""
 
     template_id: ClassVar[str] = "pgr_tot_refine"
-    stage: ClassVar[str] = "pgr"
     output_model: ClassVar[type[BaseModel]] = TreePlan
-
-    previous_steps: list[TreeStepView]
-    facts: list[FactView]
 
 
 class SummaryInputs(PlanInputs):
     """The last plan and the retrieved facts in time order, to be summarised for the answer."""
 
     template_id: ClassVar[str] = "pgr_summary"
-    stage: ClassVar[str] = "pgr"
     temperature: ClassVar[float] = 0.3
     output_model: ClassVar[type[BaseModel]] = ProspectionSummary
 
@@ -160,7 +162,6 @@ class AnswerInputs(QueryInputs):
     """The retrieved facts and, for PGR, the summary: prospection-augmented generation."""
 
     template_id: ClassVar[str] = "pgr_answer"
-    stage: ClassVar[str] = "pgr"
     temperature: ClassVar[float] = 0.3
     output_model: ClassVar[type[BaseModel]] = GeneratedAnswer
 

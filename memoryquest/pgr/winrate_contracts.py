@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
 from memoryquest.contracts import JudgeKind, RetrievalMethod
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, JudgeInputs
 
 TIE = "tie"
 
@@ -41,7 +41,7 @@ class UserFact(TypedDict):
     info: str
 
 
-class PairwiseInputs(PromptInputs):
+class PairwiseInputs(JudgeInputs):
     """Two responses to one request, and what the judge may know of the user.
 
     Each response carries an opaque label (no order, no method name) that the
@@ -49,13 +49,9 @@ class PairwiseInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "judge_pairwise"
-    judge: ClassVar[bool] = True
     stage: ClassVar[str] = "pgr_judge"
-    temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = PairwiseVerdict
 
-    query: str
-    query_date: str
     user_facts: list[UserFact]
     references: list[str]
     first_label: str

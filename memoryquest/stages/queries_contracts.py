@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ISO_DATE, ONE_OF_THE_DOMAINS, ROW, PromptInputs
+from memoryquest.prompt_inputs import ISO_DATE, ONE_OF_THE_DOMAINS, ROW, JudgeInputs, PromptInputs
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -114,16 +114,12 @@ class RelevanceReference(TypedDict):
     domain: str
 
 
-class ReferenceRelevanceInputs(PromptInputs):
+class ReferenceRelevanceInputs(JudgeInputs):
     """One candidate query and its references, for the judge of each reference's relevance."""
 
     template_id: ClassVar[str] = "reference_relevance"
-    judge: ClassVar[bool] = True
     stage: ClassVar[str] = "queries"
-    temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = RelevanceAnswer
 
-    query: str
-    query_date: str
     query_domain: str
     references: list[RelevanceReference]
