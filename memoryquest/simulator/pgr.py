@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -23,6 +23,7 @@ from memoryquest.pgr.prospection_contracts import (
     AugmentInputs,
     CotInitialInputs,
     CotRefineInputs,
+    QueryInputs,
     SummaryInputs,
     TotInitialInputs,
     TotRefineInputs,
@@ -103,6 +104,12 @@ def plan(query: str, rng: random.Random | None = None) -> Plan:
     return Plan(steps, tuple(ranked))
 
 
+def _request(inputs: QueryInputs, rng: random.Random | None = None) -> tuple[str, Plan]:
+    """The request as every PGR simulator reads it (spaces folded), and its plan."""
+    query = " ".join(str(inputs.query).split())
+    return query, plan(query, rng)
+
+
 def _step_order(plan_: Plan, probes: Iterable[Probe]) -> list[Probe]:
     index = {s.key: i for i, s in enumerate(plan_.steps)}
     return sorted(probes, key=lambda p: index[p.step.key])
@@ -146,7 +153,7 @@ class FactView:
     focus: str
 
 
-def _facts(raw: Sequence[dict[str, Any]]) -> list[FactView]:
+def _facts(raw: Iterable[Mapping[str, Any]]) -> list[FactView]:
     return [
         _fact_view(
             str(item.get("info", "")),
@@ -190,15 +197,10 @@ def _short(text: str, words: int = 12) -> str:
 
 @simulates(AugmentInputs)
 def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query)
+    query, plan_ = _request(inputs)
     phrases = join_list([s.phrase for s in plan_.steps[:4]])
     text = f"{query} The user wants this sorted on {inputs.query_date}: {phrases}."
-    relevant = [
-        f
-        for f in _recent_first(_facts([dict(f) for f in inputs.context_facts]))
-        if f.need in plan_.needs
-    ]
+    relevant = [f for f in _recent_first(_facts(inputs.context_facts)) if f.need in plan_.needs]
     if relevant:
         known = "; ".join(f"{_short(f.info, 10)} ({f.date})" for f in relevant[:3])
         text += f" Known from earlier: {known}."
@@ -207,8 +209,7 @@ def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
 
 @simulates(CotInitialInputs)
 def cot_initial(inputs: CotInitialInputs, rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query, rng)
+    query, plan_ = _request(inputs, rng)
     count = min(max(len(plan_.probes), CHAIN_MIN), CHAIN_MAX, rng.randint(CHAIN_MIN + 1, CHAIN_MAX))
     chosen = _step_order(plan_, plan_.probes[:count])
     steps = [_probe_step(p, query) for p in chosen]
@@ -236,8 +237,7 @@ def _branch(step: PlanStep, needs: Sequence[str]) -> dict[str, str]:
 
 @simulates(TotInitialInputs)
 def tot_initial(inputs: TotInitialInputs, rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query, rng)
+    query, plan_ = _request(inputs, rng)
     # Branches: the two or three steps holding the most pressing needs, in the order they unfold.
     keys = list(dict.fromkeys(p.step.key for p in plan_.probes))
     wanted = 3 if rng.random() < 0.85 else 2
@@ -348,9 +348,8 @@ def _additions(
 
 @simulates(CotRefineInputs)
 def cot_refine(inputs: CotRefineInputs, rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query)
-    facts = _facts([dict(f) for f in inputs.facts])
+    query, plan_ = _request(inputs)
+    facts = _facts(inputs.facts)
     previous = [dict(s) for s in inputs.previous_steps]
     rewritten = [
         {
@@ -380,9 +379,8 @@ def _checked(root: dict[str, Any] | None) -> set[str]:
 @simulates(TotRefineInputs)
 def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
     """Fold facts in, prune probes that found nothing of their need to make room, add follow-ups and unasked needs."""
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query)
-    facts = _facts([dict(f) for f in inputs.facts])
+    query, plan_ = _request(inputs)
+    facts = _facts(inputs.facts)
     previous = [dict(s) for s in inputs.previous_steps]
     nodes: list[dict[str, Any]] = [
         {
@@ -450,10 +448,9 @@ def _prioritised(facts: Sequence[FactView], plan_: Plan, context: str) -> list[F
 
 @simulates(SummaryInputs)
 def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query)
+    query, plan_ = _request(inputs)
     steps = [dict(s) for s in inputs.steps]
-    facts = _facts([dict(f) for f in inputs.facts])
+    facts = _facts(inputs.facts)
     explored = []
     for step in steps:
         need = _need_of_step(step, plan_)
@@ -479,9 +476,8 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
 
 @simulates(AnswerInputs)
 def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
-    query = " ".join(str(inputs.query).split())
-    plan_ = plan(query)
-    facts = _facts([dict(f) for f in inputs.facts])
+    query, plan_ = _request(inputs)
+    facts = _facts(inputs.facts)
     summary_text = str(inputs.summary)
     cited = _prioritised(facts, plan_, summary_text)[:ANSWER_FACTS]
     lines = [f"**{_short(query, 14)}** — shaped by what you've told me:"]
