@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from memoryquest.audit.leakage import chance_recall, dense_recalls, leakage, query_recall
+from memoryquest.audit.leakage import chance_recall, leakage, query_recall
 from memoryquest.contracts import (
     Domain,
     FactType,
@@ -21,6 +21,7 @@ from memoryquest.contracts import (
 from memoryquest.ids import make_id
 from memoryquest.memory.snapshot import MemoryItem
 from memoryquest.pgr.lexical import BM25Index, bm25_rank
+from memoryquest.pgr.metrics import query_difficulty
 
 FACTS = [
     "Prefers aisle seats on long flights",
@@ -183,7 +184,7 @@ def test_dense_recall_comes_from_plain_query_only_provenance_rows() -> None:
         ),
         result(qid, RetrievalMethod.PGR_TOT, JudgeKind.PROVENANCE, 1.0),
     ]
-    assert dense_recalls(rows) == {qid: 0.25}
+    assert query_difficulty(rows) == {qid: 0.25}
 
 
 def test_leakage_reports_bm25_dense_and_shared_words() -> None:

@@ -21,9 +21,10 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import JudgeKind, Query, RetrievalMethod, ValidationResult
+from memoryquest.contracts import Query, ValidationResult
 from memoryquest.memory.snapshot import MemoryItem
 from memoryquest.pgr.lexical import BM25Index
+from memoryquest.pgr.metrics import query_difficulty
 from memoryquest.text import content_words, shared_content_words
 
 SHARED_WORDS_NOTED = 3
@@ -90,17 +91,6 @@ def chance_recall(query: Query, memory: Sequence[MemoryItem], k: int) -> float:
     )
 
 
-def dense_recalls(validation: Sequence[ValidationResult]) -> dict[str, float]:
-    """Query id -> recall of plain query-only retrieval (K = query_only_k) under the provenance judge."""
-    return {
-        v.query_id: v.recall
-        for v in validation
-        if v.method is RetrievalMethod.QUERY_ONLY
-        and v.judge is JudgeKind.PROVENANCE
-        and v.baseline_for is None
-    }
-
-
 def leakage(
     queries: Sequence[Query],
     memories: Mapping[str, Sequence[MemoryItem]],
@@ -111,7 +101,7 @@ def leakage(
     tokens = lru_cache(maxsize=None)(content_words)  # snapshots of one user share most facts
     recalls = [query_recall(q, memories[q.query_id], k, tokens) for q in queries]
     chance = [chance_recall(q, memories[q.query_id], k) for q in queries]
-    dense = dense_recalls(validation)
+    dense = query_difficulty(validation)  # the dense query-only recall of each query
     dense_values = [dense[q.query_id] for q in queries if q.query_id in dense]
     shared = [len(shared_content_words(q.text, r.text)) for q in queries for r in q.references]
     return Leakage(
