@@ -20,12 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from memoryquest.contracts import Fact, RejectedCandidate, RejectionReason, Stage
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
-from memoryquest.memory.consolidation_contracts import ConsolidationInputs, MergedFactAnswer
+from memoryquest.memory.consolidation_contracts import (
+    ConsolidationInputs,
+    GroupFact,
+    MergedFactAnswer,
+)
 from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import failure_reason
@@ -89,16 +94,12 @@ def merge_groups(
     return groups
 
 
-def fact_view(fact: Fact) -> dict[str, object]:
-    """What the model sees of a fact."""
-    return {
-        "fid": fact.fid,
-        "info": fact.info,
-        "type": fact.type.value,
-        "frequency": fact.frequency,
-        "related_entities": list(fact.related_entities),
-        "updated_on": fact.updated_on.isoformat(),
-    }
+_GROUP_FACT = TypeAdapter(GroupFact)
+
+
+def fact_view(fact: Fact) -> GroupFact:
+    """What the model sees of a fact: the fields its row type, :class:`GroupFact`, names."""
+    return _GROUP_FACT.validate_python(fact.model_dump(mode="json"))
 
 
 def merge_request(group: Sequence[Fact], seed: int) -> LLMRequest[MergedFactAnswer]:
