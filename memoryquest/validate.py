@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -150,6 +151,10 @@ class _Checker:
     def add(self, table: str, row_id: str, rule: Rule, message: str) -> None:
         self.out.append(Violation(table, row_id, rule, message))
 
+    def row(self, table: str, row_id: str) -> Callable[[Rule, str], None]:
+        """:meth:`add` for one row: the checks of that row then name only the rule and the problem."""
+        return functools.partial(self.add, table, row_id)
+
     # ------------------------------------------------------------------ ids
 
     def unique_ids(self) -> None:
@@ -180,74 +185,58 @@ class _Checker:
         per_persona: dict[str, list[Query]] = defaultdict(list)
         for q in self.d.queries:
             self.persona_exists("queries", q.query_id, q.persona_id)
+            flag_query = self.row("queries", q.query_id)
             per_persona[q.persona_id].append(q)
             n = len(q.references)
             if not self.g.references_min <= n <= self.g.references_max:
-                self.add(
-                    "queries",
-                    q.query_id,
+                flag_query(
                     Rule.REFERENCE_COUNT,
                     f"{n} references; need {self.g.references_min}-{self.g.references_max}",
                 )
             for r in q.references:
                 if r.date >= q.query_date:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.REFERENCE_DATE,
                         f"reference {r.reference_id} dated {r.date} is not before the query date {q.query_date}",
                     )
                 if r.cosine > self.g.reference_cosine_max + self.g.cosine_tolerance:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.REFERENCE_COSINE_MAX,
                         f"reference {r.reference_id} has cosine {r.cosine:.4f} > {self.g.reference_cosine_max}",
                     )
                 shared = shared_content_words(q.text, r.text)
                 if len(shared) > self.g.shared_words_max:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.REFERENCE_WORD_OVERLAP,
                         f"reference {r.reference_id} shares {len(shared)} content words with the query "
                         f"({', '.join(sorted(shared))}; at most {self.g.shared_words_max})",
                     )
                 if r.valid_until is not None and r.valid_until < q.query_date:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.REFERENCE_STALE,
                         f"reference {r.reference_id} held until {r.valid_until}, before the query date {q.query_date}",
                     )
                 if r.domain == q.domain:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.REFERENCE_DOMAIN,
                         f"reference {r.reference_id} is in the query's own domain {q.domain.value}",
                     )
             if q.references:
                 mean = float(np.mean([r.cosine for r in q.references]))
                 if abs(mean - q.gamma) > self.g.cosine_tolerance:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.GAMMA_MEAN,
                         f"gamma {q.gamma:.4f} is not the mean of its cosines ({mean:.4f})",
                     )
             if q.gamma > self.g.gamma_max:
-                self.add(
-                    "queries",
-                    q.query_id,
+                flag_query(
                     Rule.GAMMA_THRESHOLD,
                     f"gamma {q.gamma:.4f} > {self.g.gamma_max}",
                 )
         for persona_id, queries in per_persona.items():
+            flag_persona = self.row("queries", persona_id)
             if len(queries) > self.g.queries_per_user:
-                self.add(
-                    "queries",
-                    persona_id,
+                flag_persona(
                     Rule.QUERIES_PER_USER,
                     f"persona {persona_id} has {len(queries)} queries; at most {self.g.queries_per_user}",
                 )
@@ -255,9 +244,7 @@ class _Checker:
             by_rank = sorted(queries, key=lambda q: q.rank)
             ranks = [q.rank for q in by_rank]
             if len(set(ranks)) != len(ranks):
-                self.add(
-                    "queries",
-                    persona_id,
+                flag_persona(
                     Rule.QUERY_RANK,
                     f"persona {persona_id} has repeated ranks {ranks}",
                 )
@@ -265,9 +252,7 @@ class _Checker:
                 b.gamma < a.gamma - self.g.cosine_tolerance
                 for a, b in zip(by_rank, by_rank[1:], strict=False)
             ):
-                self.add(
-                    "queries",
-                    persona_id,
+                flag_persona(
                     Rule.QUERY_RANK,
                     f"ranks of persona {persona_id} are not in ascending gamma",
                 )
@@ -302,19 +287,16 @@ class _Checker:
         for t in self.d.timelines:
             per_query[t.query_id].append(t)
             self.persona_exists("timelines", t.timeline_id, t.persona_id)
+            flag_timeline = self.row("timelines", t.timeline_id)
             q = self.queries.get(t.query_id)
             if q is None:
-                self.add(
-                    "timelines",
-                    t.timeline_id,
+                flag_timeline(
                     Rule.DANGLING_ID,
                     f"query_id {t.query_id} does not exist",
                 )
                 continue
             if q.persona_id != t.persona_id:
-                self.add(
-                    "timelines",
-                    t.timeline_id,
+                flag_timeline(
                     Rule.DANGLING_ID,
                     f"persona_id {t.persona_id} differs from its query's {q.persona_id}",
                 )
@@ -330,19 +312,16 @@ class _Checker:
                 )
 
     def timeline(self, t: Timeline, q: Query) -> None:
+        flag_timeline = self.row("timelines", t.timeline_id)
         n = len(t.events)
         if not self.g.events_min <= n <= self.g.events_max:
-            self.add(
-                "timelines",
-                t.timeline_id,
+            flag_timeline(
                 Rule.EVENT_COUNT,
                 f"{n} events; need {self.g.events_min}-{self.g.events_max}",
             )
         for a, b in zip(t.events, t.events[1:], strict=False):
             if b.date < a.date:
-                self.add(
-                    "timelines",
-                    t.timeline_id,
+                flag_timeline(
                     Rule.EVENT_ORDER,
                     f"event {b.event_id} ({b.date}) comes after {a.event_id} ({a.date})",
                 )
@@ -350,62 +329,49 @@ class _Checker:
             earliest = min(r.date for r in q.references)
             first = min(e.date for e in t.events)
             if first > earliest or (earliest - first).days > self.g.lead_days_max:
-                self.add(
-                    "timelines",
-                    t.timeline_id,
+                flag_timeline(
                     Rule.TIMELINE_START,
                     f"first event {first} is not within {self.g.lead_days_max} days before the earliest reference {earliest}",
                 )
             last = max(e.date for e in t.events)
             if last >= q.query_date:
-                self.add(
-                    "timelines",
-                    t.timeline_id,
+                flag_timeline(
                     Rule.TIMELINE_END,
                     f"last event {last} is not before the query date {q.query_date}",
                 )
         carried: dict[str, int] = defaultdict(int)
         refs = {r.reference_id: r for r in q.references}
         for e in t.events:
+            flag_event = self.row("timelines", e.event_id)
             if (e.kind == EventKind.REFERENCE) != (e.reference_id is not None):
-                self.add(
-                    "timelines",
-                    e.event_id,
+                flag_event(
                     Rule.EVENT_KIND,
                     f"kind {e.kind.value} with reference_id {e.reference_id}",
                 )
             if e.reference_id is None:
                 for r in q.references:
                     if contains_verbatim(e.description, r.text):
-                        self.add(
-                            "timelines",
-                            e.event_id,
+                        flag_event(
                             Rule.FILLER_CARRIES_REFERENCE,
                             f"filler repeats reference {r.reference_id}",
                         )
                 continue
             ref = refs.get(e.reference_id)
             if ref is None:
-                self.add(
-                    "timelines",
-                    e.event_id,
+                flag_event(
                     Rule.DANGLING_ID,
                     f"reference_id {e.reference_id} is not a reference of query {q.query_id}",
                 )
                 continue
             carried[e.reference_id] += 1
             if e.date != ref.date or e.domain != ref.domain:
-                self.add(
-                    "timelines",
-                    e.event_id,
+                flag_event(
                     Rule.REFERENCE_EVENT_MATCH,
                     f"event {e.date}/{e.domain.value} carries reference dated {ref.date} in {ref.domain.value}",
                 )
         for r in q.references:
             if carried.get(r.reference_id, 0) != 1:
-                self.add(
-                    "timelines",
-                    t.timeline_id,
+                flag_timeline(
                     Rule.REFERENCE_IN_ONE_EVENT,
                     f"reference {r.reference_id} is carried by {carried.get(r.reference_id, 0)} events; must be exactly one",
                 )
@@ -416,18 +382,15 @@ class _Checker:
         per_event: dict[str, list[Session]] = defaultdict(list)
         for s in self.d.sessions:
             self.persona_exists("sessions", s.session_id, s.persona_id)
+            flag_session = self.row("sessions", s.session_id)
             if s.query_id not in self.queries:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.DANGLING_ID,
                     f"query_id {s.query_id} does not exist",
                 )
             found = self.events.get(s.event_id)
             if found is None:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.DANGLING_ID,
                     f"event_id {s.event_id} does not exist",
                 )
@@ -447,6 +410,7 @@ class _Checker:
                     )
 
     def session(self, s: Session, t: Timeline, _index: int, e: TimelineEvent) -> None:
+        flag_session = self.row("sessions", s.session_id)
         mismatches = []
         if s.query_id != t.query_id:
             mismatches.append(f"query {s.query_id} vs {t.query_id}")
@@ -459,9 +423,7 @@ class _Checker:
         if s.reference_id != e.reference_id:
             mismatches.append(f"reference {s.reference_id} vs {e.reference_id}")
         if mismatches:
-            self.add(
-                "sessions",
-                s.session_id,
+            flag_session(
                 Rule.SESSION_MATCHES_EVENT,
                 "differs from its event: " + "; ".join(mismatches),
             )
@@ -471,35 +433,28 @@ class _Checker:
         for r in q.references:
             for i, turn in enumerate(s.turns):
                 if contains_verbatim(turn.content, r.text):
-                    self.add(
-                        "sessions",
-                        s.session_id,
+                    flag_session(
                         Rule.REFERENCE_VERBATIM,
                         f"turn {i} repeats reference {r.reference_id} word for word",
                     )
             if s.reference_id == r.reference_id and s.date >= q.query_date:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.REFERENCE_LEAK,
                     f"dated {s.date}, on or after the query date {q.query_date}, yet carries its reference",
                 )
 
     def turns(self, s: Session) -> None:
+        flag_session = self.row("sessions", s.session_id)
         n = len(s.turns)
         if not self.g.turns_min <= n <= self.g.turns_max:
-            self.add(
-                "sessions",
-                s.session_id,
+            flag_session(
                 Rule.TURN_COUNT,
                 f"{n} turns; need {self.g.turns_min}-{self.g.turns_max}",
             )
         for i, turn in enumerate(s.turns):
             expected = Role.USER if i % 2 == 0 else Role.ASSISTANT
             if turn.role != expected:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.TURN_ROLES,
                     f"turn {i} is {turn.role.value}; expected {expected.value}",
                 )
@@ -507,40 +462,30 @@ class _Checker:
         indices = s.reference_turn_indices
         if s.reference_id is None:
             if indices:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.REFERENCE_TURN_INDICES,
                     "a filler session names reference turns",
                 )
             return
         if not indices:
-            self.add(
-                "sessions",
-                s.session_id,
+            flag_session(
                 Rule.REFERENCE_TURN_INDICES,
                 "no turn is named as conveying the reference",
             )
         for i in indices:
             if not 0 <= i < n or s.turns[i].role != Role.USER:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.REFERENCE_TURN_INDICES,
                     f"index {i} is not a user turn of this session",
                 )
         for span in s.reference_spans:
             if span.turn_index not in indices:
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.REFERENCE_SPAN,
                     f"span in turn {span.turn_index}, not a reference turn",
                 )
             elif not span.start < span.end <= len(s.turns[span.turn_index].content):
-                self.add(
-                    "sessions",
-                    s.session_id,
+                flag_session(
                     Rule.REFERENCE_SPAN,
                     f"span {span.start}:{span.end} is outside turn {span.turn_index}",
                 )
@@ -573,8 +518,9 @@ class _Checker:
     def facts_(self) -> None:
         for f in self.d.facts:
             self.persona_exists("facts", f.fid, f.persona_id)
+            flag_fact = self.row("facts", f.fid)
             if not f.session_ids:
-                self.add("facts", f.fid, Rule.FACT_PROVENANCE, "no session behind the fact")
+                flag_fact(Rule.FACT_PROVENANCE, "no session behind the fact")
             groups = [("fact", f.session_ids, f.source_reference_ids)] + [
                 (f"revision {i}", r.session_ids, r.source_reference_ids)
                 for i, r in enumerate(f.revisions)
@@ -584,17 +530,13 @@ class _Checker:
                 for sid in session_ids:
                     session = self.sessions.get(sid)
                     if session is None:
-                        self.add(
-                            "facts",
-                            f.fid,
+                        flag_fact(
                             Rule.FACT_PROVENANCE,
                             f"{label}: session {sid} does not exist",
                         )
                         continue
                     if session.persona_id != f.persona_id:
-                        self.add(
-                            "facts",
-                            f.fid,
+                        flag_fact(
                             Rule.FACT_PROVENANCE,
                             f"{label}: session {sid} belongs to another persona",
                         )
@@ -602,36 +544,26 @@ class _Checker:
                         carried.add(session.reference_id)
                 for rid in reference_ids:
                     if rid not in self.references:
-                        self.add(
-                            "facts",
-                            f.fid,
+                        flag_fact(
                             Rule.FACT_REFERENCE_CONSISTENCY,
                             f"{label}: reference {rid} does not exist",
                         )
                     elif rid not in carried:
-                        self.add(
-                            "facts",
-                            f.fid,
+                        flag_fact(
                             Rule.FACT_REFERENCE_CONSISTENCY,
                             f"{label}: reference {rid} is not carried by any of its sessions",
                         )
             for merged in f.merged_fids:
                 other = self.facts.get(merged)
                 if other is None:
-                    self.add(
-                        "facts", f.fid, Rule.MERGED_FIDS, f"merged fid {merged} does not exist"
-                    )
+                    flag_fact(Rule.MERGED_FIDS, f"merged fid {merged} does not exist")
                 elif other.persona_id != f.persona_id:
-                    self.add(
-                        "facts",
-                        f.fid,
+                    flag_fact(
                         Rule.MERGED_FIDS,
                         f"merged fid {merged} belongs to another persona",
                     )
             if f.merged_into is not None and f.merged_into not in self.facts:
-                self.add(
-                    "facts", f.fid, Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist"
-                )
+                flag_fact(Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist")
 
     def coverage(self) -> None:
         facts_by_persona: dict[str, list[Any]] = defaultdict(list)
