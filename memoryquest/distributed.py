@@ -183,6 +183,19 @@ def _portable_source(persona_source: str | None) -> str | None:
     return str(Path(persona_source).resolve())
 
 
+def _portable_settings(
+    output: str,
+    persona_source: str | None,
+    config_file: str | None,
+    overrides: dict[str, Any] | None,
+) -> Settings:
+    """The settings of a run spread over machines: its output and a local persona source as
+    absolute paths, which every worker reads the same (see :func:`_portable_source`)."""
+    return settings_from_parameters(
+        str(Path(output).resolve()), _portable_source(persona_source), config_file, overrides
+    )
+
+
 def _shard_rows(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> list[dict[str, Any]]:
     return [
         {
@@ -221,8 +234,8 @@ async def generate_sharded(
     from prefect.runtime import flow_run as current_run
 
     logger = get_run_logger()
-    source = _portable_source(persona_source)
-    settings = settings_from_parameters(str(Path(output).resolve()), source, config_file, overrides)
+    source = _portable_source(persona_source)  # the children's, as the parent's
+    settings = _portable_settings(output, persona_source, config_file, overrides)
     with open_run(settings, PersonaSelection(user_ids=users, count=count), SHARDED_FLOW) as run:
         plan = plan_shards(
             [p.source_user_id for p in run.personas], shards, run.output_dir / SHARDS_DIR
@@ -353,9 +366,7 @@ async def generate_with_dask(
     from prefect.task_runners import TaskRunner
     from prefect_dask import DaskTaskRunner
 
-    settings = settings_from_parameters(
-        str(Path(output).resolve()), _portable_source(persona_source), config_file, overrides
-    )
+    settings = _portable_settings(output, persona_source, config_file, overrides)
     runner: TaskRunner[Any] = (
         DaskTaskRunner(address=scheduler_address) if scheduler_address else DaskTaskRunner()
     )
