@@ -75,6 +75,11 @@
     return present.length ? present.reduce((a, b) => a + b, 0) / present.length : null;
   }
 
+  // A collapsible section: <details> that opens on its <summary> title.
+  function disclosure(attrs, title, ...content) {
+    return h("details", attrs, h("summary", null, title), ...content);
+  }
+
   function tag(text, cls, title) {
     return h("span", { class: "tag " + (cls || ""), title: title }, text);
   }
@@ -383,10 +388,9 @@
         { class: "muted" },
         (profile.source ? profile.source + " persona · " : "") + persona.queries.length + " queries · " + data.sessions.length + " sessions · " + data.facts.length + " facts · " + data.rejected.length + " rejected candidates",
       ),
-      h(
-        "details",
+      disclosure(
         { class: "profile" },
-        h("summary", null, "Profile"),
+        "Profile",
         h("p", null, demographics),
         profile.interests.length ? h("p", null, h("b", null, "Interests: "), profile.interests.join(", ")) : null,
         profile.affinities.length
@@ -448,10 +452,9 @@
   }
 
   function renderHistory(data, r) {
-    return h(
-      "details",
+    return disclosure(
       { class: "history" },
-      h("summary", null, "Conversation history (" + data.sessions.length + " sessions, oldest first)"),
+      "Conversation history (" + data.sessions.length + " sessions, oldest first)",
       h(
         "ol",
         { class: "history-list" },
@@ -470,10 +473,9 @@
 
   function renderRejected(data) {
     if (!data.rejected.length) return null;
-    return h(
-      "details",
+    return disclosure(
       { class: "rejected" },
-      h("summary", null, "Rejected candidates (" + data.rejected.length + ")"),
+      "Rejected candidates (" + data.rejected.length + ")",
       h(
         "table",
         { class: "grid compact" },
@@ -527,7 +529,7 @@
         { class: "meta" },
         "asked " + q.date + " · " + q.domain + " · γ " + fmt(q.gamma) + " · difficulty " + fmt(q.difficulty, 2) + " · rank " + q.rank + " · embedder " + detail.embedder,
       ),
-      h("details", null, h("summary", null, "Generator's reasoning"), h("p", null, detail.reasoning)),
+      disclosure(null, "Generator's reasoning", h("p", null, detail.reasoning)),
       renderReferences(q, detail, labels, sessionFor, r),
       renderTimeline(q, detail, data, labels, r),
       renderRetrieval(detail, data, labels),
@@ -689,17 +691,15 @@
     const reasons = j
       ? j.verdicts.map((verdict, refIndex) => (verdict ? h("li", null, h("b", null, "R" + (refIndex + 1)), verdict[0] ? " found: " : " missed: ", verdict[1] || "—") : null))
       : [];
-    return h(
-      "details",
+    return disclosure(
       { class: "retrieved", data: { method: ret.key } },
-      h("summary", null, method.label + ": " + retrieved.length + " facts retrieved" + (supporting.size ? ", " + supporting.size + " cover a reference" : "")),
+      method.label + ": " + retrieved.length + " facts retrieved" + (supporting.size ? ", " + supporting.size + " cover a reference" : ""),
       ret.augmented_query ? h("p", null, h("b", null, "Augmented query: "), ret.augmented_query) : null,
       ret.summary ? h("p", null, h("b", null, "Summary: "), ret.summary) : null,
       ret.steps
-        ? h(
-            "details",
+        ? disclosure(
             { class: "steps" },
-            h("summary", null, "Prospection steps (" + ret.steps.length + ")"),
+            "Prospection steps (" + ret.steps.length + ")",
             h("ol", null, ret.steps.map(([iteration, stepId, parent, action, count]) => h("li", null, h("span", { class: "muted" }, "round " + iteration + " · " + stepId + (parent ? " ← " + parent : "") + " · " + count + " facts · "), action))),
           )
         : null,
@@ -873,7 +873,7 @@
       if (Array.isArray(audit.checks)) parts.push(renderChecks(audit.checks));
       for (const [key, value] of Object.entries(audit)) {
         if (key === "passed" || key === "failures" || key === "checks" || key === "targets_missed") continue;
-        parts.push(h("details", { class: "audit-section" }, h("summary", null, key.replace(/_/g, " ")), renderValue(value, 0)));
+        parts.push(disclosure({ class: "audit-section" }, key.replace(/_/g, " "), renderValue(value, 0)));
       }
     }
     const run = index.run;
