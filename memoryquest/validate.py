@@ -268,13 +268,12 @@ class _Checker:
         vectors = self.embedder.embed(texts)
         row = 0
         for q in targets:
+            flag_query = self.row("queries", q.query_id)
             query_vector = vectors[row]
             for offset, r in enumerate(q.references, start=1):
                 cosine = float(vectors[row + offset] @ query_vector)
                 if abs(cosine - r.cosine) > self.g.cosine_tolerance:
-                    self.add(
-                        "queries",
-                        q.query_id,
+                    flag_query(
                         Rule.COSINE_RECOMPUTED,
                         f"reference {r.reference_id}: stored cosine {r.cosine:.4f}, recomputed {cosine:.4f} with {self.embedder.name}",
                     )
@@ -570,10 +569,9 @@ class _Checker:
         for f in self.d.facts:
             facts_by_persona[f.persona_id].append(f)
         for q in self.d.queries:
+            flag_query = self.row("queries", q.query_id)
             for rid in uncovered_references(q, facts_by_persona.get(q.persona_id, [])):
-                self.add(
-                    "queries",
-                    q.query_id,
+                flag_query(
                     Rule.REFERENCE_UNCOVERED,
                     f"reference {rid} has no credited fact in memory on the query date {q.query_date}",
                 )
