@@ -247,31 +247,36 @@ def _listed(issues: Sequence[ReferenceIssue], total: int) -> str:
     return f": {named}{more}" if named else ""
 
 
-def _at_most(name: str, count: int, limit: int, detail: str) -> AuditCheck:
-    """A gate on a count of references: it fails above ``limit``."""
+def _at_most(
+    name: str, count: int, limit: int, detail: str, issues: Sequence[ReferenceIssue]
+) -> AuditCheck:
+    """A gate on a count of references: it fails above ``limit``, and then names the first few."""
+    passed = count <= limit
+    if not passed:
+        detail += f" (> {limit})" + _listed(issues, count)
     return AuditCheck(
-        name=name, value=count, threshold=limit, fails_if=">", passed=count <= limit, detail=detail
+        name=name, value=count, threshold=limit, fails_if=">", passed=passed, detail=detail
     )
 
 
 def _ground_truth_checks(result: GroundTruth, settings: AuditSettings) -> list[AuditCheck]:
-    uncovered_ok = result.uncovered <= settings.uncovered_max
-    stale_ok = result.stale <= settings.stale_max
     uncovered = f"{result.uncovered} of {result.references} references have no credited fact in memory on their query date"
-    if not uncovered_ok:
-        uncovered += f" (> {settings.uncovered_max})" + _listed(
-            result.uncovered_references, result.uncovered
-        )
     stale = f"{result.stale} of {result.references} references expired before their query date"
     reasked = (
         f"{result.recovered_by_reask} of {result.covered} covered references were credited only "
         "after an extraction that left them unquoted was asked again"
     )
-    if not stale_ok:
-        stale += f" (> {settings.stale_max})" + _listed(result.stale_references, result.stale)
     return [
-        _at_most("uncovered_references", result.uncovered, settings.uncovered_max, uncovered),
-        _at_most("stale_references", result.stale, settings.stale_max, stale),
+        _at_most(
+            "uncovered_references",
+            result.uncovered,
+            settings.uncovered_max,
+            uncovered,
+            result.uncovered_references,
+        ),
+        _at_most(
+            "stale_references", result.stale, settings.stale_max, stale, result.stale_references
+        ),
         _reported("references_recovered_by_reask", result.recovered_by_reask, reasked),
     ]
 
