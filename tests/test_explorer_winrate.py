@@ -10,8 +10,7 @@ from playwright.sync_api import sync_playwright
 from memoryquest.cli.main import main
 from memoryquest.contracts import RetrievalMethod
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.pgr.winrate import win_rate_report
-from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
+from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish import WIN_RATE_FILE, publish_dataset
 from memoryquest.publish.explorer import write_explorer
 from memoryquest.settings import Settings
@@ -19,11 +18,11 @@ from memoryquest.settings import Settings
 try:
     from tests.test_explorer_browser import VIEWPORT, chromium_path
     from tests.test_explorer_data import explorer_dataset, read_index
-    from tests.test_publish_card import with_baselines
+    from tests.test_publish_card import judged_report, with_baselines
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from test_explorer_browser import VIEWPORT, chromium_path
     from test_explorer_data import explorer_dataset, read_index
-    from test_publish_card import with_baselines
+    from test_publish_card import judged_report, with_baselines
 
 TOT, BM25 = RetrievalMethod.PGR_TOT, RetrievalMethod.BM25
 
@@ -36,19 +35,7 @@ def dataset() -> GeneratedDataset:
 @pytest.fixture(scope="module")
 def report(dataset: GeneratedDataset) -> WinRateReport:
     """PGR-ToT's answers against BM25's at its budget: won, won, split, lost."""
-    queries = sorted({r.query_id for r in dataset.validation if r.method is TOT})
-    pairs = [
-        ScoredPair(
-            query_id=q,
-            method=TOT,
-            baseline=BM25,
-            pgr_first="pgr" if score > 0 else "baseline",
-            baseline_first="pgr" if score == 1.0 else "baseline",
-            score=score,
-        )
-        for q, score in zip(queries, [1.0, 1.0, 0.5, 0.0], strict=True)
-    ]
-    return win_rate_report(pairs, dataset.validation, samples=500)
+    return judged_report(dataset, [1.0, 1.0, 0.5, 0.0], samples=500)
 
 
 def test_the_index_carries_the_win_rate_only_when_given(

@@ -225,6 +225,23 @@ def with_baselines(dataset: GeneratedDataset) -> GeneratedDataset:
     return copy
 
 
+def judged_report(dataset: GeneratedDataset, scores: list[float], samples: int) -> WinRateReport:
+    """PGR-ToT's answers against BM25's at its budget, query by query: 1 won, 0.5 split, 0 lost."""
+    queries = sorted({r.query_id for r in dataset.validation if r.method is TOT})
+    pairs = [
+        ScoredPair(
+            query_id=q,
+            method=TOT,
+            baseline=BM25,
+            pgr_first="pgr" if score > 0 else "baseline",
+            baseline_first="pgr" if score == 1.0 else "baseline",
+            score=score,
+        )
+        for q, score in zip(queries, scores, strict=True)
+    ]
+    return win_rate_report(pairs, dataset.validation, samples=samples)
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[GeneratedDataset, Path]:
     dataset = with_baselines(build_publish_fixture(users=3, queries_per_user=2))
@@ -287,20 +304,7 @@ def card_for(dataset: GeneratedDataset, win_rates: WinRateReport | None = None) 
 
 def test_the_card_shows_the_win_rate_with_its_interval_beside_recall() -> None:
     dataset = with_baselines(build_publish_fixture(users=2, queries_per_user=2))
-    queries = sorted({r.query_id for r in dataset.validation if r.method is TOT})
-    points = [1.0, 1.0, 0.5, 0.0]  # won, won, split, lost
-    pairs = [
-        ScoredPair(
-            query_id=q,
-            method=TOT,
-            baseline=BM25,
-            pgr_first="pgr" if score > 0 else "baseline",
-            baseline_first="pgr" if score == 1.0 else "baseline",
-            score=score,
-        )
-        for q, score in zip(queries, points, strict=True)
-    ]
-    report = win_rate_report(pairs, dataset.validation, samples=500)
+    report = judged_report(dataset, [1.0, 1.0, 0.5, 0.0], samples=500)  # won, won, split, lost
     (row,) = report.rows
     card = card_for(dataset, win_rates=report)
 

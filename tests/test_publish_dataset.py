@@ -15,8 +15,7 @@ from pydantic import SecretStr
 from memoryquest.cli.main import main
 from memoryquest.contracts import TABLES, RetrievalMethod, Turn
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.pgr.winrate import win_rate_report
-from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
+from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish import (
     PRIMARY_KEYS,
     WIN_RATE_FILE,
@@ -33,11 +32,11 @@ from memoryquest.settings import AuditSettings, Settings
 try:
     from tests.publish_fixture import build_publish_fixture
     from tests.test_explorer_data import read_index
-    from tests.test_publish_card import with_baselines
+    from tests.test_publish_card import judged_report, with_baselines
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from publish_fixture import build_publish_fixture
     from test_explorer_data import read_index
-    from test_publish_card import with_baselines
+    from test_publish_card import judged_report, with_baselines
 
 SECRET = "sk-test-DO-NOT-PUBLISH-7f3a9c1e5b"
 
@@ -492,21 +491,9 @@ def test_the_publish_command_refuses_a_failed_audit_in_one_line(
 def judged(dataset: GeneratedDataset) -> tuple[GeneratedDataset, WinRateReport]:
     """The fixture with BM25 at each PGR-ToT budget, and the Win Rate report of their answers."""
     with_bm25 = with_baselines(dataset)
-    tot, bm25 = RetrievalMethod.PGR_TOT, RetrievalMethod.BM25
-    queries = sorted({r.query_id for r in with_bm25.validation if r.method is tot})
+    queries = {r.query_id for r in with_bm25.validation if r.method is RetrievalMethod.PGR_TOT}
     scores = [(1.0, 0.5, 0.0)[i % 3] for i in range(len(queries))]  # won, split, lost, ...
-    pairs = [
-        ScoredPair(
-            query_id=query,
-            method=tot,
-            baseline=bm25,
-            pgr_first="pgr" if score > 0 else "baseline",
-            baseline_first="pgr" if score == 1.0 else "baseline",
-            score=score,
-        )
-        for query, score in zip(queries, scores, strict=True)
-    ]
-    return with_bm25, win_rate_report(pairs, with_bm25.validation, samples=200)
+    return with_bm25, judged_report(with_bm25, scores, samples=200)
 
 
 def _publish_command(source: Path, destination: Path, *extra: str) -> int:
