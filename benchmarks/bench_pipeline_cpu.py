@@ -305,9 +305,10 @@ class Result:
     server_cpu_s: float
     in_flight_percentiles: dict[str, float]
     max_in_flight: int
-    histogram: list[tuple[float, float]]  # per tenth of the run: mean in flight, requests/min
+    histogram: list[tuple[float, float, float]]  # per tenth: in flight, requests/min, CPU s/s
     rpm_limit: int
     summary: str
+    max_rss_mb: float = 0.0  # the largest resident set of the command or a child
     profile: list[str] = field(default_factory=list)
 
     @property
@@ -350,7 +351,7 @@ def weighted_percentiles(
     times: list[float], counts: list[int], start: float, end: float, points: tuple[int, ...]
 ) -> dict[str, float]:
     """Time-weighted percentiles of the in-flight count between ``start`` and ``end``."""
-    weights: collections.Counter[int] = collections.Counter()
+    weights: dict[int, float] = collections.defaultdict(float)
     level = 0
     previous = start
     for when, count in zip(times, counts, strict=True):
@@ -375,7 +376,11 @@ def weighted_percentiles(
     return result
 
 
-def histogram(log: list[Any], times: list[float], counts: list[int]) -> list[tuple[float, float]]:
+def histogram(
+    log: list[Any], times: list[float], counts: list[int], samples: CpuSamples
+) -> list[tuple[float, float, float]]:
+    """Per tenth of the run: mean requests in flight, requests/min, and the pipeline process's
+    CPU seconds per second (1.0: one core busy)."""
     first = min(e.arrived for e in log)
     last = max(e.answered or e.arrived for e in log)
     span = (last - first) / 10.0
@@ -385,7 +390,8 @@ def histogram(log: list[Any], times: list[float], counts: list[int]) -> list[tup
         start, end = first + tenth * span, first + (tenth + 1) * span
         mean = weighted_percentiles(times, counts, start, end, ())["mean"]
         arrived = bisect.bisect_left(arrivals, end) - bisect.bisect_left(arrivals, start)
-        rows.append((mean, 60.0 * arrived / span if span > 0 else 0.0))
+        busy = (samples.at(end)[0] - samples.at(start)[0]) / span if span > 0 else 0.0
+        rows.append((mean, 60.0 * arrived / span if span > 0 else 0.0, busy))
     return rows
 
 
@@ -431,8 +437,16 @@ def measure(
             stderr=subprocess.PIPE,
             text=True,
         )
+        watched = process.pid
+        if spy_out is not None:  # the command is py-spy's child
+            for _ in range(200):
+                children = _children(process.pid)
+                if children:
+                    watched = children[0]
+                    break
+                time.sleep(0.05)
         sampler = threading.Thread(
-            target=sample_cpu, args=(process.pid, samples, stop, 0.2), daemon=True
+            target=sample_cpu, args=(watched, samples, stop, 0.2), daemon=True
         )
         sampler.start()
         out, err = process.communicate()
@@ -477,9 +491,10 @@ def measure(
         server_cpu_s=server_cpu,
         in_flight_percentiles=weighted_percentiles(times, counts, t10, t90, (10, 50, 90)),
         max_in_flight=peak,
-        histogram=histogram(log, times, counts),
+        histogram=histogram(log, times, counts, samples),
         rpm_limit=args.rpm,
         summary=summary,
+        max_rss_mb=after_children.ru_maxrss / 1024.0,
     )
     if spy_out is not None and spy_out.is_file():
         result.profile = top_frames(spy_out, args.top)
@@ -551,7 +566,8 @@ def report(result: Result, args: argparse.Namespace) -> None:
     print(
         f"\n{r.personas} persona{'s' if r.personas != 1 else ''}: {r.requests:,} requests "
         f"({r.chat:,} chat, {r.embeddings:,} embeddings), {r.rejected_429} answered 429, "
-        f"{r.misses} not in the recording; wall {r.wall_s:.1f} s"
+        f"{r.misses} not in the recording; wall {r.wall_s:.1f} s, largest process "
+        f"{r.max_rss_mb:,.0f} MB"
     )
     for line in r.summary.splitlines():
         print(f"  command's summary:{line[1:]}")
@@ -578,11 +594,12 @@ def report(result: Result, args: argparse.Namespace) -> None:
     print(
         f"  replay server's CPU        {1000.0 * r.server_cpu_s / max(r.requests, 1):6.3f} ms per request"
     )
-    print("  over the run (tenths): mean in flight, requests/min")
-    scale = max(max(m for m, _ in r.histogram), needed)
-    for tenth, (mean, rpm) in enumerate(r.histogram):
+    print("  over the run (tenths): mean in flight, requests/min, pipeline process CPU (cores)")
+    scale = max(max(m for m, _, _ in r.histogram), needed)
+    for tenth, (mean, rpm, busy) in enumerate(r.histogram):
         print(
-            f"    {tenth * 10:3d}-{tenth * 10 + 10:3d}%  {bar(mean, scale):<30} {mean:5.1f}  {rpm:8,.0f}/min"
+            f"    {tenth * 10:3d}-{tenth * 10 + 10:3d}%  {bar(mean, scale):<30} {mean:5.1f}  "
+            f"{rpm:8,.0f}/min  {busy:4.2f}"
         )
     if r.misses:
         print(

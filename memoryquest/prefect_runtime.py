@@ -17,6 +17,14 @@ before Prefect reads its settings; each only when the variable is not set):
   instead of 0.13 ms (it must be set before numpy is imported, as it is when
   ``memoryquest`` is imported first, e.g. by the command line).
 
+For the run itself, :func:`local_prefect_api` also sets the garbage collector
+for a long run (:func:`settle_heap`): what start-up loaded is frozen out of
+every later collection, and the young generation is collected every 50,000
+allocations instead of 700. With the defaults, a 30-persona run against a
+loopback server spent 17 s of its 95 s of CPU collecting, 13 s of it in 28
+full collections that held the event loop up to 0.9 s each (no request left
+meanwhile); settled, 1.9 s, no full collection.
+
 A command-line run without ``PREFECT_API_URL`` gets a temporary server from
 :func:`local_prefect_api` instead of Prefect's own ephemeral one, because that
 one outlives a killed CLI (it stays up, listening, at about 225 MB). Ours is
@@ -30,6 +38,7 @@ to the CLI's stderr.
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import os
 import signal
@@ -195,6 +204,22 @@ class TemporaryPrefectServer:
             self.log_path.unlink(missing_ok=True)  # kept only when the server died on its own
 
 
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def settle_heap() -> None:
+    """Freeze what is loaded so far (modules, classes, settings: alive for the whole run) out of
+    the collector's work, and collect the young generation every ``GC_THRESHOLDS[0]`` allocations.
+
+    The pipeline allocates millions of short-lived objects (answers, models, vectors); with the
+    default thresholds they reached the older generations, and each full collection then walked
+    the whole heap while no request could leave.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def drain_prefect_workers() -> None:
     """Send the logs and events this process still holds to the API before it goes away."""
     from prefect.events.worker import EventsWorker
@@ -223,6 +248,7 @@ def local_prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator
     ``meanwhile`` runs while a temporary server boots (a few seconds of
     imports and database setup in its own process), so the caller's own
     start-up work (imports, loading a model) overlaps it instead of following it.
+    The heap is then settled for the run (:func:`settle_heap`).
     """
     from prefect.settings import (
         PREFECT_API_URL,
@@ -235,6 +261,7 @@ def local_prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator
     if settings.api.url:
         if meanwhile is not None:
             meanwhile()
+        settle_heap()
         yield str(settings.api.url)
         return
     server = TemporaryPrefectServer(
@@ -245,6 +272,7 @@ def local_prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator
         if meanwhile is not None:
             meanwhile()
         server.wait_until_ready()
+        settle_heap()
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             try:
                 yield server.api_url

@@ -62,3 +62,24 @@ def test_with_a_configured_api_the_warm_up_runs_once_and_no_server_starts(tmp_pa
         if Path("/proc").is_dir():
             assert _children() - before == set()
     assert calls == [1]
+
+
+def test_the_run_starts_with_a_settled_heap(tmp_path: Path) -> None:
+    import gc
+
+    from memoryquest.prefect_runtime import GC_THRESHOLDS
+
+    thresholds = gc.get_threshold()
+    try:
+        with (
+            temporary_settings(
+                updates={PREFECT_API_URL: "http://127.0.0.1:9/api", PREFECT_HOME: tmp_path}
+            ),
+            local_prefect_api(),
+        ):
+            # What start-up loaded is out of the collector's way; the young generation is larger.
+            assert gc.get_freeze_count() > 0
+            assert gc.get_threshold() == GC_THRESHOLDS
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
