@@ -8,7 +8,10 @@ come from the simulator's answers, which is the main approximation, and is
 flagged as such. Cached input tokens follow the provider's prefix-caching rule
 (``memoryquest.llm.prompt_cache_model``) and are priced at the cached-input
 rate, as a real run is billed. Per-persona figures are then scaled to the planned number of
-personas and priced with the price table (batch mode at its discount).
+personas and priced with the price table (in batch mode, the stages of
+``endpoint.batch_stages`` at the Batch API discount, the others online). The
+output length assumed for each template, and where it comes from, is listed
+with the estimate (:class:`TemplateEstimate`).
 """
 
 from __future__ import annotations
@@ -149,8 +152,13 @@ async def estimate_run(
     )
     batch = settings.endpoint.batch
     scale = planned_personas / len(sample)
+    # In Batch API mode only the stages of endpoint.batch_stages travel in batches; the
+    # others (memory, by default) go online at the full price.
+    batched = set(settings.endpoint.batch_stages) if batch else set()
     stages = [
-        _scale_stage(row, scale, prices, chat_model, embedding_model, remote_embeddings, batch)
+        _scale_stage(
+            row, scale, prices, chat_model, embedding_model, remote_embeddings, row.stage in batched
+        )
         for row in usage
     ]
 
@@ -167,6 +175,12 @@ async def estimate_run(
         approximations.append(f"no price known for {chat_model}: its cost is counted as 0")
     if not remote_embeddings:
         approximations.append("embeddings run locally and cost nothing")
+    online = [row.stage for row in usage if batch and row.stage not in batched]
+    if online:
+        approximations.append(
+            f"Batch API prices for {', '.join(sorted(batched & {r.stage for r in usage}))}; "
+            f"{', '.join(online)} online at the full price (endpoint.batch_stages)"
+        )
     total_cost = sum(s.cost_usd for s in stages)
     return RunEstimate(
         planned_personas=planned_personas,

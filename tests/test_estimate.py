@@ -47,7 +47,7 @@ async def test_estimate_scales_the_dry_run_and_prices_it(sample, tmp_path) -> No
     assert "per persona" in estimate_table(ten)
 
 
-async def test_batch_pricing_halves_the_llm_cost(sample, tmp_path) -> None:
+async def test_batch_pricing_halves_the_cost_of_the_batched_stages(sample, tmp_path) -> None:
     online = load_settings(
         overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}}
     )
@@ -58,9 +58,26 @@ async def test_batch_pricing_halves_the_llm_cost(sample, tmp_path) -> None:
             "endpoint": {"chat_model": "gpt-4o", "batch": True},
         }
     )
+    everything = load_settings(
+        overrides={
+            **SMALL,
+            "output_dir": str(tmp_path),
+            "endpoint": {
+                "chat_model": "gpt-4o",
+                "batch": True,
+                "batch_stages": ["queries", "timelines", "dialogues", "memory", "pgr", "pgr_judge"],
+            },
+        }
+    )
     a = await estimate_run(online, sample, planned_personas=5)
     b = await estimate_run(batch, sample, planned_personas=5)
-    assert b.total_cost_usd == pytest.approx(a.total_cost_usd / 2, rel=1e-3)
+    c = await estimate_run(everything, sample, planned_personas=5)
+    assert c.total_cost_usd == pytest.approx(a.total_cost_usd / 2, rel=1e-3)
+    # By default memory is not batched (endpoint.batch_stages): it is priced online.
+    for full, batched in zip(a.stages, b.stages, strict=True):
+        share = 1.0 if batched.stage == "memory" else 0.5
+        assert batched.cost_usd == pytest.approx(full.cost_usd * share, rel=1e-3)
+    assert any("memory online at the full price" in note for note in b.approximations)
 
 
 async def test_cached_input_is_shown_per_stage_and_priced_at_the_cached_rate(

@@ -32,7 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", help="chat model to price (default: endpoint.chat_model)")
     parser.add_argument(
-        "--batch", action="store_true", help="price LLM calls at the Batch API discount"
+        "--batch",
+        action="store_true",
+        help="price the stages of endpoint.batch_stages at the Batch API discount (memory, by "
+        "default left out of them, online)",
     )
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     add_progress_options(parser)
