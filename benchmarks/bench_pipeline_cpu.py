@@ -143,6 +143,18 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def _peak_rss_mb(pid: int) -> float:
+    """The largest resident set one live process has had (VmHWM), in MB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0.0
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     try:
@@ -176,6 +188,7 @@ class CpuSamples:
     main: list[float] = field(default_factory=list)
     children: list[float] = field(default_factory=list)
     sampler_cpu: float = 0.0  # this sampler's own CPU seconds (not the server's)
+    peak_rss_mb: float = 0.0  # the largest resident set of the process or a child
 
     def at(self, when: float) -> tuple[float, float]:
         """CPU seconds of the process and of its children at ``when``, interpolated."""
@@ -201,8 +214,10 @@ def sample_cpu(pid: int, samples: CpuSamples, stop: threading.Event, every: floa
         own = time.thread_time()
         now = time.monotonic()
         main = _proc_cpu(pid)
+        samples.peak_rss_mb = max(samples.peak_rss_mb, _peak_rss_mb(pid))
         for child in _descendants(pid):
             last_children[child] = max(last_children.get(child, 0.0), _proc_cpu(child))
+            samples.peak_rss_mb = max(samples.peak_rss_mb, _peak_rss_mb(child))
         samples.times.append(now)
         samples.main.append(main)
         samples.children.append(sum(last_children.values()))
@@ -494,7 +509,7 @@ def measure(
         histogram=histogram(log, times, counts, samples),
         rpm_limit=args.rpm,
         summary=summary,
-        max_rss_mb=after_children.ru_maxrss / 1024.0,
+        max_rss_mb=samples.peak_rss_mb,
     )
     if spy_out is not None and spy_out.is_file():
         result.profile = top_frames(spy_out, args.top)
