@@ -28,7 +28,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.llm.tokens import token_counter
 from memoryquest.settings import Settings
 from memoryquest.simulator import simulate, simulates
-from memoryquest.testing import FakeOpenAIServer, Fault, FaultKind
+from memoryquest.testing import FakeOpenAIServer, Fault, FaultKind, ReplayOpenAIServer
 from memoryquest.testing.fake_openai import hashed_embedding
 
 TEMPLATE_ID = "test_llm_openai_describe"
@@ -88,7 +88,9 @@ def server(module_server: FakeOpenAIServer) -> FakeOpenAIServer:
     return module_server
 
 
-def make_settings(server: FakeOpenAIServer, output: Path, **sections: Any) -> Settings:
+def make_settings(
+    server: FakeOpenAIServer | ReplayOpenAIServer, output: Path, **sections: Any
+) -> Settings:
     endpoint = {
         "base_url": server.url,
         "simulator_hints": True,  # the fake server answers from the simulator
@@ -716,8 +718,6 @@ async def test_a_200_that_is_not_json_is_retried(
 async def test_recorded_answers_are_replayed_without_hints(
     prompts_dir: Path, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
 ) -> None:
-    from memoryquest.testing import ReplayOpenAIServer
-
     words = WORDS[:4]
     with FakeOpenAIServer(record=True) as recorder:
         # A named server kind: nothing is discovered (the replay server answers only /models).
