@@ -324,6 +324,7 @@ class Result:
     rpm_limit: int
     summary: str
     max_rss_mb: float = 0.0  # the largest resident set of the command or a child
+    profiled: bool = False  # run under py-spy: slower, and all-in misses what py-spy's child used
     profile: list[str] = field(default_factory=list)
 
     @property
@@ -511,8 +512,10 @@ def measure(
         summary=summary,
         max_rss_mb=samples.peak_rss_mb,
     )
-    if spy_out is not None and spy_out.is_file():
-        result.profile = top_frames(spy_out, args.top)
+    if spy_out is not None:
+        result.profiled = True
+        if spy_out.is_file():
+            result.profile = top_frames(spy_out, args.top)
     return result
 
 
@@ -616,6 +619,8 @@ def report(result: Result, args: argparse.Namespace) -> None:
             f"    {tenth * 10:3d}-{tenth * 10 + 10:3d}%  {bar(mean, scale):<30} {mean:5.1f}  "
             f"{rpm:8,.0f}/min  {busy:4.2f}"
         )
+    if r.profiled:
+        print("  (under py-spy: the figures above are not the measurement; run without --py-spy)")
     if r.misses:
         print(
             "  WARNING: requests missing from the recording: the figures are not valid (--re-record)"
