@@ -79,7 +79,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -373,8 +373,78 @@ def hashed_embedding(text: str, dimension: int) -> list[float]:
     return [float(x) for x in vector / norm]
 
 
-class FakeOpenAIServer:
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 for one test or benchmark: ``with Server(...) as s``.
+
+    Subclasses name their request handler (whose ``owner`` is set to the server) and backlog.
+    """
+
+    backlog = 128  # ~30 concurrent connects must not overflow the backlog
+    thread_name = "loopback-openai"
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler class; each request's handler reads the server as ``owner``."""
+        raise NotImplementedError
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        handler = type("Handler", (self.handler(),), {"owner": self})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+        httpd.daemon_threads = True
+        httpd.request_queue_size = self.backlog
+        httpd.allow_reuse_address = True
+        httpd.server_bind()
+        httpd.server_activate()
+        self._httpd = httpd
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=self.thread_name,
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping on latency or timeout faults
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError(f"the {type(self).__name__} is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The base URL for the SDK (``.../v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+class FakeOpenAIServer(LoopbackServer):
     """Start with ``with FakeOpenAIServer(...) as server:``; ``server.url`` is the SDK base URL."""
+
+    thread_name = "fake-openai"
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _Handler
 
     def __init__(
         self,
@@ -448,9 +518,7 @@ class FakeOpenAIServer:
         self._prompt_cache = PromptPrefixCache()
         self._lock = threading.Lock()
         self._simulator_lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._counter = 0
         # One handler per path; paths with an id match a pattern and put it in ``entry.params``.
         self.routes: dict[tuple[str, str], Route] = {
@@ -480,56 +548,6 @@ class FakeOpenAIServer:
         return None, {}
 
     # --- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> FakeOpenAIServer:
-        server = self
-
-        class Handler(_Handler):
-            owner = server
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
-        httpd.daemon_threads = True
-        httpd.request_queue_size = 128  # ~30 concurrent connects must not overflow the backlog
-        httpd.allow_reuse_address = True
-        httpd.server_bind()
-        httpd.server_activate()
-        self._httpd = httpd
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="fake-openai",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()  # wakes handlers sleeping on latency or timeout faults
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the fake server is not running")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The base URL for the SDK (``.../v1``)."""
-        return f"http://127.0.0.1:{self.port}/v1"
 
     # --- test controls --------------------------------------------------------------------
 
@@ -1283,7 +1301,7 @@ class ReplayedRequest:
     status: int = 0
 
 
-class ReplayOpenAIServer:
+class ReplayOpenAIServer(LoopbackServer):
     """Answers recorded by ``FakeOpenAIServer(record=True)``, looked up by each request's path and
     body bytes, so answering costs a dictionary look-up rather than a simulator run.
 
@@ -1294,6 +1312,12 @@ class ReplayOpenAIServer:
     ``retry-after-ms`` and the quota headers). Each request is logged in
     ``log`` with when it arrived and when its answer left.
     """
+
+    backlog = 256
+    thread_name = "replay-openai"
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _ReplayHandler
 
     def __init__(
         self,
@@ -1310,54 +1334,7 @@ class ReplayOpenAIServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> ReplayOpenAIServer:
-        server = self
-
-        class Handler(_ReplayHandler):
-            owner = server
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
-        httpd.daemon_threads = True
-        httpd.request_queue_size = 256
-        httpd.allow_reuse_address = True
-        httpd.server_bind()
-        httpd.server_activate()
-        self._httpd = httpd
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="replay-openai",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> ReplayOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the replay server is not running")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        super().__init__()
 
     def answer(self, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
         """Status, body and extra headers for one request (after the latency)."""
