@@ -25,7 +25,6 @@ import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -51,7 +50,7 @@ from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import TRIM_LEVELS, failure_reason
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
-from memoryquest.text import best_sentence, content_words, locate, sentences_covering
+from memoryquest.text import best_sentence, content_stems, locate, sentences_covering
 
 STAGE = Stage.MEMORY
 # A quote copies a sentence's opening words, not the sentence: enough to name it among the
@@ -299,16 +298,10 @@ def facts_to_show(active: Sequence[Fact], batch: Sequence[Session], limit: int) 
     """
     if len(active) <= limit:
         return list(active)
-    turns = [_word_set(t.content) for s in batch for t in s.turns if t.role is Role.USER]
-    nearness = [_best_share(_word_set(f.info), turns) for f in active]
+    turns = [content_stems(t.content) for s in batch for t in s.turns if t.role is Role.USER]
+    nearness = [_best_share(content_stems(f.info), turns) for f in active]
     chosen = sorted(range(len(active)), key=lambda i: -nearness[i])[:limit]
     return [active[i] for i in sorted(chosen)]
-
-
-@lru_cache(maxsize=16_384)
-def _word_set(text: str) -> frozenset[str]:
-    """Content words of a text, once: every batch compares every active fact again."""
-    return frozenset(content_words(text))
 
 
 def _best_share(fact: frozenset[str], turns: Sequence[frozenset[str]]) -> float:
@@ -447,8 +440,8 @@ def added_words(change: FactChange, batch: Sequence[Session]) -> set[str]:
     said: set[str] = set()
     for session_id, turns in change.evidence.items():
         for turn in turns:
-            said.update(_word_set(sessions[session_id].turns[turn].content))
-    return set(_word_set(change.info)) - said
+            said.update(content_stems(sessions[session_id].turns[turn].content))
+    return set(content_stems(change.info)) - said
 
 
 async def quote_support(

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memoryquest.contracts import Query, Role, Session, Timeline
-from memoryquest.text import content_words, split_sentences
+from memoryquest.text import content_stems, split_sentences
 
 # How much of the ledger a prompt shows: the latest references in force, the latest earlier events.
 SHOWN_FACTS = 6
@@ -93,10 +93,10 @@ def contradiction(session: Session, ledger: Ledger) -> str | None:
         if turn.role is not Role.USER:
             continue
         for sentence in split_sentences(turn.content):
-            said = set(content_words(sentence))
+            said = content_stems(sentence)
             negated = NEGATION.search(sentence) is not None
             for fact in ledger.facts:
-                stated = set(content_words(fact.text))
+                stated = content_stems(fact.text)
                 shared = said & stated
                 restated = len(shared) >= max(RESTATED_WORDS, RESTATED_SHARE * len(stated))
                 if restated and negated != (NEGATION.search(fact.text) is not None):
