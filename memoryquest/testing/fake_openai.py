@@ -1249,18 +1249,28 @@ class _Handler(BaseHTTPRequestHandler):
             owner.recording[self._key] = data
         owner._leave()  # before the answer leaves: the client may send its next request at once
         self._left = True
-        try:
-            self.send_response(status)
-            self.send_header(
-                "Content-Type", "application/octet-stream" if binary else "application/json"
-            )
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in extra.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        content_type = "application/octet-stream" if binary else "application/json"
+        write_response(self, status, data, content_type, extra)
+
+
+def write_response(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    data: bytes,
+    content_type: str,
+    headers: dict[str, str],
+) -> None:
+    """Send one answer; a client that hung up meanwhile only closes the connection."""
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        handler.close_connection = True
 
 
 def _parse_multipart(
@@ -1391,13 +1401,4 @@ class _ReplayHandler(BaseHTTPRequestHandler):
         self._send(entry.status, data, extra)
 
     def _send(self, status: int, data: bytes, extra: dict[str, str]) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in extra.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        write_response(self, status, data, "application/json", extra)
