@@ -326,6 +326,11 @@ class TimelineEvent(Contract):
     reference_id: Id | None = Field(
         default=None, description="The reference this event carries; null for filler."
     )
+    news: list[str] = Field(
+        default_factory=list,
+        description="The personal updates the user mentions in this conversation; a reference "
+        "event's reference is one of them, word for word, so its conversation cannot tell it apart.",
+    )
 
 
 class Timeline(Row):

@@ -39,6 +39,7 @@ from memoryquest.simulator.phrasing import (
 )
 from memoryquest.simulator.timelines import UPDATE_MARKER, described_updates
 from memoryquest.stages.common import persona_variables, task_variables
+from memoryquest.stages.timelines import event_news
 from memoryquest.text import contains_verbatim, ngrams, normalise_text, split_sentences, words
 
 try:
@@ -65,6 +66,20 @@ class Session:
     def reference(self) -> dict | None:
         index = self.event["reference_index"]
         return None if index is None else self.query["references"][index]
+
+    @property
+    def news(self) -> list[str]:
+        """The event's news as the stage gives it (the reference word for word among it)."""
+        reference = self.reference
+        return event_news(self.event["news"], reference and reference["text"], "event")
+
+    @property
+    def reference_said(self) -> tuple[int, str]:
+        """(the turn, the sentence) the answer names for the reference."""
+        assert self.reference is not None
+        position = self.news.index(self.reference["text"])
+        (item,) = [i for i in self.answer["news_said"] if i["news_index"] == position]
+        return item["turn_index"], item["sentence"]
 
 
 def _query_variables(persona: Persona, settings: GenerationSettings) -> dict:
@@ -102,7 +117,7 @@ def _timeline_variables(persona: Persona, candidate: dict, settings: GenerationS
 
 
 def _dialogue_variables(
-    persona: Persona, event: dict, reference: dict | None, settings: GenerationSettings
+    persona: Persona, event: dict, news: list[str], settings: GenerationSettings
 ) -> dict:
     domain = Domain(event["domain"])
     date = event["date"]
@@ -113,10 +128,9 @@ def _dialogue_variables(
             "date": date,
             "weekday": dt.date.fromisoformat(date).strftime("%A"),
             "domain": domain.value,
-            "kind": "reference" if reference else "filler",
             "description": event["description"],
         },
-        "reference": reference,
+        "news": news,
         "demographics": persona.demographics.model_dump(mode="json"),
         "interaction_summary": PersonaMaterial(
             persona.demographics, persona.affinities, persona.interactions, persona.tasks
@@ -145,11 +159,10 @@ def sessions() -> tuple[Session, ...]:
                 simulate("timeline_synthesis", _timeline_variables(persona, candidate, settings))
             )
             for event in timeline["events"]:
-                index = event["reference_index"]
-                reference = None if index is None else candidate["references"][index]
-                variables = _dialogue_variables(persona, event, reference, settings)
-                answer = json.loads(simulate("dialogue_expansion", variables))
-                out.append(Session(persona, candidate, event, answer))
+                session = Session(persona, candidate, event, {})
+                variables = _dialogue_variables(persona, event, session.news, settings)
+                session.answer = json.loads(simulate("dialogue_expansion", variables))
+                out.append(session)
     return tuple(out)
 
 
@@ -191,14 +204,9 @@ def test_the_reference_sentence_is_one_sentence_of_the_named_user_turn(
     checked = 0
     for session in all_sessions:
         if session.reference is None:
-            assert (
-                session.answer["reference_turn_indices"] == []
-                and session.answer["reference_sentence"] == ""
-            )
             continue
-        (index,) = session.answer["reference_turn_indices"]
+        index, said = session.reference_said
         turn = session.turns[index]
-        said = session.answer["reference_sentence"]
         assert turn["role"] == "user"
         assert said and said in turn["content"]
         assert said in split_sentences(turn["content"]), (said, turn["content"])
@@ -245,7 +253,7 @@ def test_every_update_of_the_event_is_said_once_in_a_user_turn(
 def _exchanges(all_sessions: tuple[Session, ...]) -> list[tuple[str, str, bool, Session]]:
     out = []
     for session in all_sessions:
-        marked = set(session.answer["reference_turn_indices"])
+        marked = {session.reference_said[0]} if session.reference else set()
         for i in range(0, len(session.turns), 2):
             reply = session.turns[i + 1]["content"] if i + 1 < len(session.turns) else ""
             out.append((session.turns[i]["content"], reply, i in marked, session))
@@ -356,7 +364,7 @@ def test_the_user_opens_with_the_request_and_the_assistant_works_on_it(
         "without causing offense. Chatting in Toronto, Canada on their smartphone in the evening.",
     }
     for seed in range(10):
-        variables = _dialogue_variables(persona, event, None, GenerationSettings())
+        variables = _dialogue_variables(persona, event, [], GenerationSettings())
         turns = json.loads(simulate("dialogue_expansion", variables, seed=seed))["turns"]
         assert "mute or leave the conversation temporarily" in turns[0]["content"]
         replies = [t["content"] for t in turns if t["role"] == "assistant"]
@@ -552,7 +560,7 @@ def test_sentences_rarely_repeat_for_one_user(all_sessions: tuple[Session, ...])
 def test_the_same_request_gives_the_same_conversation(all_sessions: tuple[Session, ...]) -> None:
     session = all_sessions[0]
     settings = GenerationSettings()
-    variables = _dialogue_variables(session.persona, session.event, session.reference, settings)
+    variables = _dialogue_variables(session.persona, session.event, session.news, settings)
     assert simulate("dialogue_expansion", variables, seed=0) == simulate(
         "dialogue_expansion", variables, seed=0
     )
@@ -570,8 +578,7 @@ def test_every_reference_sentence_yields_a_fact_quoting_it(
     for session in all_sessions:
         if session.reference is None:
             continue
-        (index,) = session.answer["reference_turn_indices"]
-        said = session.answer["reference_sentence"]
+        index, said = session.reference_said
         facts = facts_of_turn(
             session.turns[index]["content"], session.event["domain"], opening=index == 0
         )

@@ -160,18 +160,15 @@ def test_simulated_timelines_place_each_reference_once_and_ground_the_filler(
 # --------------------------------------------------------------------------- dialogue_expansion
 
 
-def dialogue_variables(
-    persona: Persona, domain: Domain, description: str, reference: dict | None
-) -> dict:
+def dialogue_variables(persona: Persona, domain: Domain, description: str, news: list[str]) -> dict:
     return {
         "event": {
             "date": "2024-05-10",
             "weekday": "Friday",
             "domain": domain.value,
-            "kind": "reference" if reference else "filler",
             "description": description,
         },
-        "reference": reference,
+        "news": news,
         "demographics": persona.demographics.model_dump(mode="json"),
         "interaction_summary": material(persona).interaction(domain),
         "affinities": [a.model_dump(mode="json") for a in persona.affinities if a.domain == domain],
@@ -196,15 +193,16 @@ def test_simulated_dialogue_conveys_the_reference_in_the_reported_user_turn(user
     )
     answer = json.loads(
         simulate(
-            "dialogue_expansion", dialogue_variables(user0, Domain.ALARM, description, reference)
+            "dialogue_expansion",
+            dialogue_variables(user0, Domain.ALARM, description, [reference["text"]]),
         )
     )
     turns = answer["turns"]
     assert [t["role"] for t in turns] == ["user", "assistant"] * (len(turns) // 2)
     assert "review and potentially modify my existing alarm settings" in turns[0]["content"]
-    (index,) = answer["reference_turn_indices"]
-    assert turns[index]["role"] == "user"
-    assert answer["reference_sentence"] in split_sentences(turns[index]["content"])
+    (said,) = answer["news_said"]
+    assert said["news_index"] == 0 and turns[said["turn_index"]]["role"] == "user"
+    assert said["sentence"] in split_sentences(turns[said["turn_index"]]["content"])
     assert all(not contains_verbatim(t["content"], reference["text"]) for t in turns)
 
 
@@ -222,11 +220,11 @@ def test_a_dialogue_never_restates_a_profile_value_its_update_changes(user0: Per
         answer = json.loads(
             simulate(
                 "dialogue_expansion",
-                dialogue_variables(user0, Domain.ALARM, description, reference),
+                dialogue_variables(user0, Domain.ALARM, description, [reference["text"]]),
                 seed=seed,
             )
         )
-        (index,) = answer["reference_turn_indices"]
+        ((index, _),) = [(n["turn_index"], n["sentence"]) for n in answer["news_said"]]
         others = [t["content"] for i, t in enumerate(answer["turns"]) if i != index]
         assert not any("7:00 AM" in text for text in others)
 
@@ -239,13 +237,13 @@ def test_simulated_dialogues_sound_like_the_persona(user0: Persona) -> None:
         answer = json.loads(
             simulate(
                 "dialogue_expansion",
-                dialogue_variables(user0, Domain.BOOKS, description, None),
+                dialogue_variables(user0, Domain.BOOKS, description, []),
                 seed=seed,
             )
         )
         turns = answer["turns"]
         lengths.append(len(turns))
-        assert answer["reference_turn_indices"] == [] and answer["reference_sentence"] == ""
+        assert answer["news_said"] == []
         user_text = " ".join(t["content"] for t in turns if t["role"] == "user")
         assert re.search(r"\b(?:I|I'm|I've|my|My)\b", user_text), user_text
         all_text = " ".join(t["content"] for t in turns)

@@ -7,17 +7,20 @@ import statistics
 
 import pytest
 
-from memoryquest.contracts import RejectionReason, Role, Session
+from memoryquest.contracts import EventKind, RejectionReason, Role, Session
 from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.dialogues import (
     DialogueDraft,
+    NewsSaid,
     TurnDraft,
     check_dialogue,
+    dialogue_inputs,
     expand_dialogues,
     final_text_problem,
 )
+from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.stages.history import merge_history
 from memoryquest.text import contains_verbatim, split_sentences
 
@@ -154,13 +157,16 @@ def reference_case(run: GeneratedRun) -> tuple:
     timeline = run.timelines[q.query_id].timeline
     session = next(s for s in sessions_of(run, q.query_id) if s.reference_id)
     event = next(e for e in timeline.events if e.event_id == session.event_id)
-    span = session.reference_spans[0] if session.reference_spans else None
+    span = session.reference_spans[0]
+    reference = next(r for r in q.references if r.reference_id == event.reference_id)
+    said = NewsSaid(
+        news_index=event.news.index(reference.text),
+        turn_index=span.turn_index,
+        sentence=session.turns[span.turn_index].content[span.start : span.end],
+    )
     draft = DialogueDraft(
         turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
-        reference_turn_indices=session.reference_turn_indices,
-        reference_sentence=session.turns[span.turn_index].content[span.start : span.end]
-        if span
-        else "",
+        news_said=[said],
     )
     persona = next(p for p in run.personas if p.persona_id == q.persona_id)
     return persona, q, event, draft, session
@@ -181,9 +187,10 @@ def test_the_real_draft_rebuilds_the_same_session(reference_case: tuple) -> None
         ),
         (lambda d, ref: d.turns.__delitem__(slice(4, None)), "4 turns; need 5-30"),
         (lambda d, ref: setattr(d.turns[1], "role", "user"), "turns alternate"),
-        (lambda d, ref: setattr(d, "reference_turn_indices", []), "no turn is named"),
-        (lambda d, ref: setattr(d, "reference_turn_indices", [1]), "not a user turn"),
-        (lambda d, ref: setattr(d, "reference_turn_indices", [99]), "does not exist"),
+        (lambda d, ref: setattr(d, "news_said", []), "no turn is named"),
+        (lambda d, ref: setattr(d.news_said[0], "news_index", 99), "no turn is named"),
+        (lambda d, ref: setattr(d.news_said[0], "turn_index", 1), "not a user turn"),
+        (lambda d, ref: setattr(d.news_said[0], "turn_index", 99), "does not exist"),
         (lambda d, ref: setattr(d.turns[2], "content", "  "), "is empty"),
     ],
 )
@@ -195,6 +202,50 @@ def test_broken_conversations_are_caught(reference_case: tuple, corrupt, words: 
     checked = check_dialogue(broken, persona, q, event, GenerationSettings())
     assert checked.session is None
     assert any(words in p for p in checked.problems), checked.problems
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "reason"),
+    [
+        (lambda s: "By the way, " + s[:1].lower() + s[1:], RejectionReason.MARKED),
+        (lambda s: s.rstrip(".") + ", worth remembering for later.", RejectionReason.FORESHADOW),
+    ],
+    ids=["announced", "pointing-ahead"],
+)
+def test_any_news_sentence_that_marks_itself_is_refused(
+    run: GeneratedRun, rewrite, reason: RejectionReason
+) -> None:
+    """A filler conversation's news is held to the same rule as a reference's: if only the
+    references were said plainly, an announcement would tell the rest apart."""
+    q = run.kept()[0]
+    timeline = run.timelines[q.query_id].timeline
+    event = next(e for e in timeline.events if e.reference_id is None and e.news)
+    session = next(s for s in sessions_of(run, q.query_id) if s.event_id == event.event_id)
+    sentence = split_sentences(session.turns[0].content)[-1]
+    draft = DialogueDraft(
+        turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
+        news_said=[NewsSaid(news_index=0, turn_index=0, sentence=sentence)],
+    )
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    assert check_dialogue(draft, persona, q, event, GenerationSettings()).session is not None
+    written = rewrite(sentence)
+    draft.turns[0].content = draft.turns[0].content.replace(sentence, written)
+    draft.news_said[0].sentence = written
+    checked = check_dialogue(draft, persona, q, event, GenerationSettings())
+    assert checked.session is None and checked.reason is reason, checked.problems
+
+
+def test_the_prompt_does_not_tell_a_reference_event_from_filler(reference_case: tuple) -> None:
+    """The same event, carrying its reference or not, is asked for with the same prompt."""
+    persona, q, event, _, _ = reference_case
+    as_filler = event.model_copy(update={"kind": EventKind.FILLER, "reference_id": None})
+    settings = GenerationSettings()
+    carrying = dialogue_inputs(persona, q, event, settings).request(seed=0)
+    plain = dialogue_inputs(persona, q, as_filler, settings).request(seed=0)
+    assert carrying.variables == plain.variables
+    prompt = DialogueInputs.template().render(carrying.variables)[-1]["content"]
+    reference = next(r for r in q.references if r.reference_id == event.reference_id)
+    assert reference.text in prompt and not re.search(r"\breferences?\b", prompt, re.IGNORECASE)
 
 
 async def test_unconveyed_reference_drops_the_whole_query(run: GeneratedRun) -> None:

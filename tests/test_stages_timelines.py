@@ -15,6 +15,7 @@ from memoryquest.stages.timelines import (
     EventDraft,
     TimelineDraft,
     build_events,
+    event_news,
     filler_similarity_problems,
     synthesise_timeline,
     timeline_request,
@@ -72,6 +73,7 @@ def test_each_reference_is_carried_by_exactly_one_matching_event(run: GeneratedR
             assert event.kind == EventKind.REFERENCE
             assert (event.date, event.domain) == (r.date, r.domain)
             assert r.text in event.description
+            assert event.news.count(r.text) == 1
         assert sum(e.kind == EventKind.REFERENCE for e in t.events) == len(q.references)
 
 
@@ -89,6 +91,7 @@ def test_filler_is_persona_grounded_and_never_carries_a_reference(run: Generated
             assert e.reference_id is None and e.domain not in ref_domains
             assert e.description.split(" Chatting ")[0] in task_openings
             assert not any(contains_verbatim(e.description, r.text) for r in q.references)
+            assert not any(contains_verbatim(n, r.text) for n in e.news for r in q.references)
         pairs.extend((e.description, r.text) for e in fillers for r in q.references)
     texts = sorted({text for pair in pairs for text in pair})
     vectors = dict(zip(texts, shared_local_embedder().embed_sync(texts), strict=True))
@@ -112,6 +115,7 @@ def real_pair(run: GeneratedRun) -> tuple:
                     (i for i, r in enumerate(q.references) if r.reference_id == e.reference_id),
                     None,
                 ),
+                news=e.news,
             )
             for e in t.events
         ]
@@ -167,6 +171,14 @@ def _filler_repeats(q):
     return change
 
 
+def _filler_news_repeats(q):
+    def change(draft: TimelineDraft) -> None:
+        filler = next(e for e in draft.events if e.reference_index is None)
+        filler.news = [*filler.news, q.references[1].text]
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("corrupt", "words"),
     [
@@ -177,6 +189,7 @@ def _filler_repeats(q):
         (lambda q: _twice, "reference 0 is carried by 2 events"),
         (_filler_in_reference_domain, "a domain one of the references is about"),
         (_filler_repeats, "filler repeats reference 1"),
+        (_filler_news_repeats, "filler repeats reference 1"),
     ],
 )
 def test_broken_timelines_are_caught(real_pair: tuple, corrupt, words: str) -> None:
@@ -233,6 +246,32 @@ async def test_a_paraphrase_hidden_in_a_long_filler_description_is_caught(
     # The description's one vector would have diluted it below the limit.
     whole, ref = shared_local_embedder().embed_sync([hidden.description, q.references[0].text])
     assert float(whole @ ref) < settings.filler_similarity_max
+
+
+async def test_a_paraphrase_among_a_fillers_news_is_caught(run: GeneratedRun) -> None:
+    """The news list is what the conversation is asked to tell, so it is read as well."""
+    q, timeline = timelines(run)[0]
+    filler = next(e for e in timeline.events if e.kind == EventKind.FILLER)
+    reference = q.references[0].text.rstrip(".")
+    paraphrase = f"Lately, {reference[:1].lower()}{reference[1:]}"
+    hidden = filler.model_copy(update={"news": [*filler.news, paraphrase]})
+    events = [hidden if e.event_id == filler.event_id else e for e in timeline.events]
+    problems = await filler_similarity_problems(events, q, simulated_client(), GenerationSettings())
+    assert len(problems) == 1 and filler.event_id in problems[0] and "Lately" in problems[0]
+
+
+def test_an_events_news_holds_its_reference_word_for_word() -> None:
+    reference = "Started a night shift at the bakery in March."
+    # The model's restatement gives way to the reference, in its place.
+    assert event_news(
+        ["Bought a bike", "started a night shift at the bakery in March", "Got a cat"],
+        reference,
+        "e_1",
+    ) == ["Bought a bike", reference, "Got a cat"]
+    # Left out, it goes in at a place drawn from the event id, not always first or last.
+    places = {event_news(["A", "B", "C"], reference, f"e_{i}").index(reference) for i in range(40)}
+    assert places == {0, 1, 2, 3}
+    assert event_news(["  Got   a cat ", ""], None, "e_1") == ["Got a cat"]
 
 
 def test_every_timeline_of_a_user_sends_the_same_persona_block_under_one_cache_key(

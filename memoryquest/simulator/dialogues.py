@@ -203,15 +203,17 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     event = inputs.event
     domain = Domain(event["domain"])
     weekday = event.get("weekday") or dt.date.fromisoformat(event["date"]).strftime("%A")
-    reference = inputs.reference
     activity, setting, updates = split_description(event["description"])
-    reference_at: int | None = None
-    if reference:
-        wanted = normalise_text(reference["text"])
-        reference_at = next((i for i, u in enumerate(updates) if normalise_text(u) == wanted), None)
-        if reference_at is None:  # a description written by someone else: say the reference anyway
-            updates.append(reference["text"].strip().rstrip("."))
-            reference_at = len(updates) - 1
+    # Where each item of news is among the description's updates; one the description does not
+    # say (a timeline written by someone else) is said as well.
+    update_of_news: list[int] = []
+    for item in inputs.news:
+        wanted = normalise_text(item)
+        found = next((i for i, u in enumerate(updates) if normalise_text(u) == wanted), None)
+        if found is None:
+            updates.append(item.strip().rstrip("."))
+            found = len(updates) - 1
+        update_of_news.append(found)
     affinities = [Affinity.model_validate(a) for a in inputs.affinities or []]
     demographics = Demographics.model_validate(inputs.demographics or {})
     avoid = [v for u in updates for v in _avoided_values(affinities, u)]
@@ -234,8 +236,7 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     sayings = [say_update(u, rng) for u in updates]
 
     turns: list[dict[str, str]] = []
-    update_turn: int | None = None  # where the reference is said, and the sentence saying it
-    update_sentence = ""
+    said_at: dict[int, tuple[int, str]] = {}  # update -> (its turn, the sentence saying it)
     asked = ""
     for k in range(exchanges):
         last = k == exchanges - 1
@@ -243,15 +244,14 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
         text, said, personal = user_turn(
             k, last, asked, topic, options, voice, [sayings[i] for i in here], rng
         )
-        if reference_at in here:
-            update_turn, update_sentence = len(turns), said[here.index(reference_at)]
+        said_at.update((i, (len(turns), sentence)) for i, sentence in zip(here, said, strict=True))
         turns.append({"role": "user", "content": text})
         reply, asked = assistant_turn(k, last, personal, topic, options, rng)
         turns.append({"role": "assistant", "content": reply})
 
-    is_reference = reference is not None and update_turn is not None
-    return {
-        "turns": turns,
-        "reference_turn_indices": [update_turn] if is_reference else [],
-        "reference_sentence": update_sentence if is_reference else "",
-    }
+    news_said = [
+        {"news_index": k, "turn_index": said_at[u][0], "sentence": said_at[u][1]}
+        for k, u in enumerate(update_of_news)
+        if u in said_at
+    ]
+    return {"turns": turns, "news_said": news_said}

@@ -167,6 +167,7 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
                 "domain": domain.value,
                 "description": describe(activity, updates),
                 "reference_index": ref["index"],
+                "news": updates,
             }
         )
 
@@ -191,13 +192,14 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
             else:
                 domain = Domain(query["domain"])
                 activity = _generic_activity(domain)
-            description = describe(activity, distractors(domain, date, FILLER_EVENT_DISTRACTORS))
+            updates = distractors(domain, date, FILLER_EVENT_DISTRACTORS)
             events.append(
                 {
                     "date": date.isoformat(),
                     "domain": domain.value,
-                    "description": description,
+                    "description": describe(activity, updates),
                     "reference_index": None,
+                    "news": updates,
                 }
             )
 

@@ -174,17 +174,22 @@ def final_text_problem(
             f"the text carrying the reference names the request's date "
             f"({query.query_date.isoformat()}): {sentence!r}",
         )
+    return marker_problem(sentence, "the text carrying the reference")
+
+
+def marker_problem(sentence: str, what: str) -> tuple[RejectionReason, str] | None:
+    """Why ``sentence`` (named ``what`` in the reason) points ahead or announces itself, or None."""
     cue = FORWARD_CUES.search(sentence)
     if cue is not None:
         return (
             RejectionReason.FORESHADOW,
-            f"the text carrying the reference points ahead ({cue.group(0)!r}): {sentence!r}",
+            f"{what} points ahead ({cue.group(0)!r}): {sentence!r}",
         )
     marker = ANNOUNCEMENTS.search(sentence)
     if marker is not None:
         return (
             RejectionReason.MARKED,
-            f"the text carrying the reference announces itself ({marker.group(0)!r}): {sentence!r}",
+            f"{what} announces itself ({marker.group(0)!r}): {sentence!r}",
         )
     return None
 

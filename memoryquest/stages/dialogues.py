@@ -1,14 +1,14 @@
 """The ``dialogues`` stage: every timeline event becomes one dated user–assistant conversation.
 
 One LLM call per event, all of a timeline's calls sent together. The model sees
-the event, the user's demographics, and the domain's interaction summary and
-affinities, so the user sounds the same across the whole history. A reference
-event's conversation must convey its reference naturally: the reference text
-may not appear word for word in any turn, the model names the user turn(s)
-that convey it, and at least one sentence of those turns must come within
+the event, its news (the personal updates the user tells in it), the user's
+demographics, and the domain's interaction summary and affinities, so the user
+sounds the same across the whole history. The model is not told whether one
+item of news is a reference: it names where it said each item, and the stage
+picks the reference's. Its sentence must come within
 ``reference_turn_similarity_min`` cosine of the reference (a paraphrase does;
-an unrelated turn does not). Filler conversations convey nothing and never
-repeat a reference of the query.
+an unrelated turn does not), and no turn may repeat a reference word for word.
+No news sentence may point ahead or announce itself.
 
 A conversation that breaks a rule is asked for again (``max_regenerations``).
 If one still fails, the query's sessions cannot form a complete history, so
@@ -45,8 +45,18 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.errors import LLMOutputError
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import failure_reason, final_text_problem, rejected
-from memoryquest.stages.dialogues_contracts import DialogueDraft, DialogueInputs, TurnDraft
+from memoryquest.stages.common import (
+    failure_reason,
+    final_text_problem,
+    marker_problem,
+    rejected,
+)
+from memoryquest.stages.dialogues_contracts import (
+    DialogueDraft,
+    DialogueInputs,
+    NewsSaid,
+    TurnDraft,
+)
 from memoryquest.stages.ledger import NO_LEDGER, Ledger, contradiction
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import locate, normalise_text, sentence_spans
@@ -78,7 +88,6 @@ def dialogue_inputs(
     settings: GenerationSettings,
     ledger: Ledger = NO_LEDGER,
 ) -> DialogueInputs:
-    reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
     summary = next((i.summary for i in persona.interactions if i.domain == event.domain), None)
     situations = [
         {s.name: s.value for s in task.situations}
@@ -90,18 +99,9 @@ def dialogue_inputs(
             "date": event.date.isoformat(),
             "weekday": event.date.strftime("%A"),
             "domain": event.domain.value,
-            "kind": event.kind.value,
             "description": event.description,
         },
-        reference=(
-            {
-                "text": reference.text,
-                "date": reference.date.isoformat(),
-                "domain": reference.domain.value,
-            }
-            if reference is not None
-            else None
-        ),
+        news=event.news,
         demographics=persona.demographics.model_dump(mode="json"),
         interaction_summary=summary,
         affinities=[
@@ -162,23 +162,22 @@ def check_dialogue(
         for index, turn_text in enumerate(normalised_turns):
             if needle and needle in turn_text:
                 problems.append(f"turn {index} repeats reference {ref.reference_id} word for word")
-    indices = sorted(set(draft.reference_turn_indices))
+    said = reference_said(draft, query, event)
+    indices = sorted({item.turn_index for item in said})
     if event.kind == EventKind.REFERENCE:
         if not indices:
-            problems.append("no turn is named as conveying the reference")
+            problems.append("no turn is named as telling the reference")
         for index in indices:
             if not 0 <= index < count:
                 problems.append(f"reference turn index {index} does not exist")
             elif index % 2 != 0:
                 problems.append(f"reference turn index {index} is not a user turn")
-    elif indices:
-        problems.append("a filler conversation names reference turns")
     spans: list[ReferenceSpan] = []
-    if event.kind == EventKind.REFERENCE and not problems and draft.reference_sentence.strip():
-        for index in indices:
-            found = locate(turns[index].content, draft.reference_sentence)
-            if found is not None:
-                spans = [ReferenceSpan(turn_index=index, start=found[0], end=found[1])]
+    if not problems:
+        for item in said:
+            found = locate(turns[item.turn_index].content, item.sentence)
+            if item.sentence.strip() and found is not None:
+                spans = [ReferenceSpan(turn_index=item.turn_index, start=found[0], end=found[1])]
                 break
     if formatted:
         markdown = f"turns {formatted} are formatted as markdown (lists, headings or bold)"
@@ -186,6 +185,9 @@ def check_dialogue(
         return _Checked(None, [*problems, markdown], reason)
     if problems:
         return _Checked(None, problems)
+    marked = marked_news(draft)
+    if marked is not None:
+        return _Checked(None, [marked[1]], marked[0])
     session = Session(
         session_id=make_id("session", event.event_id),
         persona_id=persona.persona_id,
@@ -200,6 +202,37 @@ def check_dialogue(
         reference_spans=spans,
     )
     return _Checked(session, [])
+
+
+def reference_said(draft: DialogueDraft, query: Query, event: TimelineEvent) -> list[NewsSaid]:
+    """Where the draft says it told the event's reference (none for filler).
+
+    The model was given the reference as one item of the event's news, not knowing which;
+    the stage knows its index.
+    """
+    reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
+    if reference is None:
+        return []
+    position = event.news.index(reference.text) if reference.text in event.news else None
+    if position is None:
+        raise ValueError(
+            f"event {event.event_id} does not list its reference among its news: "
+            "its timeline predates the news list, regenerate it"
+        )
+    return [item for item in draft.news_said if item.news_index == position]
+
+
+def marked_news(draft: DialogueDraft) -> tuple[RejectionReason, str] | None:
+    """A news sentence that points ahead or announces itself, with the reason, or None.
+
+    Every item of news is held to this, not only the reference: a model cannot tell
+    them apart, and if only references were plain, "by the way" would mark the rest.
+    """
+    for item in draft.news_said:
+        problem = marker_problem(item.sentence, f"news item {item.news_index}")
+        if problem is not None:
+            return problem
+    return None
 
 
 async def conveyance_problems(

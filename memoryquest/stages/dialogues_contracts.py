@@ -22,14 +22,18 @@ class TurnDraft(BaseModel):
     content: str
 
 
+class NewsSaid(BaseModel):
+    """Where one item of the event's news is said."""
+
+    news_index: int = Field(description="Index of the news item in the given list.")
+    turn_index: int = Field(description="Index of the user turn that says it.")
+    sentence: str = Field(description="The sentence of that turn that says it, copied exactly.")
+
+
 class DialogueDraft(BaseModel):
     turns: list[TurnDraft]
-    reference_turn_indices: list[int] = Field(
-        description="Indices of the user turns that convey the reference; empty for filler."
-    )
-    reference_sentence: str = Field(
-        default="",
-        description="The sentence of a reference turn that states the reference, copied exactly; empty for filler.",
+    news_said: list[NewsSaid] = Field(
+        default=[], description="Where each item of the event's news is said; empty without news."
     )
 
 
@@ -43,21 +47,15 @@ class DialogueEvent(TypedDict):
     date: str
     weekday: str
     domain: str
-    kind: str
     description: str
 
 
-@with_config(ROW)
-class DialogueReference(TypedDict):
-    """The reference an event carries (none for filler)."""
-
-    text: str
-    date: str
-    domain: str
-
-
 class DialogueInputs(PromptInputs):
-    """One timeline event and the persona's material in its domain, for writing the session."""
+    """One timeline event and the persona's material in its domain, for writing the session.
+
+    The prompt is blind: it gives the event's news (its personal updates) without saying
+    whether one of them is a reference, so every item is told the same way.
+    """
 
     template_id: ClassVar[str] = "dialogue_expansion"
     stage: ClassVar[str] = "dialogues"
@@ -68,7 +66,7 @@ class DialogueInputs(PromptInputs):
     }
 
     event: DialogueEvent
-    reference: DialogueReference | None
+    news: list[str]
     demographics: dict[str, Any]
     interaction_summary: str | None
     affinities: list[dict[str, Any]]

@@ -80,6 +80,14 @@ def ledger_for(date: dt.date, queries: Sequence[Query], timelines: Sequence[Time
     return Ledger(tuple(facts), tuple(earlier))
 
 
+def restates(sentence: str, fact: str) -> bool:
+    """Does ``sentence`` say ``fact`` again: at least ``RESTATED_WORDS`` of its content words
+    (stemmed), and at least ``RESTATED_SHARE`` of them?"""
+    stated = content_stems(fact)
+    shared = content_stems(sentence) & stated
+    return len(shared) >= max(RESTATED_WORDS, RESTATED_SHARE * len(stated))
+
+
 def contradiction(session: Session, ledger: Ledger) -> str | None:
     """A user sentence that restates a fact in force with the opposite polarity, or None.
 
@@ -93,13 +101,11 @@ def contradiction(session: Session, ledger: Ledger) -> str | None:
         if turn.role is not Role.USER:
             continue
         for sentence in split_sentences(turn.content):
-            said = content_stems(sentence)
             negated = NEGATION.search(sentence) is not None
             for fact in ledger.facts:
-                stated = content_stems(fact.text)
-                shared = said & stated
-                restated = len(shared) >= max(RESTATED_WORDS, RESTATED_SHARE * len(stated))
-                if restated and negated != (NEGATION.search(fact.text) is not None):
+                if restates(sentence, fact.text) and negated != (
+                    NEGATION.search(fact.text) is not None
+                ):
                     return (
                         f"{sentence!r} contradicts what the user said on {fact.said_on} and "
                         f"still holds: {fact.text!r}"
@@ -107,4 +113,4 @@ def contradiction(session: Session, ledger: Ledger) -> str | None:
     return None
 
 
-__all__ = ["NO_LEDGER", "Ledger", "LedgerFact", "contradiction", "ledger_for"]
+__all__ = ["NO_LEDGER", "Ledger", "LedgerFact", "contradiction", "ledger_for", "restates"]

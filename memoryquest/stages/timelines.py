@@ -28,6 +28,7 @@ candidate, and if none succeeds the stage returns no timeline.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,9 +60,10 @@ from memoryquest.stages.common import (
     spread,
     task_variables,
 )
+from memoryquest.stages.ledger import restates
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
-from memoryquest.text import split_sentences, without_lead_in
+from memoryquest.text import normalise_text, split_sentences, without_lead_in
 
 STAGE = Stage.TIMELINES
 
@@ -172,18 +174,23 @@ def build_events(draft: TimelineDraft, query: Query, settings: GenerationSetting
                     f"event {index}: filler in {domain.value}, a domain one of the references is about"
                 )
             for ref_position, ref in enumerate(query.references):
-                if contains_verbatim(item.description, ref.text):
+                if any(
+                    contains_verbatim(text, ref.text) for text in [item.description, *item.news]
+                ):
                     problems.append(f"event {index}: filler repeats reference {ref_position}")
         if date is None or domain is None or not item.description.strip():
             continue
+        event_id = make_id("event", query.query_id, index)
+        carried_text = query.references[ref_index].text if ref_index is not None else None
         events.append(
             TimelineEvent(
-                event_id=make_id("event", query.query_id, index),
+                event_id=event_id,
                 date=date,
                 domain=domain,
                 kind=EventKind.REFERENCE if reference_id else EventKind.FILLER,
                 description=item.description.strip(),
                 reference_id=reference_id,
+                news=event_news(item.news, carried_text, event_id),
             )
         )
     for ref_index in range(len(query.references)):
@@ -216,6 +223,36 @@ def build_events(draft: TimelineDraft, query: Query, settings: GenerationSetting
     return _Built(events=events, problems=problems)
 
 
+def event_news(drafted: Sequence[str], reference: str | None, event_id: str) -> list[str]:
+    """The event's news as its conversation is asked to tell it: the reference, when the event
+    carries one, word for word among the rest.
+
+    The model was asked to list the reference with the other updates; what it wrote for it
+    (the text, or a restatement of it) is replaced by the reference itself, since the gates
+    checked that text. If it left the reference out, the reference goes in at a place drawn
+    from the event id, so its position says nothing about it.
+    """
+    news = [" ".join(text.split()) for text in drafted if text.strip()]
+    if reference is None:
+        return news
+    saying = [contains_verbatim(t, reference) or restates(t, reference) for t in news]
+    kept = [text for text, says in zip(news, saying, strict=True) if not says]
+    if any(saying):
+        place = saying.index(True)
+    else:
+        place = int(hashlib.sha256(event_id.encode()).hexdigest(), 16) % (len(news) + 1)
+    return [*kept[:place], reference, *kept[place:]]
+
+
+def _filler_sentences(event: TimelineEvent) -> list[str]:
+    """The description's sentences and the news items, each once (a news item the description
+    says as well is read once)."""
+    unique: dict[str, str] = {}
+    for sentence in [*split_sentences(event.description), *event.news]:
+        unique.setdefault(normalise_text(without_lead_in(sentence)), sentence)
+    return list(unique.values()) or [event.description]
+
+
 async def filler_similarity_problems(
     events: list[TimelineEvent], query: Query, client: ModelClient, settings: GenerationSettings
 ) -> list[str]:
@@ -229,7 +266,7 @@ async def filler_similarity_problems(
     fillers = [e for e in events if e.kind == EventKind.FILLER]
     if not fillers:
         return []
-    said = [split_sentences(e.description) or [e.description] for e in fillers]
+    said = [_filler_sentences(e) for e in fillers]
     count = len(query.references)
     texts = [ref.text for ref in query.references] + [
         without_lead_in(s) for sentences in said for s in sentences

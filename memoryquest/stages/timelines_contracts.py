@@ -26,6 +26,11 @@ class EventDraft(BaseModel):
     reference_index: int | None = Field(
         description="Index of the reference this event carries; null for filler."
     )
+    news: list[str] = Field(
+        default=[],
+        description="Each personal update the user mentions in this conversation, one short "
+        "sentence each; a reference event lists its reference among them.",
+    )
 
 
 class TimelineDraft(BaseModel):

@@ -1,7 +1,7 @@
 """A careless model: the simulator's answers, written the way real models go wrong.
 
 Each :class:`Fault` rewrites one kind of answer as real models tend to: a
-reference sentence that points ahead or announces itself, references that
+news sentence that points ahead or announces itself, references that
 echo the request's words, facts that add an inference, a conversation that
 contradicts what the user said before, an assistant that answers in markdown
 lists. Every fault has the gate that must catch it (:data:`GATES`); the
@@ -39,8 +39,8 @@ from memoryquest.text import STOPWORDS, words
 
 
 class Fault(StrEnum):
-    FORESHADOW = "foreshadow"  # the reference sentence points ahead to when it will matter
-    ANNOUNCE = "announce"  # the reference sentence announces itself
+    FORESHADOW = "foreshadow"  # news sentences point ahead to when they will matter
+    ANNOUNCE = "announce"  # news sentences announce themselves
     ECHO = "echo"  # a drafted reference repeats the request's words
     INFERENCE = "inference"  # an extracted fact adds what the user did not say
     CONTRADICTION = "contradiction"  # a conversation contradicts a fact the user said earlier
@@ -68,26 +68,28 @@ _LEDGER_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}: (?P<said>.+?)(?: \(until [^)]*\)
 
 
 def _foreshadow(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    return _rewrite_reference_sentence(
+    return _rewrite_news_sentences(
         answer, lambda s: s.rstrip(".!") + ", and I'll keep that in mind for what's coming up."
     )
 
 
 def _announce(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    return _rewrite_reference_sentence(answer, lambda s: "By the way, " + s[:1].lower() + s[1:])
+    return _rewrite_news_sentences(answer, lambda s: "By the way, " + s[:1].lower() + s[1:])
 
 
-def _rewrite_reference_sentence(answer: dict[str, Any], rewrite: Callable[[str], str]) -> int:
-    """The named reference sentence rewritten, in its turn and in ``reference_sentence``."""
-    sentence = str(answer.get("reference_sentence") or "")
-    for index in answer.get("reference_turn_indices") or []:
+def _rewrite_news_sentences(answer: dict[str, Any], rewrite: Callable[[str], str]) -> int:
+    """Every named news sentence rewritten, in its turn and in ``news_said``: the model does
+    not know which item is a reference, so it writes them all alike. Counts the answer once."""
+    rewritten = 0
+    for item in answer.get("news_said") or []:
+        sentence, index = str(item.get("sentence") or ""), item.get("turn_index", -1)
         turn = answer["turns"][index] if 0 <= index < len(answer["turns"]) else None
         if sentence and turn is not None and sentence in turn["content"]:
             written = rewrite(sentence)
             turn["content"] = turn["content"].replace(sentence, written, 1)
-            answer["reference_sentence"] = written
-            return 1
-    return 0
+            item["sentence"] = written
+            rewritten = 1
+    return rewritten
 
 
 def _echo(answer: dict[str, Any], variables: dict[str, Any]) -> int:
