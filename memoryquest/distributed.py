@@ -1,16 +1,20 @@
 """Generation beyond one machine, on engines that already exist: Prefect work pools and Dask.
 
-* **Shards across Prefect workers** (:func:`generate_sharded`): the persona
-  selection is split into shards and the generation deployment is run once
-  per shard with ``run_deployment``; whichever workers of the pool are free,
-  on whatever machines, pick the runs up. Each child writes to
-  ``<output>/shards/<i>`` and does not publish; the parent waits for all of
-  them, merges their datasets (usage summed into one manifest), saves
+The generation flow (:func:`memoryquest.orchestration.generate_benchmark`)
+runs here when its ``spread`` parameter says where the personas go:
+
+* **Shards across Prefect workers** (:class:`ShardSpread`,
+  :func:`generate_sharded`): the persona selection is split into shards and
+  a generation deployment is run once per shard (with ``spread`` unset, so
+  in its own process) through ``run_deployment``; whichever workers of the
+  pool are free, on whatever machines, pick the runs up. Each child writes
+  to ``<output>/shards/<i>`` and does not publish; the parent waits for all
+  of them, merges their datasets (usage summed into one manifest), saves
   ``<output>/dataset`` and publishes ``<output>/published``.
-* **Dask** (:func:`generate_with_dask`): one Prefect task per persona,
-  submitted to a Dask scheduler through prefect-dask's ``DaskTaskRunner``.
-  Each task builds its own client and runs the stage groups of
-  :mod:`memoryquest.pipeline` in its worker process.
+* **Dask** (:class:`DaskSpread`, :func:`generate_with_dask`): one Prefect
+  task per persona, submitted to a Dask scheduler through prefect-dask's
+  ``DaskTaskRunner``. Each task builds its own client and runs the stage
+  groups of :mod:`memoryquest.pipeline` in its worker process.
 
 Both need ``output`` on storage every machine sees at the same path: the
 client's response cache (``<output>/.cache``, what makes a re-run free) and
@@ -27,7 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import acreate_table_artifact
@@ -35,6 +39,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import arun_deployment
 from prefect.futures import wait
+from pydantic import BaseModel, ConfigDict, Field
 
 from memoryquest.contracts import Persona, RunManifest, StageUsage
 from memoryquest.dataset import GeneratedDataset
@@ -47,8 +52,63 @@ from memoryquest.settings import Settings
 from memoryquest.task_retries import retry_on_infrastructure_failure
 
 SHARDS_DIR = "shards"
-SHARDED_FLOW = "memoryquest-generate-sharded"
-DASK_FLOW = "memoryquest-generate-dask"
+DEFAULT_SHARD_DEPLOYMENT = "memoryquest-generate/offline"
+
+
+class ShardSpread(BaseModel):
+    """Run the personas in ``shards`` child runs of ``deployment`` on its work pool's workers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["shards"] = "shards"
+    shards: int = Field(default=2, ge=1)
+    deployment: str = DEFAULT_SHARD_DEPLOYMENT
+    poll_seconds: float = Field(default=5.0, gt=0)
+
+
+class DaskSpread(BaseModel):
+    """Run one task per persona on the Dask cluster at ``scheduler_address`` (``tcp://host:8786``),
+    or on a temporary local one when it is unset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["dask"] = "dask"
+    scheduler_address: str | None = None
+
+
+Spread = Annotated[ShardSpread | DaskSpread, Field(discriminator="kind")]
+"""Where a generation run's personas go; the flow parameter's JSON names it by ``kind``."""
+
+
+@dataclass(frozen=True)
+class SpreadRun:
+    """What the generation flow asks of a run spread over machines: plain parameters, since
+    every child run and worker builds its settings from the same ones."""
+
+    output: str
+    persona_source: str | None
+    config_file: str | None
+    overrides: dict[str, Any]
+    selection: PersonaSelection
+    publish: bool
+    allow_failed_audit: bool
+
+    @property
+    def portable_source(self) -> str | None:
+        """A local source as an absolute path: a child run may start in another directory."""
+        if self.persona_source is None or is_http_source(self.persona_source):
+            return self.persona_source
+        return str(Path(self.persona_source).resolve())
+
+    def settings(self) -> Settings:
+        """The run's settings, its output and a local persona source as absolute paths, which
+        every worker reads the same."""
+        return settings_from_parameters(
+            str(Path(self.output).resolve()),
+            self.portable_source,
+            self.config_file,
+            self.overrides,
+        )
 
 
 class ShardFailedError(RuntimeError):
@@ -176,26 +236,6 @@ def check_shard_runs(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> None:
         )
 
 
-def _portable_source(persona_source: str | None) -> str | None:
-    """A local source as an absolute path: a child run may start in another directory."""
-    if persona_source is None or is_http_source(persona_source):
-        return persona_source
-    return str(Path(persona_source).resolve())
-
-
-def _portable_settings(
-    output: str,
-    persona_source: str | None,
-    config_file: str | None,
-    overrides: dict[str, Any] | None,
-) -> Settings:
-    """The settings of a run spread over machines: its output and a local persona source as
-    absolute paths, which every worker reads the same (see :func:`_portable_source`)."""
-    return settings_from_parameters(
-        str(Path(output).resolve()), _portable_source(persona_source), config_file, overrides
-    )
-
-
 def _shard_rows(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> list[dict[str, Any]]:
     return [
         {
@@ -209,21 +249,9 @@ def _shard_rows(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> list[dict[str
     ]
 
 
-@flow(name=SHARDED_FLOW, log_prints=True)
-async def generate_sharded(
-    output: str = "output/sharded-run",
-    persona_source: str | None = None,
-    users: list[str] | None = None,
-    count: int | None = None,
-    shards: int = 2,
-    deployment: str = "memoryquest-generate/offline",
-    config_file: str | None = None,
-    overrides: dict[str, Any] | None = None,
-    publish: bool = True,
-    allow_failed_audit: bool = False,
-    poll_seconds: float = 5.0,
-) -> str:
-    """Split the personas into shards, run ``deployment`` once per shard, merge; returns the output directory.
+async def generate_sharded(spread: ShardSpread, request: SpreadRun) -> str:
+    """Split the personas into shards, run ``spread.deployment`` once per shard, merge; returns the
+    output directory.
 
     The children run concurrently on the deployment's work pool, each as a
     sub-flow of this run. They resume like any generation run (Prefect's
@@ -234,32 +262,31 @@ async def generate_sharded(
     from prefect.runtime import flow_run as current_run
 
     logger = get_run_logger()
-    source = _portable_source(persona_source)  # the children's, as the parent's
-    settings = _portable_settings(output, persona_source, config_file, overrides)
-    with open_run(settings, PersonaSelection(user_ids=users, count=count), SHARDED_FLOW) as run:
+    with open_run(request.settings(), request.selection, "generate over shards") as run:
         plan = plan_shards(
-            [p.source_user_id for p in run.personas], shards, run.output_dir / SHARDS_DIR
+            [p.source_user_id for p in run.personas], spread.shards, run.output_dir / SHARDS_DIR
         )
         parent_name = current_run.get_name() or "sharded"
         parent_id = current_run.get_id()
 
         async def launch(shard: Shard) -> FlowRun:
-            logger.info("launching %s on %s", shard.label, deployment)
+            logger.info("launching %s on %s", shard.label, spread.deployment)
             return await arun_deployment(
-                name=deployment,
+                name=spread.deployment,
                 parameters={
                     "output": str(shard.output),
-                    "persona_source": source,
+                    "persona_source": request.portable_source,
                     "users": shard.users,
                     "count": None,
-                    "config_file": config_file,
-                    "overrides": overrides or {},
+                    "config_file": request.config_file,
+                    "overrides": request.overrides,
                     "publish": False,
+                    "spread": None,  # in the child's own process, whatever its deployment's default
                 },
                 flow_run_name=f"{parent_name}-shard-{shard.index}",
                 # A retried parent finds its children instead of starting them twice.
                 idempotency_key=f"{parent_id}-shard-{shard.index}" if parent_id else None,
-                poll_interval=poll_seconds,
+                poll_interval=spread.poll_seconds,
                 timeout=None,
             )
 
@@ -270,7 +297,9 @@ async def generate_sharded(
         check_shard_runs(plan, runs)
         parts = [GeneratedDataset.load(shard.output / DATASET_DIR) for shard in plan]
         dataset = merge_parts(parts, [shard.label for shard in plan], run.settings, run.started)
-        await finish_run(run, dataset, publish=publish, allow_failed_audit=allow_failed_audit)
+        await finish_run(
+            run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
+        )
     logger.info(
         "merged %d shards (%d personas) into %s", len(plan), len(dataset.personas), run.output_dir
     )
@@ -309,15 +338,9 @@ def generate_persona_on_worker(persona: Persona, settings: Settings) -> Generate
 
 
 @flow(name="memoryquest-generate-dask-personas", log_prints=True)
-async def generate_personas_on_dask(
-    settings: Settings,
-    users: list[str] | None = None,
-    count: int | None = None,
-    publish: bool = True,
-    allow_failed_audit: bool = False,
-) -> str:
+async def generate_personas_on_dask(settings: Settings, request: SpreadRun) -> str:
     """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
-    with open_run(settings, PersonaSelection(user_ids=users, count=count), DASK_FLOW) as run:
+    with open_run(settings, request.selection, "generate on Dask") as run:
         futures = [
             generate_persona_on_worker.submit(persona, run.settings) for persona in run.personas
         ]
@@ -337,44 +360,37 @@ async def generate_personas_on_dask(
         parts: list[GeneratedDataset] = [future.result() for future in futures]
         labels = [f"persona {p.source_user_id}" for p in run.personas]
         dataset = merge_parts(parts, labels, run.settings, run.started)
-        await finish_run(run, dataset, publish=publish, allow_failed_audit=allow_failed_audit)
+        await finish_run(
+            run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
+        )
     return str(run.output_dir)
 
 
-@flow(name=DASK_FLOW, log_prints=True)
-async def generate_with_dask(
-    output: str = "output/dask-run",
-    scheduler_address: str | None = None,
-    persona_source: str | None = None,
-    users: list[str] | None = None,
-    count: int | None = None,
-    config_file: str | None = None,
-    overrides: dict[str, Any] | None = None,
-    publish: bool = True,
-    allow_failed_audit: bool = False,
-) -> str:
+async def generate_with_dask(spread: DaskSpread, request: SpreadRun) -> str:
     """Generate with one task per persona on a Dask cluster; returns the output directory.
 
-    ``scheduler_address`` (``tcp://host:8786``) names a running cluster;
-    without it prefect-dask starts a temporary ``LocalCluster``. On a
-    two-core machine this is slower than the in-process flow
-    (:func:`memoryquest.orchestration.generate_benchmark`): every worker
-    process loads its own embedding model, results cross process
-    boundaries, and there are no more cores to spread over. The point is
-    that the same code runs unchanged on a real cluster.
+    Without ``spread.scheduler_address`` prefect-dask starts a temporary
+    ``LocalCluster``. On a two-core machine this is slower than the
+    in-process flow: every worker process loads its own embedding model,
+    results cross process boundaries, and there are no more cores to spread
+    over. The point is that the same code runs unchanged on a real cluster.
     """
     from prefect.task_runners import TaskRunner
     from prefect_dask import DaskTaskRunner
 
-    settings = _portable_settings(output, persona_source, config_file, overrides)
     runner: TaskRunner[Any] = (
-        DaskTaskRunner(address=scheduler_address) if scheduler_address else DaskTaskRunner()
+        DaskTaskRunner(address=spread.scheduler_address)
+        if spread.scheduler_address
+        else DaskTaskRunner()
     )
     result: str = await generate_personas_on_dask.with_options(task_runner=runner)(
-        settings=settings,
-        users=users,
-        count=count,
-        publish=publish,
-        allow_failed_audit=allow_failed_audit,
+        settings=request.settings(), request=request
     )
     return result
+
+
+async def generate_spread(spread: ShardSpread | DaskSpread, request: SpreadRun) -> str:
+    """Run the generation where ``spread`` says; returns the output directory."""
+    if isinstance(spread, ShardSpread):
+        return await generate_sharded(spread, request)
+    return await generate_with_dask(spread, request)

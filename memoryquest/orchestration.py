@@ -46,6 +46,7 @@ from pydantic import BaseModel
 
 from memoryquest.contracts import Persona
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.distributed import Spread, SpreadRun, generate_spread
 from memoryquest.fingerprint import runs_simulator, stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
@@ -243,6 +244,7 @@ async def generate_benchmark(
     overrides: dict[str, Any] | None = None,
     publish: bool = True,
     allow_failed_audit: bool = False,
+    spread: Spread | None = None,
     settings: Settings | None = None,
     progress: str = ProgressMode.AUTO.value,
     progress_seconds: float = DEFAULT_EVERY_SECONDS,
@@ -262,11 +264,34 @@ async def generate_benchmark(
     (the working dataset is kept) unless ``allow_failed_audit``; a run that
     kept no query publishes nothing.
 
+    ``spread`` runs the personas beyond this process (:mod:`memoryquest.distributed`):
+    ``{"kind": "shards", "shards": 4}`` as child runs of a deployment on the
+    work pool's workers, ``{"kind": "dask", "scheduler_address": ...}`` on a
+    Dask cluster. Such a run builds its settings from the plain parameters,
+    which its children and workers read the same, so it takes no ``settings``;
+    the progress parameters below are the in-process run's.
+
     Progress is shown on stdout (``progress``: ``auto``, ``live``, ``plain``
     or ``off``; plain lines every ``progress_seconds``) and in Prefect's
     progress artifact, against ``cost_estimate_usd`` when given; the run's
     summary goes to ``run_report.json`` and a markdown artifact.
     """
+    selection = PersonaSelection(user_ids=users, count=count)
+    if spread is not None:
+        if settings is not None:
+            raise ValueError(
+                "a spread run takes output/persona_source/config_file/overrides, not settings"
+            )
+        request = SpreadRun(
+            output=output or DEFAULT_OUTPUT,
+            persona_source=persona_source,
+            config_file=config_file,
+            overrides=overrides or {},
+            selection=selection,
+            publish=publish,
+            allow_failed_audit=allow_failed_audit,
+        )
+        return await generate_spread(spread, request)
     if settings is None:
         settings = settings_from_parameters(
             output or DEFAULT_OUTPUT, persona_source, config_file, overrides
@@ -275,7 +300,7 @@ async def generate_benchmark(
         raise ValueError(
             "give either settings or output/persona_source/config_file/overrides, not both"
         )
-    with open_run(settings, PersonaSelection(user_ids=users, count=count), FLOW_NAME) as run:
+    with open_run(settings, selection, FLOW_NAME) as run:
         async with run_client(run) as client:
             figures = run_figures(run, client, cost_estimate_usd)
             async with (

@@ -1,9 +1,9 @@
 """Setup and teardown of a generation run, shared by every way of running one.
 
 The Prefect flow (:mod:`memoryquest.orchestration`, started by the command line
-or a deployment), the Dask flow and the shard flow
-(:mod:`memoryquest.distributed`) differ only in where the stage groups of
-:mod:`memoryquest.pipeline` execute. Around that they all:
+or a deployment) runs in its own process, over shards or on a Dask cluster
+(:mod:`memoryquest.distributed`); the three differ only in where the stage
+groups of :mod:`memoryquest.pipeline` execute. Around that they all:
 
 1. build the settings once per process: a flow started with plain parameters
    (a deployment) reads the TOML file and the environment in

@@ -1,11 +1,13 @@
 """Generation beyond one machine: shards over two Prefect workers, and a Dask cluster.
 
-Both end-to-end tests use a real Prefect server on 127.0.0.1 (the module's
+Both are the generation flow with its ``spread`` parameter set. Both
+end-to-end tests use a real Prefect server on 127.0.0.1 (the module's
 ``prefect_api`` fixture). The sharded run goes through ``prefect.yaml``:
-a process work pool, ``prefect deploy``, two workers, and the parent
-deployment launching one child run of ``memoryquest-generate/offline`` per
-shard. The Dask run uses a ``distributed.LocalCluster`` with two worker
-processes and must produce exactly what the in-process pipeline produces.
+a process work pool, ``prefect deploy``, two workers, and the ``sharded``
+deployment, given its spread as JSON on the command line, launching one
+child run of ``memoryquest-generate/offline`` per shard. The Dask run uses a
+``distributed.LocalCluster`` with two worker processes and must produce
+exactly what the in-process pipeline produces.
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ from prefect.states import Completed, Crashed, Failed
 
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.distributed import (
+    DaskSpread,
     ShardFailedError,
+    ShardSpread,
     check_shard_runs,
-    generate_with_dask,
     merge_parts,
     plan_shards,
     sum_usage,
 )
 from memoryquest.intake import PersonaSelection, load_personas
 from memoryquest.llm.factory import build_client
+from memoryquest.orchestration import generate_benchmark
 from memoryquest.pipeline import generate_dataset
 from memoryquest.publish import load_published
 from memoryquest.settings import load_settings
@@ -71,6 +75,40 @@ def clean_env(base: dict[str, str]) -> dict[str, str]:
         for k, v in base.items()
         if not k.startswith(("MEMORYQUEST_", "OPENAI_", "AZURE_OPENAI_"))
     }
+
+
+# --------------------------------------------------------------------------- the spread parameter
+
+
+def test_the_flow_reads_its_spread_from_json_as_a_deployment_gives_it() -> None:
+    from prefect.exceptions import ParameterTypeError
+
+    given = generate_benchmark.validate_parameters(
+        {"count": 3, "spread": {"kind": "shards", "shards": 4, "poll_seconds": 1}}
+    )
+    assert given["spread"] == ShardSpread(shards=4, poll_seconds=1)
+    assert given["spread"].deployment == "memoryquest-generate/offline"
+    given = generate_benchmark.validate_parameters(
+        {"spread": {"kind": "dask", "scheduler_address": "tcp://host:8786"}}
+    )
+    assert given["spread"] == DaskSpread(scheduler_address="tcp://host:8786")
+    assert generate_benchmark.validate_parameters({"count": 3})["spread"] is None
+    for wrong in (
+        {"kind": "mpi"},
+        {"shards": 2},  # no kind
+        {"kind": "shards", "shard": 2},  # misspelt
+        {"kind": "shards", "shards": 0},
+        {"kind": "dask", "shards": 2},  # another kind's field
+    ):
+        with pytest.raises(ParameterTypeError):
+            generate_benchmark.validate_parameters({"spread": wrong})
+
+
+def test_a_spread_run_refuses_settings_it_could_not_hand_on(tmp_path: Path) -> None:
+    settings = load_settings(overrides={"output_dir": str(tmp_path)})
+    with pytest.raises(ValueError, match="a spread run takes output/persona_source"):
+        asyncio.run(generate_benchmark.fn(settings=settings, spread=DaskSpread()))
+    assert not any(tmp_path.iterdir())
 
 
 # --------------------------------------------------------------------------- planning and checking
@@ -152,7 +190,10 @@ def test_sharded_run_on_two_workers_merges_both_shards(
         "PREFECT_LOGGING_LEVEL": "INFO",
     }
     _run([PREFECT, "work-pool", "create", "memoryquest", "--type", "process"], env)
-    _run([PREFECT, "--no-prompt", "deploy", "--name", "offline", "--name", "sharded"], env)
+    deployed = _run(
+        [PREFECT, "--no-prompt", "deploy", "--name", "offline", "--name", "sharded"], env
+    )
+    assert "memoryquest-generate/sharded" in deployed, deployed
     workers, logs = [], []
     for name in ("worker-a", "worker-b"):
         log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed below
@@ -183,11 +224,11 @@ def test_sharded_run_on_two_workers_merges_both_shards(
         "output": str(output),
         "users": USERS,
         "count": None,
-        "shards": 2,
         "overrides": SMALL,
-        "poll_seconds": 1,
         "allow_failed_audit": True,  # about sharding and merging, not the dataset's validity
     }
+    # The spread as a nested JSON parameter, in place of the deployment's own (which polls every 5 s).
+    spread = {"kind": "shards", "shards": 2, "poll_seconds": 1}
     started = time.perf_counter()
     try:
         done = subprocess.run(
@@ -195,9 +236,11 @@ def test_sharded_run_on_two_workers_merges_both_shards(
                 PREFECT,
                 "deployment",
                 "run",
-                "memoryquest-generate-sharded/sharded",
+                "memoryquest-generate/sharded",
                 "--params",
                 json.dumps(params),
+                "--param",
+                f"spread={json.dumps(spread)}",
                 "--watch",
             ],
             env=env,
@@ -220,7 +263,8 @@ def test_sharded_run_on_two_workers_merges_both_shards(
     )
 
     runs = asyncio.run(_flow_runs())
-    parent = next(r for r in runs if r.parameters.get("shards") == 2)
+    parent = next(r for r in runs if r.parameters.get("spread"))
+    assert parent.parameters["spread"] == spread
     children = sorted(
         (r for r in runs if r.name.startswith(f"{parent.name}-shard-")), key=lambda r: r.name
     )
@@ -230,6 +274,7 @@ def test_sharded_run_on_two_workers_merges_both_shards(
         assert child.parameters["users"] == [USERS[index]]
         assert child.parameters["output"] == str(output / "shards" / str(index))
         assert child.parameters["publish"] is False
+        assert child.parameters["spread"] is None  # in the child's own process
         assert child.parent_task_run_id is not None  # linked to the parent as a sub-flow
         assert str(child.id) in worker_logs
     first, second = children
@@ -292,9 +337,9 @@ def test_dask_run_equals_the_in_process_pipeline(
     ) as cluster:
         assert len(cluster.workers) == 2
         asyncio.run(
-            generate_with_dask(
+            generate_benchmark(
                 output=str(output),
-                scheduler_address=cluster.scheduler_address,
+                spread=DaskSpread(scheduler_address=cluster.scheduler_address),
                 users=USERS,
                 overrides=SMALL,
                 publish=True,
