@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -71,6 +71,11 @@ P = TypeVar("P")
 TRUNCATION_BUDGET_CAP = 16_384
 
 
+Withheld = Literal["refusal", "content_filter", "length"]
+"""Why a result carries no answer to judge: the model refused, the provider's filter withheld it,
+or it was cut off at the output limit."""
+
+
 def _nothing_spent() -> dict[str, Any]:
     return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0}
 
@@ -91,14 +96,46 @@ class Attempt:
     conversation: list[dict[str, str]]  # what the next try sends (a repair adds two turns)
     max_tokens: int
     repairs: int = 0
-    refusals: int = 0
-    filtered: int = 0
-    truncated: int = 0
+    withheld: dict[Withheld, int] = field(default_factory=dict)  # answers withheld, by reason
     spent: dict[str, Any] = field(default_factory=_nothing_spent)
 
     def add(self, cost: dict[str, Any]) -> None:
         for name, value in cost.items():
             self.spent[name] += value
+
+
+def withheld_reason(result: ChatResult) -> Withheld | None:
+    """Why ``result`` has no answer to judge, or None when it has one."""
+    if result.refusal:
+        return "refusal"
+    if result.finish_reason == "content_filter":
+        return "content_filter"
+    if result.finish_reason == "length":
+        return "length"
+    return None
+
+
+def withheld_error(
+    attempt: Attempt, result: ChatResult, reason: Withheld, times: int
+) -> LLMOutputError:
+    """The error of a request whose answer was withheld ``times`` times for ``reason``, once
+    that has used up its retries."""
+    where = attempt.where
+    if reason == "refusal":
+        refusal = result.refusal or ""
+        return LLMRefusalError(
+            f"{where}: the model refused {times} times; reason: {refusal}", refusal
+        )
+    if reason == "content_filter":
+        return LLMContentFilterError(
+            f"{where}: the provider's content filter withheld the answer {times} times "
+            "(finish_reason content_filter)"
+        )
+    return LLMTruncatedError(
+        f"{where}: the answer was cut off at the output limit ({attempt.max_tokens} tokens) "
+        f"{times} times (finish_reason length); raise max_output_tokens "
+        f"(the {attempt.request.template_id} template's header, or the request's)"
+    )
 
 
 class ChatExchange:
@@ -389,33 +426,15 @@ class ChatExchange:
         """
         request = attempt.request
         where = attempt.where
-        if result.refusal:
-            attempt.refusals += 1
-            if attempt.refusals > self.output_retries:
-                raise LLMRefusalError(
-                    f"{where}: the model refused {attempt.refusals} times; reason: {result.refusal}",
-                    result.refusal,
+        reason = withheld_reason(result)
+        if reason is not None:
+            times = attempt.withheld[reason] = attempt.withheld.get(reason, 0) + 1
+            if times > self.output_retries:
+                raise withheld_error(attempt, result, reason, times)
+            if reason == "length":
+                attempt.max_tokens = min(
+                    attempt.max_tokens * 2, max(attempt.max_tokens, TRUNCATION_BUDGET_CAP)
                 )
-            return None
-        if result.finish_reason == "content_filter":
-            attempt.filtered += 1
-            if attempt.filtered > self.output_retries:
-                raise LLMContentFilterError(
-                    f"{where}: the provider's content filter withheld the answer {attempt.filtered} times "
-                    "(finish_reason content_filter)"
-                )
-            return None
-        if result.finish_reason == "length":
-            attempt.truncated += 1
-            if attempt.truncated > self.output_retries:
-                raise LLMTruncatedError(
-                    f"{where}: the answer was cut off at the output limit ({attempt.max_tokens} tokens) "
-                    f"{attempt.truncated} times (finish_reason length); raise max_output_tokens "
-                    f"(the {request.template_id} template's header, or the request's)"
-                )
-            attempt.max_tokens = min(
-                attempt.max_tokens * 2, max(attempt.max_tokens, TRUNCATION_BUDGET_CAP)
-            )
             return None
         text = result.text or ""
         model = request.response_model
