@@ -53,6 +53,8 @@ from memoryquest.task_retries import retry_on_infrastructure_failure
 
 SHARDS_DIR = "shards"
 DEFAULT_SHARD_DEPLOYMENT = "memoryquest-generate/offline"
+SHARDED_RUN = "memoryquest-generate over shards"  # what the output's lock says holds it
+DASK_FLOW = "memoryquest-generate-dask-personas"
 
 
 class ShardSpread(BaseModel):
@@ -262,7 +264,7 @@ async def generate_sharded(spread: ShardSpread, request: SpreadRun) -> str:
     from prefect.runtime import flow_run as current_run
 
     logger = get_run_logger()
-    with open_run(request.settings(), request.selection, "generate over shards") as run:
+    with open_run(request.settings(), request.selection, SHARDED_RUN) as run:
         plan = plan_shards(
             [p.source_user_id for p in run.personas], spread.shards, run.output_dir / SHARDS_DIR
         )
@@ -337,10 +339,10 @@ def generate_persona_on_worker(persona: Persona, settings: Settings) -> Generate
     return asyncio.run(generate())
 
 
-@flow(name="memoryquest-generate-dask-personas", log_prints=True)
+@flow(name=DASK_FLOW, log_prints=True)
 async def generate_personas_on_dask(settings: Settings, request: SpreadRun) -> str:
     """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
-    with open_run(settings, request.selection, "generate on Dask") as run:
+    with open_run(settings, request.selection, DASK_FLOW) as run:
         futures = [
             generate_persona_on_worker.submit(persona, run.settings) for persona in run.personas
         ]
