@@ -19,15 +19,12 @@ from memoryquest.memory.extraction import (
     check_answer,
     extraction_request,
     facts_to_show,
+    numbered_sentences,
     quote_support,
     shown_names,
     with_fids,
 )
-from memoryquest.memory.extraction_contracts import (
-    Evidence,
-    ExtractedFact,
-    ExtractionAnswer,
-)
+from memoryquest.memory.extraction_contracts import ExtractedFact, ExtractionAnswer
 from memoryquest.settings import GenerationSettings, load_settings
 
 
@@ -196,41 +193,43 @@ async def test_an_uncited_reference_is_rejected_retried_and_the_rest_kept(
     assert reasked_references(result.rejected) == {session.reference_id}
 
 
-def test_check_answer_names_unknown_facts_foreign_sessions_and_missing_turns() -> None:
+def test_check_answer_names_unknown_facts_unshown_sentences_and_double_updates() -> None:
     persona = user0_persona()
     history = user0_history(persona)
     batch = history[:2]
     known = make_id("fact", "known")
+    numbered = numbered_sentences(batch)
+    first = {ref.session_id: number for number, ref in reversed(numbered.items())}
 
-    def fact(fid: str, session_id: str, turns: list[int]) -> ExtractedFact:
+    def fact(fid: str, sentences: list[int]) -> ExtractedFact:
         return ExtractedFact(
             fid=fid,
             info="Prefers an aisle seat",
             type="Preference",
             related_entities=["flights"],
-            evidence=[Evidence(session_id=session_id, turn_indices=turns)],
+            sentences=sentences,
         )
 
     answer = ExtractionAnswer(
         facts=[
-            fact("NEW_1", batch[0].session_id, [0]),
-            fact(known, batch[1].session_id, [2]),
-            fact("f_00000000000000ff", batch[1].session_id, [2]),
-            fact("NEW_2", history[5].session_id, [0]),
-            fact("NEW_3", batch[1].session_id, [99]),
-            fact(known, batch[0].session_id, [2]),
+            fact("NEW_1", [first[batch[0].session_id]]),
+            fact(known, [first[batch[1].session_id]]),
+            fact("f_00000000000000ff", [first[batch[1].session_id]]),
+            fact("NEW_2", [0]),
+            fact("NEW_3", [len(numbered) + 1]),
+            fact(known, [first[batch[0].session_id]]),
         ]
     )
     changes, problems = check_answer(answer, batch, {known})
     assert [c.fid for c in changes] == [None, known]
-    assert changes[1].evidence == {batch[1].session_id: [2]}
+    assert changes[1].evidence == {batch[1].session_id: [numbered[first[batch[1].session_id]].turn]}
     assert len(problems) == 4
     assert (
         "'f_00000000000000ff'" in problems[0]
         and "neither NEW_<n> nor an active fact" in problems[0]
     )
-    assert history[5].session_id in problems[1] and "not in this batch" in problems[1]
-    assert "[99] out of range" in problems[2]
+    assert "sentence ids [0] are not user sentences" in problems[1]
+    assert f"sentence ids [{len(numbered) + 1}] are not user sentences" in problems[2]
     assert "updated twice" in problems[3]
 
 
@@ -239,7 +238,7 @@ def test_shown_facts_go_by_short_names_that_answers_map_back_to_fids() -> None:
     history = user0_history(persona)
     known = make_id("fact", "known")
     names = {"F1": known}
-    evidence = [Evidence(session_id=history[0].session_id, turn_indices=[0])]
+    (cited, *_) = numbered_sentences(history[:1])
     answer = ExtractionAnswer(
         facts=[
             ExtractedFact(
@@ -247,7 +246,7 @@ def test_shown_facts_go_by_short_names_that_answers_map_back_to_fids() -> None:
                 info="Prefers an aisle seat",
                 type="Preference",
                 related_entities=[],
-                evidence=evidence,
+                sentences=[cited],
             )
             for fid in ("F1", "F2", "NEW_1")
         ]

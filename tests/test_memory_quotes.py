@@ -1,4 +1,4 @@
-"""Sentence-level ground truth: a fact is credited to a reference only when quoted from its sentence."""
+"""Sentence-level ground truth: a fact is credited to a reference only when it cites its sentence."""
 
 from __future__ import annotations
 
@@ -10,18 +10,9 @@ from test_memory_history import make_session, user0_persona
 from memoryquest.contracts import Domain, Fact, FactType, Query, Reference, ReferenceSpan, Session
 from memoryquest.ids import make_id
 from memoryquest.memory.coverage import uncovered_references, withdraw_uncovered
-from memoryquest.memory.extraction import (
-    QUOTE_WORDS,
-    check_answer,
-    quote_span,
-)
-from memoryquest.memory.extraction_contracts import (
-    Evidence,
-    ExtractedFact,
-    ExtractionAnswer,
-)
+from memoryquest.memory.extraction import check_answer, numbered_sentences, session_views
+from memoryquest.memory.extraction_contracts import ExtractedFact, ExtractionAnswer
 from memoryquest.memory.store import FactStore
-from memoryquest.text import opening_words
 
 REFERENCE_SENTENCE = (
     "I found out last month that I'm allergic to tree nuts, so menus need checking."
@@ -47,14 +38,36 @@ def session() -> Session:
     return plain.model_copy(update={"reference_spans": [span]})
 
 
-def fact(fid: str, info: str, session: Session, quote: str) -> ExtractedFact:
+def sentence_id(session: Session, sentence: str) -> int:
+    """The id the prompt shows ``sentence`` under."""
+    shown = {
+        text: int(number)
+        for turn in session_views([session])[0]["turns"]
+        for number, text in turn.get("sentences", {}).items()
+    }
+    return shown[sentence]
+
+
+def fact(fid: str, info: str, session: Session, sentence: str) -> ExtractedFact:
     return ExtractedFact(
         fid=fid,
         info=info,
         type=FactType.PREFERENCE,
         related_entities=[],
-        evidence=[Evidence(session_id=session.session_id, turn_indices=[2], quote=quote)],
+        sentences=[sentence_id(session, sentence)],
     )
+
+
+def test_user_sentences_are_shown_under_the_ids_that_name_their_spans(session: Session) -> None:
+    numbered = numbered_sentences([session])
+    assert list(numbered) == list(range(1, len(numbered) + 1))
+    views = session_views([session])
+    assert [t["role"] for t in views[0]["turns"]] == [t.role.value for t in session.turns]
+    for number, ref in numbered.items():
+        assert session.turns[ref.turn].role.value == "user"
+        text = session.turns[ref.turn].content[ref.start : ref.end]
+        assert views[0]["turns"][ref.turn]["sentences"][str(number)] == text
+    assert sentence_id(session, REFERENCE_SENTENCE) == sentence_id(session, OTHER_SENTENCE) + 1
 
 
 def test_only_the_fact_from_the_reference_sentence_is_credited(session: Session) -> None:
@@ -67,6 +80,9 @@ def test_only_the_fact_from_the_reference_sentence_is_credited(session: Session)
     changes, problems = check_answer(answer, [session], set())
     assert problems == []
     assert [c.credits(session) for c in changes] == [False, True]
+    turn, start, end = changes[1].quotes[session.session_id][0]
+    assert session.turns[turn].content[start:end] == REFERENCE_SENTENCE
+    assert changes[1].evidence == {session.session_id: [2]}
     store = FactStore(session.persona_id, [session])
     solo = store.add(changes[0], session.session_id, 0)
     nuts = store.add(changes[1], session.session_id, 1)
@@ -74,7 +90,7 @@ def test_only_the_fact_from_the_reference_sentence_is_credited(session: Session)
     assert nuts.source_reference_ids == [session.reference_id]
 
 
-def test_a_turn_level_citation_without_the_sentence_is_not_enough(session: Session) -> None:
+def test_a_fact_from_another_sentence_of_the_turn_is_not_enough(session: Session) -> None:
     answer = ExtractionAnswer(
         facts=[fact("NEW_1", "Likes solo dinners best", session, OTHER_SENTENCE)]
     )
@@ -83,47 +99,31 @@ def test_a_turn_level_citation_without_the_sentence_is_not_enough(session: Sessi
     assert any("quoted by no fact" in p for p in problems)
 
 
-def test_a_quote_that_is_not_in_the_turn_is_a_problem(session: Session) -> None:
+def test_a_sentence_id_the_call_did_not_show_is_a_problem(session: Session) -> None:
+    unknown = len(numbered_sentences([session])) + 1
     answer = ExtractionAnswer(
         facts=[
             fact("NEW_1", "Is allergic to tree nuts", session, REFERENCE_SENTENCE),
-            fact("NEW_2", "Owns a sailboat", session, "I keep a sailboat at the marina."),
+            ExtractedFact(
+                fid="NEW_2",
+                info="Owns a sailboat",
+                type=FactType.PREFERENCE,
+                related_entities=[],
+                sentences=[unknown],
+            ),
+            ExtractedFact(
+                fid="NEW_3",
+                info="Owns a kayak",
+                type=FactType.PREFERENCE,
+                related_entities=[],
+                sentences=[],
+            ),
         ]
     )
     changes, problems = check_answer(answer, [session], set())
     assert [c.info for c in changes] == ["Is allergic to tree nuts"]
-    assert any("is not in turns [2]" in p for p in problems)
-
-
-def test_a_lightly_trimmed_quote_still_finds_its_sentence(session: Session) -> None:
-    trimmed = "found out last month that I'm allergic to tree nuts so menus need checking"
-    span = quote_span(session, [2], trimmed)
-    assert span is not None
-    turn, start, end = span
-    assert session.turns[turn].content[start:end] == REFERENCE_SENTENCE
-
-
-def test_a_quote_of_the_opening_words_names_the_whole_sentence(session: Session) -> None:
-    opening = opening_words(REFERENCE_SENTENCE, QUOTE_WORDS)
-    assert opening == "I found out last month that"
-    span = quote_span(session, [2], opening)
-    assert span is not None
-    turn, start, end = span
-    assert session.turns[turn].content[start:end] == REFERENCE_SENTENCE
-    answer = ExtractionAnswer(
-        facts=[
-            fact("NEW_1", "Likes solo dinners best", session, opening_words(OTHER_SENTENCE, 6)),
-            fact("NEW_2", "Is allergic to tree nuts", session, opening),
-        ]
-    )
-    changes, problems = check_answer(answer, [session], set())
-    assert problems == []
-    assert [c.credits(session) for c in changes] == [False, True]
-
-
-def test_opening_words_of_another_turn_are_not_found(session: Session) -> None:
-    asked = session.turns[0].content
-    assert quote_span(session, [2], opening_words(asked, QUOTE_WORDS)) is None
+    assert any(f"sentence ids [{unknown}] are not user sentences" in p for p in problems)
+    assert any("cites no sentence" in p for p in problems)
 
 
 def query_for(session: Session) -> Query:

@@ -15,10 +15,10 @@ from memoryquest.contracts import Domain, FactType
 from memoryquest.memory.consolidation import MergedFactAnswer
 from memoryquest.memory.consolidation_contracts import ConsolidationInputs
 from memoryquest.memory.extraction import (
-    QUOTE_WORDS,
     ExtractionAnswer,
     check_answer,
-    session_view,
+    numbered_sentences,
+    session_views,
 )
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.simulator import simulate
@@ -287,8 +287,7 @@ def test_entities_of_said_updates_come_from_the_update_not_its_bridge_or_chat() 
 def _variables(existing: list[dict], sessions: list) -> dict:
     return {
         "existing_facts": existing,
-        "sessions": [session_view(s) for s in sessions],
-        "quote_words": QUOTE_WORDS,
+        "sessions": session_views(sessions),
     }
 
 
@@ -305,11 +304,12 @@ def test_extraction_answer_fits_the_response_model_and_the_batch() -> None:
     infos = [f.info for f in answer.facts]
     assert "User's favourite author is Carl Sagan" in infos
     assert "Prefers an aisle seat on flights" in infos
-    # Every fact cites a user turn of the session it came from.
-    for fact in answer.facts:
-        for evidence in fact.evidence:
-            session = next(s for s in batch if s.session_id == evidence.session_id)
-            assert all(session.turns[i].role.value == "user" for i in evidence.turn_indices)
+    # Every fact cites the user sentence it was read from.
+    numbered = numbered_sentences(batch)
+    sessions = {s.session_id: s for s in batch}
+    aisle = next(f for f in answer.facts if f.info == "Prefers an aisle seat on flights")
+    (ref,) = [numbered[n] for n in aisle.sentences]
+    assert "aisle seat" in sessions[ref.session_id].turns[ref.turn].content[ref.start : ref.end]
 
 
 def test_a_repeated_statement_updates_the_existing_fact() -> None:
@@ -328,13 +328,10 @@ def test_a_repeated_statement_updates_the_existing_fact() -> None:
     updates = [f for f in answer["facts"] if not f["fid"].startswith("NEW_")]
     assert len(updates) == 1
     assert updates[0]["fid"] == "f_00000000000000aa"
-    assert updates[0]["evidence"] == [
-        {
-            "session_id": history[4].session_id,
-            "turn_indices": [2],
-            "quote": "I prefer an aisle seat on",
-        }
-    ]
+    (cited,) = updates[0]["sentences"]
+    ref = numbered_sentences([history[4]])[cited]
+    assert ref.turn == 2
+    assert history[4].turns[2].content[ref.start : ref.end].startswith("I prefer an aisle seat on")
     assert not any("aisle" in f["info"] for f in answer["facts"] if f["fid"].startswith("NEW_"))
 
 

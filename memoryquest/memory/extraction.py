@@ -3,14 +3,16 @@
 Every ``memory_every_sessions`` sessions (and once more at the end) one LLM
 call sees the new sessions and the active facts nearest to them (at most
 ``memory_facts_shown``) and answers with the facts to
-add (``NEW_<n>``) or update (an existing fid), each citing the turns that
-support it and quoting the opening words of the user's sentence. Those quotes
-tie the ground-truth chain together at sentence level: a fact is credited to a
-reference exactly when its quoted sentence is the one that states the reference (the
-dialogue stage recorded its span), not merely when it comes from the same
-turn. An answer that cites unknown facts, sessions outside the batch, turns
-that do not exist, or quotes that are not in the cited turns, or that leaves
-a reference sentence of the batch unquoted, is rejected and asked again
+add (``NEW_<n>``) or update (an existing fid), each citing the user's
+sentences that state it by id: the prompt shows every user turn split into
+sentences, numbered across the call (:func:`numbered_sentences`), so an id
+names a session, a turn and an exact sentence span at a few output tokens.
+Those cited sentences (the fact's quotes) tie the ground-truth chain together
+at sentence level: a fact is credited to a reference exactly when a sentence
+it cites is the one that states the reference (the dialogue stage recorded its
+span), not merely when it comes from the same turn. An answer that cites
+unknown facts or sentence ids the call did not show, or that leaves a
+reference sentence of the batch unquoted, is rejected and asked again
 (bounded); if every attempt fails, the answer's well-formed facts are kept and
 every failure stays in ``rejected``.
 
@@ -45,17 +47,16 @@ from memoryquest.memory.consolidation import consolidate
 from memoryquest.memory.extraction_contracts import (
     ExtractionAnswer,
     ExtractionInputs,
+    SessionTurn,
+    SessionView,
 )
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.common import TRIM_LEVELS, failure_reason
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
-from memoryquest.text import best_sentence, content_stems, locate, sentences_covering
+from memoryquest.text import content_stems, sentence_spans
 
 STAGE = Stage.MEMORY
-# A quote copies a sentence's opening words, not the sentence: enough to name it among the
-# turn's sentences, and about a third of the stage's output tokens less.
-QUOTE_WORDS = 6
 NEW_PREFIX = "NEW_"
 
 
@@ -108,16 +109,53 @@ def with_fids(answer: ExtractionAnswer, names: dict[str, str]) -> ExtractionAnsw
     )
 
 
-def session_view(session: Session) -> dict[str, object]:
+@dataclass(frozen=True)
+class SentenceRef:
+    """Where a numbered user sentence is: its session, turn and character span in the turn."""
+
+    session_id: str
+    turn: int
+    start: int
+    end: int
+
+
+def _user_sentences(batch: Sequence[Session]) -> Iterator[tuple[Session, int, int, int]]:
+    """(session, turn, start, end) of every user sentence of the batch, in the order they are numbered."""
+    for session in batch:
+        for index, turn in enumerate(session.turns):
+            if turn.role is Role.USER:
+                for start, end in sentence_spans(turn.content):
+                    yield session, index, start, end
+
+
+def numbered_sentences(batch: Sequence[Session]) -> dict[int, SentenceRef]:
+    """Every user sentence of the batch under its id (1, 2, ... in session and turn order)."""
     return {
-        "session_id": session.session_id,
-        "date": session.date.isoformat(),
-        "domain": session.domain.value,
-        "turns": [
-            {"index": i, "role": t.role.value, "content": t.content}
-            for i, t in enumerate(session.turns)
-        ],
+        number: SentenceRef(session.session_id, turn, start, end)
+        for number, (session, turn, start, end) in enumerate(_user_sentences(batch), 1)
     }
+
+
+def session_views(batch: Sequence[Session]) -> list[SessionView]:
+    """The batch's sessions as shown: user turns as their numbered sentences."""
+    by_turn: dict[tuple[str, int], dict[str, str]] = {}
+    for number, (session, turn, start, end) in enumerate(_user_sentences(batch), 1):
+        sentences = by_turn.setdefault((session.session_id, turn), {})
+        sentences[str(number)] = session.turns[turn].content[start:end]
+    return [
+        SessionView(
+            session_id=session.session_id,
+            date=session.date.isoformat(),
+            domain=session.domain.value,
+            turns=[
+                SessionTurn(role=t.role.value, sentences=by_turn.get((session.session_id, i), {}))
+                if t.role is Role.USER
+                else SessionTurn(role=t.role.value, content=t.content)
+                for i, t in enumerate(session.turns)
+            ],
+        )
+        for session in batch
+    ]
 
 
 def extraction_request(
@@ -131,8 +169,7 @@ def extraction_request(
             existing_fact_view(fact, name)
             for name, fact in zip(shown_names(active), active, strict=True)
         ],
-        sessions=[session_view(s) for s in batch],
-        quote_words=QUOTE_WORDS,
+        sessions=session_views(batch),
     ).request(seed=seed, max_output_tokens=max_output_tokens)
 
 
@@ -190,7 +227,7 @@ def check_answer(
     answer: ExtractionAnswer, batch: Sequence[Session], active_fids: set[str]
 ) -> tuple[list[FactChange], list[str]]:
     """The answer's well-formed writes, and what is wrong with the rest of it."""
-    sessions = {s.session_id: s for s in batch}
+    numbered = numbered_sentences(batch)
     problems: list[str] = []
     changes: list[FactChange] = []
     updated: set[str] = set()
@@ -202,44 +239,31 @@ def check_answer(
             own.append(f"{label}: fid is neither NEW_<n> nor an active fact")
         if not is_new and fact.fid in updated:
             own.append(f"{label}: the same fact is updated twice")
-        if not fact.evidence:
-            own.append(f"{label}: no evidence")
-        evidence: dict[str, set[int]] = {}
-        quotes: dict[str, list[tuple[int, int, int]]] = {}
-        for item in fact.evidence:
-            session = sessions.get(item.session_id)
-            if session is None:
-                own.append(f"{label}: session {item.session_id!r} is not in this batch")
-                continue
-            if not item.turn_indices:
-                own.append(f"{label}: evidence for session {item.session_id} names no turn")
-            bad = [i for i in item.turn_indices if not 0 <= i < len(session.turns)]
-            if bad:
-                own.append(
-                    f"{label}: turn indices {bad} out of range for session {item.session_id} ({len(session.turns)} turns)"
-                )
-            good = [i for i in item.turn_indices if i not in bad]
-            evidence.setdefault(item.session_id, set()).update(good)
-            if item.quote.strip():
-                span = quote_span(session, good, item.quote)
-                if span is None:
-                    own.append(
-                        f"{label}: quote {item.quote[:60]!r} is not in turns {good} of session {item.session_id}"
-                    )
-                else:
-                    quotes.setdefault(item.session_id, []).append(span)
+        if not fact.sentences:
+            own.append(f"{label}: cites no sentence")
+        unknown = [number for number in fact.sentences if number not in numbered]
+        if unknown:
+            own.append(
+                f"{label}: sentence ids {unknown} are not user sentences of this call (1-{len(numbered)})"
+            )
         if own:
             problems.extend(own)
             continue
         if not is_new:
             updated.add(fact.fid)
+        quotes: dict[str, set[tuple[int, int, int]]] = {}
+        for number in fact.sentences:
+            ref = numbered[number]
+            quotes.setdefault(ref.session_id, set()).add((ref.turn, ref.start, ref.end))
         changes.append(
             FactChange(
                 fid=None if is_new else fact.fid,
                 info=" ".join(fact.info.split()),
                 type=fact.type,
                 related_entities=_dedupe(fact.related_entities),
-                evidence={sid: sorted(turns) for sid, turns in evidence.items()},
+                evidence={
+                    sid: sorted({turn for turn, _, _ in spans}) for sid, spans in quotes.items()
+                },
                 quotes={sid: sorted(spans) for sid, spans in quotes.items()},
             )
         )
@@ -249,27 +273,6 @@ def check_answer(
                 f"session {session.session_id}: the sentence stating reference {session.reference_id} is quoted by no fact"
             )
     return changes, problems
-
-
-def quote_span(
-    session: Session, turn_indices: Sequence[int], quote: str
-) -> tuple[int, int, int] | None:
-    """The sentence a fact's quote names: (turn, start, end) in one of the cited turns.
-
-    Exact (ignoring case and spacing) first, widened to the whole sentence(s) it
-    touches; a model that quotes a slightly reworded full sentence still gets the one
-    sentence that matches it closely.
-    """
-    for index in turn_indices:
-        content = session.turns[index].content
-        found = locate(content, quote)
-        if found is not None:
-            return (index, *sentences_covering(content, *found))
-    for index in turn_indices:
-        found = best_sentence(session.turns[index].content, quote, min_overlap=0.6)
-        if found is not None:
-            return index, found[0], found[1]
-    return None
 
 
 def _dedupe(values: Sequence[str]) -> list[str]:

@@ -7,7 +7,7 @@ See :mod:`memoryquest.prompt_inputs` for the convention.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
@@ -16,20 +16,6 @@ from memoryquest.contracts import FactType
 from memoryquest.prompt_inputs import ROW, PromptInputs
 
 # --------------------------------------------------------------------------- what the model answers
-
-
-class Evidence(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    session_id: str = Field(description="A session of this batch.")
-    turn_indices: list[int] = Field(
-        description="Indices of the turns in that session that support the fact."
-    )
-    quote: str = Field(
-        default="",
-        description="The opening words of the user's sentence stating the fact, copied exactly "
-        "from a cited turn: they name the sentence at a fraction of its output tokens.",
-    )
 
 
 class ExtractedFact(BaseModel):
@@ -41,7 +27,11 @@ class ExtractedFact(BaseModel):
     )
     type: FactType
     related_entities: list[str]
-    evidence: list[Evidence]
+    # Ids, not copied text: the stage reads the session, turn and exact sentence from them, at a
+    # few output tokens a fact instead of a quote and a session id.
+    sentences: list[int] = Field(
+        description="Ids of the user's sentences that state the fact, as numbered in the prompt."
+    )
 
 
 class ExtractionAnswer(BaseModel):
@@ -67,14 +57,17 @@ class ExistingFact(TypedDict):
 
 @with_config(ROW)
 class SessionTurn(TypedDict):
-    index: int
+    """A turn as shown: an assistant's text whole; a user's split into sentences, each under
+    the id a fact cites it by (ids run on across the call's sessions)."""
+
     role: str
-    content: str
+    content: NotRequired[str]
+    sentences: NotRequired[dict[str, str]]
 
 
 @with_config(ROW)
 class SessionView(TypedDict):
-    """One session of the batch, turns numbered for evidence."""
+    """One session of the batch, user sentences numbered for evidence."""
 
     session_id: str
     date: str
@@ -91,4 +84,3 @@ class ExtractionInputs(PromptInputs):
 
     existing_facts: list[ExistingFact]
     sessions: list[SessionView]
-    quote_words: int = Field(description="How many opening words of a sentence a quote copies.")

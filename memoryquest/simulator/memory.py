@@ -3,8 +3,7 @@
 Extraction reads only the user turns: a sentence that, lead-ins and asides to the
 assistant cut, speaks of the user in the first person and is no question, instruction or
 small talk becomes at most one fact, the whole statement without its subject
-(:func:`~memoryquest.simulator.grammar.as_fact`), typed by cue and quoting the sentence's
-opening words. Facts within ``UPDATE_JACCARD`` of a known one update it. Consolidation
+(:func:`~memoryquest.simulator.grammar.as_fact`), typed by cue and citing the sentence's id. Facts within ``UPDATE_JACCARD`` of a known one update it. Consolidation
 keeps ONE member's statement (the most informative), never a concatenation.
 """
 
@@ -32,7 +31,7 @@ from memoryquest.simulator.needs import classify_need, infer_domains
 from memoryquest.simulator.needs.bridges import core_of
 from memoryquest.simulator.schema import MemoryTable
 from memoryquest.simulator.tables import load
-from memoryquest.text import STOPWORDS, content_stems, opening_words, split_sentences
+from memoryquest.text import STOPWORDS, content_stems, split_sentences
 
 UPDATE_JACCARD = 0.6
 MIN_WORDS = 3
@@ -308,20 +307,19 @@ class _Draft:
         self.type = fact_type
         self.related = clean_entities(list(related), MAX_UPDATED_ENTITIES)
         self.tokens: Set[str] = content_stems(info)
-        self.evidence: list[dict[str, Any]] = []
+        self.sentences: list[int] = []
 
-    def absorb(self, info: str, related: list[str], session_id: str, turn: int, quote: str) -> None:
+    def absorb(self, info: str, related: list[str], sentence: int) -> None:
         tokens = content_stems(info)
         if not tokens <= self.tokens:
             self.info = info
             self.tokens = self.tokens | tokens
         self.related = clean_entities(self.related + related, MAX_UPDATED_ENTITIES)
-        self.cite(session_id, turn, quote)
+        self.cite(sentence)
 
-    def cite(self, session_id: str, turn: int, quote: str) -> None:
-        item = {"session_id": session_id, "turn_indices": [turn], "quote": quote}
-        if item not in self.evidence:
-            self.evidence.append(item)
+    def cite(self, sentence: int) -> None:
+        if sentence not in self.sentences:
+            self.sentences.append(sentence)
 
     def as_answer(self) -> dict[str, Any]:
         return {
@@ -329,7 +327,7 @@ class _Draft:
             "info": self.info,
             "type": self.type,
             "related_entities": self.related,
-            "evidence": self.evidence,
+            "sentences": self.sentences,
         }
 
 
@@ -356,15 +354,24 @@ def facts_of_turn(
 
     In the conversation's ``opening`` turn the request itself is not a fact about the user.
     """
+    return [
+        fact[1:] for fact in facts_of_sentences(split_sentences(content), domain, opening=opening)
+    ]
+
+
+def facts_of_sentences(
+    sentences: list[str], domain: str, *, opening: bool = False
+) -> list[tuple[int, str, str, str, list[str]]]:
+    """(position, sentence, info, type, entities) for every statement among a user turn's sentences."""
     out = []
-    for position, raw in enumerate(split_sentences(content)):
+    for position, raw in enumerate(sentences):
         if opening and position == 0 and is_request(raw):
             continue
         clause = statement(raw)
         if clause is None:
             continue
         info = as_fact(clause).replace(";", ",")  # one statement, never clauses joined by ";"
-        out.append((raw, info, classify(clause), entities(clause, domain)))
+        out.append((position, raw, info, classify(clause), entities(clause, domain)))
     return out
 
 
@@ -377,20 +384,14 @@ def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any
     updates: dict[str, _Draft] = {}
     new: list[_Draft] = []
     for session in inputs.sessions:
-        session_id = session["session_id"]
         domain = str(session.get("domain", ""))
-        first_user = next(
-            (int(t["index"]) for t in session.get("turns", []) if t.get("role") == "user"), -1
-        )
-        for turn in session.get("turns", []):
-            if turn.get("role") != "user":
-                continue
-            index = int(turn["index"])
-            content = str(turn.get("content", ""))
-            for sentence, info, fact_type, related in facts_of_turn(
-                content, domain, opening=index == first_user
+        user_turns = [t for t in session.get("turns", []) if t.get("role") == "user"]
+        for position, turn in enumerate(user_turns):
+            numbered = list(turn.get("sentences", {}).items())
+            for at, _, info, fact_type, related in facts_of_sentences(
+                [text for _, text in numbered], domain, opening=position == 0
             ):
-                quote = opening_words(sentence, inputs.quote_words)
+                sentence = int(numbered[at][0])
                 tokens = content_stems(info)
                 if not tokens:
                     continue
@@ -400,14 +401,14 @@ def extract_facts(inputs: ExtractionInputs, rng: random.Random) -> dict[str, Any
                     if draft is None:
                         draft = _Draft(match.fid, match.info, match.type, match.related)
                         updates[match.fid] = draft
-                    draft.absorb(info, related, session_id, index, quote)
+                    draft.absorb(info, related, sentence)
                     continue
                 same = _best_match(tokens, new)
                 if same is not None:
-                    same.absorb(info, related, session_id, index, quote)
+                    same.absorb(info, related, sentence)
                     continue
                 draft = _Draft(f"NEW_{len(new) + 1}", info, fact_type, related)
-                draft.cite(session_id, index, quote)
+                draft.cite(sentence)
                 new.append(draft)
     ordered_updates = [updates[d.fid] for d in existing if d.fid in updates]
     return {"facts": [d.as_answer() for d in [*ordered_updates, *new]]}
