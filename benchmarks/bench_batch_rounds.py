@@ -10,8 +10,8 @@ counts what reached the server:
 * batches: ``POST /v1/batches`` (one batch = one round here: no set comes
   near the per-batch limits, so none is split);
 * lines: the requests that travelled in batches;
-* online: chat requests sent online (the memory stage, left out of
-  ``endpoint.batch_stages`` by default).
+* online: chat requests sent online (those of stages left out of
+  ``endpoint.batch_stages``; by default none).
 
 Goal: the batch count for 10 personas equals the count for 1, ±1. The
 collector's idle window is ``--collect-seconds`` (the default setting is

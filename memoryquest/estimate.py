@@ -23,13 +23,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import Persona, StageUsage
+from memoryquest.contracts import Persona, Stage, StageUsage
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult
 from memoryquest.llm.factory import build_client
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.tokens import token_counter
+from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.pipeline import PipelineObserver, generate_dataset
 from memoryquest.settings import Backend, Settings
+
+EXTRACTION = ExtractionInputs.template_id
 
 
 class StageEstimate(BaseModel):
@@ -153,7 +156,7 @@ async def estimate_run(
     batch = settings.endpoint.batch
     scale = planned_personas / len(sample)
     # In Batch API mode only the stages of endpoint.batch_stages travel in batches; the
-    # others (memory, by default) go online at the full price.
+    # others go online at the full price.
     batched = set(settings.endpoint.batch_stages) if batch else set()
     stages = [
         _scale_stage(
@@ -181,6 +184,14 @@ async def estimate_run(
             f"Batch API prices for {', '.join(sorted(batched & {r.stage for r in usage}))}; "
             f"{', '.join(online)} online at the full price (endpoint.batch_stages)"
         )
+    templates = tally.estimates(len(sample))
+    if Stage.MEMORY.value in batched:
+        steps = sum(t.calls_per_persona for t in templates if t.template_id == EXTRACTION)
+        approximations.append(
+            f"memory in Batch API rounds: a persona's {steps:,.0f} extraction requests are "
+            "sequential (each sees the facts so far), so each waits a batch round of its own; the "
+            "personas run in lockstep, so a round carries the same step of every persona"
+        )
     total_cost = sum(s.cost_usd for s in stages)
     return RunEstimate(
         planned_personas=planned_personas,
@@ -197,7 +208,7 @@ async def estimate_run(
         per_persona_cost_usd=total_cost / planned_personas,
         approximations=approximations,
         sample_seconds=round(time.perf_counter() - started, 2),
-        templates=tally.estimates(len(sample)),
+        templates=templates,
     )
 
 

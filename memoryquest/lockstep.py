@@ -3,7 +3,7 @@
 Why: in Batch API mode (``endpoint.batch``) a request waits in the client's
 collector and travels with every request made meanwhile
 (:mod:`memoryquest.llm.batch`). Personas that run freely drift apart: one
-is still in an online stage (memory, say) while another already asks its
+is still in an earlier stage (memory, say) while another already asks its
 validation questions, and each of those questions then makes a batch of its
 own, one after the other. The number of batch rounds grows with the number
 of personas, and with a real Batch API every round can take hours.

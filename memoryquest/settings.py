@@ -380,10 +380,12 @@ class EndpointSettings(Section):
         "persona's requests; default: only to OpenAI itself, since other servers may reject it.",
     )
     batch_stages: list[str] = Field(
-        default_factory=lambda: ["queries", "timelines", "dialogues", "pgr", "pgr_judge"],
+        default_factory=lambda: ["queries", "timelines", "dialogues", "memory", "pgr", "pgr_judge"],
         description="Batch mode: the stages (as the usage table names them) whose requests go through "
-        "the Batch API; the others go online at the full price. Memory is left out by default: it "
-        "asks one short question after another per session, and would wait a batch round for each.",
+        "the Batch API; the others go online at the full price. Memory asks one extraction after "
+        "another per persona, so batched it takes a batch round per extraction step; the personas "
+        "run in lockstep, so round k carries the k-th step of every persona. Leave it out to trade "
+        "its discount for those rounds' wait.",
     )
     simulator_hints: bool = Field(
         False,

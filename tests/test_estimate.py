@@ -58,26 +58,31 @@ async def test_batch_pricing_halves_the_cost_of_the_batched_stages(sample, tmp_p
             "endpoint": {"chat_model": "gpt-4o", "batch": True},
         }
     )
-    everything = load_settings(
+    memory_online = load_settings(
         overrides={
             **SMALL,
             "output_dir": str(tmp_path),
             "endpoint": {
                 "chat_model": "gpt-4o",
                 "batch": True,
-                "batch_stages": ["queries", "timelines", "dialogues", "memory", "pgr", "pgr_judge"],
+                "batch_stages": ["queries", "timelines", "dialogues", "pgr", "pgr_judge"],
             },
         }
     )
     a = await estimate_run(online, sample, planned_personas=5)
     b = await estimate_run(batch, sample, planned_personas=5)
-    c = await estimate_run(everything, sample, planned_personas=5)
-    assert c.total_cost_usd == pytest.approx(a.total_cost_usd / 2, rel=1e-3)
-    # By default memory is not batched (endpoint.batch_stages): it is priced online.
-    for full, batched in zip(a.stages, b.stages, strict=True):
+    c = await estimate_run(memory_online, sample, planned_personas=5)
+    # By default every stage travels in batches, memory in lockstep rounds (test_llm_batch).
+    assert b.total_cost_usd == pytest.approx(a.total_cost_usd / 2, rel=1e-3)
+    extractions = next(t for t in b.templates if t.template_id == "memory_extraction")
+    rounds = f"a persona's {extractions.calls_per_persona:,.0f} extraction requests are sequential"
+    assert any(rounds in note for note in b.approximations)
+    # A stage left out of endpoint.batch_stages is priced online.
+    for full, batched in zip(a.stages, c.stages, strict=True):
         share = 1.0 if batched.stage == "memory" else 0.5
         assert batched.cost_usd == pytest.approx(full.cost_usd * share, rel=1e-3)
-    assert any("memory online at the full price" in note for note in b.approximations)
+    assert any("memory online at the full price" in note for note in c.approximations)
+    assert not any("extraction requests are sequential" in note for note in c.approximations)
 
 
 async def test_cached_input_is_shown_per_stage_and_priced_at_the_cached_rate(

@@ -14,9 +14,11 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+from memoryquest.llm.batch import HINTS_FIELD
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.errors import LLMConfigurationError, LLMRefusalError
 from memoryquest.llm.factory import build_client
+from memoryquest.llm.hints import TEMPLATE_HEADER
 from memoryquest.llm.limiter import RetryPolicy
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import Settings
@@ -647,7 +649,7 @@ async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> No
 async def test_stages_left_out_of_batch_stages_go_online(
     server: FakeOpenAIServer, make_client: Any
 ) -> None:
-    """A sequential stage (memory, by default) is asked online while the bulk stages batch."""
+    """A stage left out of batch_stages is asked online while the others batch."""
     client = make_client()
     online = [LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="memory") for w in WORDS[:2]]
     assert_complete(await client.complete_all(online), WORDS[:2])
@@ -657,10 +659,9 @@ async def test_stages_left_out_of_batch_stages_go_online(
     assert len(batch_inputs(server)) == 1 and len(batch_inputs(server)[0]) == 3
 
 
-def test_memory_goes_online_by_default() -> None:
+def test_every_stage_is_batched_by_default() -> None:
     stages = Settings().endpoint.batch_stages
-    assert "memory" not in stages
-    assert {"queries", "timelines", "dialogues", "pgr", "pgr_judge"} <= set(stages)
+    assert {"queries", "timelines", "dialogues", "memory", "pgr", "pgr_judge"} <= set(stages)
 
 
 async def test_a_persona_that_fails_leaves_the_lockstep() -> None:
@@ -692,10 +693,24 @@ SMALL_RUN = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchedRun:
+    """What a whole pipeline run sent to the fake Batch API."""
+
+    batches: int
+    online: int  # chat requests sent online
+    memory_lines: int  # memory extraction requests that travelled in batches
+    memory_batches: int  # batches that carried any of them
+
+
+def template_of(line: dict[str, Any]) -> str | None:
+    return (line.get(HINTS_FIELD) or {}).get(TEMPLATE_HEADER)
+
+
 async def batches_for_personas(
     users: list[str], server: FakeOpenAIServer, output: Path
-) -> tuple[int, int]:
-    """Batches the whole pipeline creates for ``users`` against the fake Batch API, and online chat calls."""
+) -> BatchedRun:
+    """What the whole pipeline sends for ``users`` against the fake Batch API."""
     from memoryquest.intake import PersonaSelection, load_personas
     from memoryquest.pipeline import generate_dataset
 
@@ -729,16 +744,26 @@ async def batches_for_personas(
         await client.aclose()
     assert len(dataset.personas) == len(users) and dataset.queries
     online = calls(server, "POST", "/v1/chat/completions")
-    return len(calls(server, "POST", "/v1/batches")), len(online)
+    memory = [
+        sum(template_of(line) == "memory_extraction" for line in lines)
+        for lines in batch_inputs(server)
+    ]
+    return BatchedRun(len(memory), len(online), sum(memory), sum(1 for n in memory if n))
 
 
 async def test_batch_rounds_do_not_grow_with_the_number_of_personas(
     module_server: FakeOpenAIServer, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
 ) -> None:
-    """The same step of every persona shares one batch: 3 personas take the rounds of 1, ±1."""
-    one, online_one = await batches_for_personas(["user0"], module_server, tmp_path / "one")
-    three, online_three = await batches_for_personas(
+    """The same step of every persona shares one batch: 3 personas take the rounds of 1, ±1.
+
+    Memory too: its extractions are sequential per persona, and round k carries the k-th
+    extraction of every persona, so nothing goes online and the stage is billed at the batch price.
+    """
+    one = await batches_for_personas(["user0"], module_server, tmp_path / "one")
+    three = await batches_for_personas(
         ["user0", "user1", "user2"], module_server, tmp_path / "three"
     )
-    assert abs(three - one) <= 1, (one, three)
-    assert 0 < online_one < online_three  # memory, sequential per session, went online
+    assert abs(three.batches - one.batches) <= 1, (one, three)
+    assert one.online == three.online == 0
+    assert 0 < one.memory_lines < three.memory_lines
+    assert one.memory_batches > 1 and abs(three.memory_batches - one.memory_batches) <= 1

@@ -34,8 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch",
         action="store_true",
-        help="price the stages of endpoint.batch_stages at the Batch API discount (memory, by "
-        "default left out of them, online)",
+        help="price the stages of endpoint.batch_stages (by default every stage) at the Batch API "
+        "discount, the others online",
     )
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     add_progress_options(parser)

@@ -5,8 +5,8 @@ and ``ModelClient.complete_all`` do not call the endpoint themselves for the
 stages of ``endpoint.batch_stages`` (``BatchOptions.stages``, asked through
 :meth:`BatchProcessor.takes`): each such request missing from the cache joins a
 per-event-loop COLLECTOR. Requests of the other stages go online at the full
-price: a stage that asks one short question after another (memory, one per
-session) would otherwise wait a whole batch round for each of them. The
+price: left out, a stage that asks one question after another (memory, one
+extraction after another) does not wait a whole batch round for each. The
 collector sends what it holds as one batch once no new request has arrived
 for ``endpoint.batch_collect_seconds`` (the idle window), or at once when it
 holds ``BatchOptions.collect_max`` requests. Stages keep fanning out with
