@@ -120,23 +120,6 @@ def without_lead_in(sentence: str) -> str:
     return _LEAD_IN.sub("", sentence, count=1)
 
 
-def sentences_covering(text: str, start: int, end: int) -> tuple[int, int]:
-    """The span of the whole sentences of ``text`` that ``start:end`` touches (itself if none)."""
-    touched = [(s, e) for s, e in sentence_spans(text) if s < end and start < e]
-    if not touched:
-        return start, end
-    return touched[0][0], touched[-1][1]
-
-
-def opening_words(text: str, count: int) -> str:
-    """The first ``count`` words of ``text``, exactly as written (all of it when shorter)."""
-    words = list(re.finditer(r"\S+", text))
-    if not words:
-        return ""
-    last = words[min(count, len(words)) - 1]
-    return text[words[0].start() : last.end()]
-
-
 def locate(haystack: str, needle: str) -> tuple[int, int] | None:
     """Span of ``needle`` in ``haystack``: exact, then ignoring case and runs of spaces."""
     needle = needle.strip()
@@ -153,24 +136,6 @@ def locate(haystack: str, needle: str) -> tuple[int, int] | None:
     if stripped != needle:
         return locate(haystack, stripped)
     return None
-
-
-def best_sentence(haystack: str, needle: str, min_overlap: float = 0.5) -> tuple[int, int] | None:
-    """Span of the sentence of ``haystack`` that best matches ``needle`` by content words, if close enough."""
-    target = set(content_words(needle))
-    if not target:
-        return None
-    best: tuple[float, tuple[int, int]] | None = None
-    for start, end in sentence_spans(haystack):
-        mine = set(content_words(haystack[start:end]))
-        if not mine:
-            continue
-        overlap = len(target & mine) / len(target | mine)
-        if best is None or overlap > best[0]:
-            best = (overlap, (start, end))
-    if best is None or best[0] < min_overlap:
-        return None
-    return best[1]
 
 
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:

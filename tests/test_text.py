@@ -1,4 +1,4 @@
-"""Text helpers the stages share: lead-ins, opening words, sentence spans."""
+"""Text helpers the stages share: lead-ins and cues."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import pytest
 from memoryquest.text import (
     ANNOUNCEMENTS,
     FORWARD_CUES,
-    opening_words,
-    sentences_covering,
     without_lead_in,
 )
 
@@ -32,19 +30,6 @@ from memoryquest.text import (
 )
 def test_a_short_framing_lead_in_is_left_out(sentence: str, content: str) -> None:
     assert without_lead_in(sentence) == content
-
-
-def test_opening_words_keep_the_text_as_written() -> None:
-    assert opening_words("  I  shop mid-range, mostly online.", 3) == "I  shop mid-range,"
-    assert opening_words("Short one.", 6) == "Short one."
-    assert opening_words("", 6) == ""
-
-
-def test_a_span_widens_to_the_sentences_it_touches() -> None:
-    text = "First one here. Second one follows. Third."
-    start = text.index("Second")
-    assert sentences_covering(text, start, start + 6) == (start, text.index(" Third"))
-    assert sentences_covering(text, 2, text.index("follows")) == (0, text.index(" Third"))
 
 
 @pytest.mark.parametrize(
