@@ -36,7 +36,6 @@ from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.phrasing import Setting, Voice
 from memoryquest.simulator.schema import BridgeTable
 from memoryquest.simulator.tables import load
-from memoryquest.simulator.timelines import described_updates
 from memoryquest.stages.queries import generation_request
 from memoryquest.stages.timelines import timeline_request
 from memoryquest.text import shared_content_words
@@ -159,7 +158,7 @@ def test_timeline_distractors_avoid_the_users_other_references(personas: list[Pe
     first = candidates[0]
     timeline = timeline_variables(persona, first, candidates)
     events = json.loads(simulate("timeline_synthesis", timeline, seed=0))["events"]
-    said = [u for e in events for u in described_updates(e["description"])[1]]
+    said = [u for e in events for u in e["news"]]
     refs = {r["text"] for r in first["references"]}
     distractors = [u for u in said if u not in refs]
     assert len(distractors) >= 10
@@ -200,7 +199,7 @@ def test_distractors_bridge_to_the_scenes_of_the_users_other_requests(
     for seed in range(5):
         timeline = timeline_variables(persona, first, candidates)
         events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
-        said = [u for e in events for u in described_updates(e["description"])[1]]
+        said = [u for e in events for u in e["news"]]
         pointed += [bridged_domain(u) for u in said if u not in refs and split_bridge(u)[1]]
     assert len(pointed) >= 30
     assert sum(d in planned for d in pointed) / len(pointed) >= 0.6
@@ -361,7 +360,7 @@ def test_distractor_bridges_avoid_the_words_of_a_real_request_of_their_domain(
     for seed in range(5):
         timeline = timeline_variables(persona, first, candidates)
         events = json.loads(simulate("timeline_synthesis", timeline, seed=seed))["events"]
-        for update in (u for e in events for u in described_updates(e["description"])[1]):
+        for update in (u for e in events for u in e["news"]):
             core, clause = split_bridge(update)
             domain = bridged_domain(update)
             if update in refs or not clause or domain is None:

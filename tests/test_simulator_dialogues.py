@@ -37,7 +37,6 @@ from memoryquest.simulator.phrasing import (
     title,
     with_lead,
 )
-from memoryquest.simulator.timelines import UPDATE_MARKER, described_updates
 from memoryquest.stages.common import persona_variables, task_variables
 from memoryquest.stages.timelines import event_news
 from memoryquest.text import contains_verbatim, ngrams, normalise_text, split_sentences, words
@@ -75,11 +74,13 @@ class Session:
 
     @property
     def reference_said(self) -> tuple[int, str]:
-        """(the turn, the sentence) the answer names for the reference."""
+        """(the turn the answer names for the reference, its sentence sharing most words with it)."""
         assert self.reference is not None
         position = self.news.index(self.reference["text"])
         (item,) = [i for i in self.answer["news_said"] if i["news_index"] == position]
-        return item["turn_index"], item["sentence"]
+        sentences = split_sentences(self.turns[item["turn_index"]]["content"])
+        wanted = set(words(self.reference["text"]))
+        return item["turn_index"], max(sentences, key=lambda s: len(wanted & set(words(s))))
 
 
 def _query_variables(persona: Persona, settings: GenerationSettings) -> dict:
@@ -186,7 +187,7 @@ def test_turns_alternate_from_the_user_with_about_one_exchange_per_update(
         assert settings.turns_min <= len(roles) <= settings.turns_max
         assert all(t["content"].strip() for t in session.turns)
         counts.append(len(roles) // 2)
-        news.append(len(split_description(session.event["description"])[2]))
+        news.append(len(session.event["news"]))
     assert 3.5 <= sum(counts) / len(counts) <= 6.5  # 3.96 on this sample of 298 sessions
     assert min(counts) >= 3 and max(counts) <= 10
     # Most user turns carry a piece of news, so the one carrying a reference is not the odd one out.
@@ -232,7 +233,7 @@ def test_every_update_of_the_event_is_said_once_in_a_user_turn(
     """References and the distractors next to them are stated; filler sessions carry distractors too."""
     with_distractors = 0
     for session in all_sessions:
-        _, updates = described_updates(session.event["description"])
+        updates = session.event["news"]
         if session.reference is None and updates:
             with_distractors += 1
         user_text = " ".join(t["content"] for t in session.turns if t["role"] == "user")
@@ -349,7 +350,7 @@ def test_the_user_opens_with_the_request_and_the_assistant_works_on_it(
     all_sessions: tuple[Session, ...],
 ) -> None:
     for session in all_sessions:
-        activity, _, _ = split_description(session.event["description"])
+        activity, _ = split_description(session.event["description"])
         topic = parse_topic(activity, Domain(session.event["domain"]))
         assert topic.request in session.turns[0]["content"]
         last_reply = session.turns[-1]["content"]
@@ -381,7 +382,7 @@ def test_the_assistant_says_the_request_back_to_the_user(
 ) -> None:
     said_back = 0
     for session in all_sessions:
-        activity, _, _ = split_description(session.event["description"])
+        activity, _ = split_description(session.event["description"])
         topic = parse_topic(activity, Domain(session.event["domain"]))
         if not re.search(r"\b(?:my|me|myself)\b", topic.request):
             continue
@@ -626,9 +627,8 @@ def test_timelines_keep_distractors_off_the_references_needs(
         if session.reference is not None:
             continue
         reference_needs = {classify_need(r["text"]) for r in session.query["references"]} - {None}
-        _, updates = described_updates(session.event["description"])
+        updates = session.event["news"]
         for update in updates:
             seen += 1
             assert classify_need(update) not in reference_needs, (update, reference_needs)
-            assert UPDATE_MARKER not in update
     assert seen > 50

@@ -19,9 +19,7 @@ from memoryquest.simulator import phrasing, simulates
 from memoryquest.simulator.grammar import sentence, upper_first
 from memoryquest.simulator.needs import say_update as needs_say_update
 from memoryquest.simulator.phrasing import Options, Setting, Topic, Voice
-from memoryquest.simulator.timelines import described_updates
 from memoryquest.stages.dialogues_contracts import DialogueInputs
-from memoryquest.text import normalise_text
 
 EXCHANGES = range(3, 11)
 EXCHANGE_WEIGHTS = (5, 11, 17, 20, 17, 13, 10, 7)  # mean ≈ 6.2 exchanges, as in the paper
@@ -50,15 +48,15 @@ _SETTING = re.compile(
 )
 
 
-def split_description(description: str) -> tuple[str, dict[str, str], list[str]]:
-    """(activity, setting, life updates) of a timeline event description."""
-    activity, updates = described_updates(description)
+def split_description(description: str) -> tuple[str, dict[str, str]]:
+    """(activity, setting) of a timeline event description."""
+    activity = description.strip()
     setting: dict[str, str] = {}
     match = _SETTING.search(activity)
     if match:
         setting = {k: v for k, v in match.groupdict().items() if v}
         activity = activity[: match.start()].strip()
-    return activity, setting, updates
+    return activity, setting
 
 
 def _setting(setting: dict[str, str], situations: list[dict[str, str]], weekday: str) -> Setting:
@@ -203,17 +201,8 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     event = inputs.event
     domain = Domain(event["domain"])
     weekday = event.get("weekday") or dt.date.fromisoformat(event["date"]).strftime("%A")
-    activity, setting, updates = split_description(event["description"])
-    # Where each item of news is among the description's updates; one the description does not
-    # say (a timeline written by someone else) is said as well.
-    update_of_news: list[int] = []
-    for item in inputs.news:
-        wanted = normalise_text(item)
-        found = next((i for i, u in enumerate(updates) if normalise_text(u) == wanted), None)
-        if found is None:
-            updates.append(item.strip().rstrip("."))
-            found = len(updates) - 1
-        update_of_news.append(found)
+    activity, setting = split_description(event["description"])
+    updates = [item.strip().rstrip(".") for item in inputs.news]
     affinities = [Affinity.model_validate(a) for a in inputs.affinities or []]
     demographics = Demographics.model_validate(inputs.demographics or {})
     avoid = [v for u in updates for v in _avoided_values(affinities, u)]
@@ -236,22 +225,18 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     sayings = [say_update(u, rng) for u in updates]
 
     turns: list[dict[str, str]] = []
-    said_at: dict[int, tuple[int, str]] = {}  # update -> (its turn, the sentence saying it)
+    said_at: dict[int, int] = {}  # update -> the turn saying it
     asked = ""
     for k in range(exchanges):
         last = k == exchanges - 1
         here = [i for i in range(len(updates)) if placed[i] == k]
-        text, said, personal = user_turn(
+        text, _, personal = user_turn(
             k, last, asked, topic, options, voice, [sayings[i] for i in here], rng
         )
-        said_at.update((i, (len(turns), sentence)) for i, sentence in zip(here, said, strict=True))
+        said_at.update((i, len(turns)) for i in here)
         turns.append({"role": "user", "content": text})
         reply, asked = assistant_turn(k, last, personal, topic, options, rng)
         turns.append({"role": "assistant", "content": reply})
 
-    news_said = [
-        {"news_index": k, "turn_index": said_at[u][0], "sentence": said_at[u][1]}
-        for k, u in enumerate(update_of_news)
-        if u in said_at
-    ]
+    news_said = [{"news_index": k, "turn_index": said_at[k]} for k in sorted(said_at)]
     return {"turns": turns, "news_said": news_said}

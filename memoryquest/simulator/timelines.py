@@ -1,9 +1,9 @@
 """Simulated answer for ``timeline_synthesis``: the weeks before a query, as the persona lived them.
 
 Reference events sit on their reference's date inside one of the persona's tasks of that
-domain; filler events are other tasks. Every event also carries distractors after the
-same marker, drawn as references of the user's other requests would be, so a reference is
-one piece of personal news among many.
+domain; filler events are other tasks. Every event's news also carries distractors, drawn
+as references of the user's other requests would be, so a reference is one piece of
+personal news among many.
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenari
 from memoryquest.simulator.queries import compose_query, planning_scenarios
 from memoryquest.stages.timelines_contracts import TimelineInputs
 from memoryquest.text import shared_content_words
-
-UPDATE_MARKER = "In passing, the user shares an update:"
-"""Separates an event's activity from the life update said in it (a reference's or a distractor's)."""
 
 FILLER_EVENT_DISTRACTORS = (0, 0, 0, 3, 4, 4, 3, 2)
 """Weights of 0..7 distractor updates on a filler event (when the persona can ground them).
@@ -56,18 +53,6 @@ def _generic_activity(domain: Domain) -> str:
 def _free_days(start: dt.date, end: dt.date, taken: set[dt.date]) -> list[dt.date]:
     days = (start + dt.timedelta(days=n) for n in range((end - start).days + 1))
     return [day for day in days if day not in taken]
-
-
-def describe(activity: str, updates: list[str]) -> str:
-    """An event description: the activity, then each life update said in it after the marker."""
-    said = " ".join(f"{UPDATE_MARKER} {u.strip().rstrip('.')}." for u in updates)
-    return f"{activity} {said}".strip()
-
-
-def described_updates(description: str) -> tuple[str, list[str]]:
-    """(activity, updates) of a description written by :func:`describe`."""
-    activity, *updates = description.split(UPDATE_MARKER)
-    return activity.strip(), [u.strip().rstrip(".").strip() for u in updates if u.strip()]
 
 
 @simulates(TimelineInputs)
@@ -165,7 +150,7 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
             {
                 "date": ref["date"],
                 "domain": domain.value,
-                "description": describe(activity, updates),
+                "description": activity,
                 "reference_index": ref["index"],
                 "news": updates,
             }
@@ -197,7 +182,7 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
                 {
                     "date": date.isoformat(),
                     "domain": domain.value,
-                    "description": describe(activity, updates),
+                    "description": activity,
                     "reference_index": None,
                     "news": updates,
                 }

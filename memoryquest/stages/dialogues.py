@@ -59,7 +59,7 @@ from memoryquest.stages.dialogues_contracts import (
 )
 from memoryquest.stages.ledger import NO_LEDGER, Ledger, contradiction
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
-from memoryquest.text import locate, normalise_text, sentence_spans
+from memoryquest.text import normalise_text, sentence_spans, split_sentences
 
 STAGE = Stage.DIALOGUES
 
@@ -172,20 +172,13 @@ def check_dialogue(
                 problems.append(f"reference turn index {index} does not exist")
             elif index % 2 != 0:
                 problems.append(f"reference turn index {index} is not a user turn")
-    spans: list[ReferenceSpan] = []
-    if not problems:
-        for item in said:
-            found = locate(turns[item.turn_index].content, item.sentence)
-            if item.sentence.strip() and found is not None:
-                spans = [ReferenceSpan(turn_index=item.turn_index, start=found[0], end=found[1])]
-                break
     if formatted:
         markdown = f"turns {formatted} are formatted as markdown (lists, headings or bold)"
         reason = RejectionReason.INVARIANT if problems else RejectionReason.MARKDOWN
         return _Checked(None, [*problems, markdown], reason)
     if problems:
         return _Checked(None, problems)
-    marked = marked_news(draft)
+    marked = marked_news(draft, turns)
     if marked is not None:
         return _Checked(None, [marked[1]], marked[0])
     session = Session(
@@ -199,7 +192,6 @@ def check_dialogue(
         turns=turns,
         reference_id=event.reference_id,
         reference_turn_indices=indices,
-        reference_spans=spans,
     )
     return _Checked(session, [])
 
@@ -222,16 +214,20 @@ def reference_said(draft: DialogueDraft, query: Query, event: TimelineEvent) -> 
     return [item for item in draft.news_said if item.news_index == position]
 
 
-def marked_news(draft: DialogueDraft) -> tuple[RejectionReason, str] | None:
-    """A news sentence that points ahead or announces itself, with the reason, or None.
+def marked_news(draft: DialogueDraft, turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
+    """A user turn named as telling news that points ahead or announces itself, with the
+    reason, or None.
 
     Every item of news is held to this, not only the reference: a model cannot tell
-    them apart, and if only references were plain, "by the way" would mark the rest.
+    them apart, and if only references were said plainly, "by the way" would mark the rest.
     """
     for item in draft.news_said:
-        problem = marker_problem(item.sentence, f"news item {item.news_index}")
-        if problem is not None:
-            return problem
+        if not 0 <= item.turn_index < len(turns) or turns[item.turn_index].role is not Role.USER:
+            continue
+        for sentence in split_sentences(turns[item.turn_index].content):
+            problem = marker_problem(sentence, f"the turn telling news item {item.news_index}")
+            if problem is not None:
+                return problem
     return None
 
 
@@ -240,10 +236,8 @@ async def conveyance_problems(
 ) -> tuple[dict[str, tuple[RejectionReason, str]], dict[str, Session]]:
     """Check that each reference session states its reference in one sentence (one embedding call).
 
-    The sentence the model named is kept when it comes within
-    ``reference_turn_similarity_min`` of the reference. When the model named
-    none, or one that is not in the turn, the closest sentence of the named
-    turns takes its place if it is close enough. That sentence, which is what
+    The sentence of the turn(s) named for the reference that comes closest to
+    it must reach ``reference_turn_similarity_min``. That sentence, which is what
     retrieval will search, then passes the gates the drafted reference passed
     (:func:`final_text_problem`). Returns the problems (reason and detail) by
     session id, and the sessions with their sentence span settled.

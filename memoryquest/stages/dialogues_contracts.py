@@ -27,7 +27,6 @@ class NewsSaid(BaseModel):
 
     news_index: int = Field(description="Index of the news item in the given list.")
     turn_index: int = Field(description="Index of the user turn that says it.")
-    sentence: str = Field(description="The sentence of that turn that says it, copied exactly.")
 
 
 class DialogueDraft(BaseModel):

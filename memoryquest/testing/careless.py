@@ -68,28 +68,23 @@ _LEDGER_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}: (?P<said>.+?)(?: \(until [^)]*\)
 
 
 def _foreshadow(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    return _rewrite_news_sentences(
-        answer, lambda s: s.rstrip(".!") + ", and I'll keep that in mind for what's coming up."
+    return _rewrite_news_turns(
+        answer, lambda t: t.rstrip() + " I'll keep that in mind for what's coming up."
     )
 
 
 def _announce(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    return _rewrite_news_sentences(answer, lambda s: "By the way, " + s[:1].lower() + s[1:])
+    return _rewrite_news_turns(answer, lambda t: "By the way, " + t[:1].lower() + t[1:])
 
 
-def _rewrite_news_sentences(answer: dict[str, Any], rewrite: Callable[[str], str]) -> int:
-    """Every named news sentence rewritten, in its turn and in ``news_said``: the model does
-    not know which item is a reference, so it writes them all alike. Counts the answer once."""
-    rewritten = 0
-    for item in answer.get("news_said") or []:
-        sentence, index = str(item.get("sentence") or ""), item.get("turn_index", -1)
-        turn = answer["turns"][index] if 0 <= index < len(answer["turns"]) else None
-        if sentence and turn is not None and sentence in turn["content"]:
-            written = rewrite(sentence)
-            turn["content"] = turn["content"].replace(sentence, written, 1)
-            item["sentence"] = written
-            rewritten = 1
-    return rewritten
+def _rewrite_news_turns(answer: dict[str, Any], rewrite: Callable[[str], str]) -> int:
+    """Every user turn named as telling news rewritten: the model does not know which item
+    is a reference, so it writes them all alike. Counts the answer once."""
+    turns = answer.get("turns") or []
+    named = {item.get("turn_index", -1) for item in answer.get("news_said") or []}
+    for index in named & set(range(0, len(turns), 2)):
+        turns[index]["content"] = rewrite(turns[index]["content"])
+    return 1 if named & set(range(0, len(turns), 2)) else 0
 
 
 def _echo(answer: dict[str, Any], variables: dict[str, Any]) -> int:
