@@ -59,7 +59,9 @@ class Session:
 
     @property
     def turns(self) -> list[dict]:
-        return self.answer["turns"]
+        """The answer's turns with their roles (user first, then alternating)."""
+        roles = ("user", "assistant")
+        return [{"role": roles[i % 2], "content": t} for i, t in enumerate(self.answer["turns"])]
 
     @property
     def reference(self) -> dict | None:
@@ -367,8 +369,8 @@ def test_the_user_opens_with_the_request_and_the_assistant_works_on_it(
     for seed in range(10):
         variables = _dialogue_variables(persona, event, [], GenerationSettings())
         turns = json.loads(simulate("dialogue_expansion", variables, seed=seed))["turns"]
-        assert "mute or leave the conversation temporarily" in turns[0]["content"]
-        replies = [t["content"] for t in turns if t["role"] == "assistant"]
+        assert "mute or leave the conversation temporarily" in turns[0]
+        replies = turns[1::2]
         # every proposal is about muting, archiving or notifications — never a booking or an unrelated note
         assert all(
             re.search(r"\b(?:mut|archiv|notification|note|chat|group)", r, re.IGNORECASE)

@@ -14,7 +14,6 @@ from memoryquest.settings import GenerationSettings
 from memoryquest.stages.dialogues import (
     DialogueDraft,
     NewsSaid,
-    TurnDraft,
     check_dialogue,
     dialogue_inputs,
     expand_dialogues,
@@ -161,7 +160,7 @@ def reference_case(run: GeneratedRun) -> tuple:
     reference = next(r for r in q.references if r.reference_id == event.reference_id)
     said = NewsSaid(news_index=event.news.index(reference.text), turn_index=span.turn_index)
     draft = DialogueDraft(
-        turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
+        turns=[t.content for t in session.turns],
         news_said=[said],
     )
     persona = next(p for p in run.personas if p.persona_id == q.persona_id)
@@ -180,16 +179,15 @@ def test_the_real_draft_rebuilds_the_same_session(reference_case: tuple) -> None
     ("corrupt", "words"),
     [
         (
-            lambda d, ref: d.turns.__setitem__(0, TurnDraft(role="user", content=f"Hi. {ref}.")),
+            lambda d, ref: d.turns.__setitem__(0, f"Hi. {ref}."),
             "word for word",
         ),
         (lambda d, ref: d.turns.__delitem__(slice(4, None)), "4 turns; need 5-30"),
-        (lambda d, ref: setattr(d.turns[1], "role", "user"), "turns alternate"),
         (lambda d, ref: setattr(d, "news_said", []), "no turn is named"),
         (lambda d, ref: setattr(d.news_said[0], "news_index", 99), "no turn is named"),
         (lambda d, ref: setattr(d.news_said[0], "turn_index", 1), "not a user turn"),
         (lambda d, ref: setattr(d.news_said[0], "turn_index", 99), "does not exist"),
-        (lambda d, ref: setattr(d.turns[2], "content", "  "), "is empty"),
+        (lambda d, ref: d.turns.__setitem__(2, "  "), "is empty"),
     ],
 )
 def test_broken_conversations_are_caught(reference_case: tuple, corrupt, words: str) -> None:
@@ -220,13 +218,13 @@ def test_any_news_sentence_that_marks_itself_is_refused(
     event = next(e for e in timeline.events if e.reference_id is None and e.news)
     session = next(s for s in sessions_of(run, q.query_id) if s.event_id == event.event_id)
     draft = DialogueDraft(
-        turns=[TurnDraft(role=t.role.value, content=t.content) for t in session.turns],
+        turns=[t.content for t in session.turns],
         news_said=[NewsSaid(news_index=0, turn_index=0)],
     )
     persona = next(p for p in run.personas if p.persona_id == q.persona_id)
     assert check_dialogue(draft, persona, q, event, GenerationSettings()).session is not None
     sentence = split_sentences(session.turns[0].content)[-1]
-    draft.turns[0].content = draft.turns[0].content.replace(sentence, rewrite(sentence))
+    draft.turns[0] = draft.turns[0].replace(sentence, rewrite(sentence))
     checked = check_dialogue(draft, persona, q, event, GenerationSettings())
     assert checked.session is None and checked.reason is reason, checked.problems
 

@@ -224,7 +224,7 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     placed = [order[i % exchanges] for i in range(len(updates))]
     sayings = [say_update(u, rng) for u in updates]
 
-    turns: list[dict[str, str]] = []
+    turns: list[str] = []  # user, assistant, user, ...
     said_at: dict[int, int] = {}  # update -> the turn saying it
     asked = ""
     for k in range(exchanges):
@@ -234,9 +234,9 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
             k, last, asked, topic, options, voice, [sayings[i] for i in here], rng
         )
         said_at.update((i, len(turns)) for i in here)
-        turns.append({"role": "user", "content": text})
+        turns.append(text)
         reply, asked = assistant_turn(k, last, personal, topic, options, rng)
-        turns.append({"role": "assistant", "content": reply})
+        turns.append(reply)
 
     news_said = [{"news_index": k, "turn_index": said_at[k]} for k in sorted(said_at)]
     return {"turns": turns, "news_said": news_said}

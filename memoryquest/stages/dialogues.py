@@ -55,7 +55,6 @@ from memoryquest.stages.dialogues_contracts import (
     DialogueDraft,
     DialogueInputs,
     NewsSaid,
-    TurnDraft,
 )
 from memoryquest.stages.ledger import NO_LEDGER, Ledger, contradiction
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
@@ -143,20 +142,16 @@ def check_dialogue(
     count = len(draft.turns)
     if not settings.turns_min <= count <= settings.turns_max:
         problems.append(f"{count} turns; need {settings.turns_min}-{settings.turns_max}")
-    for index, turn in enumerate(draft.turns):
-        expected = Role.USER if index % 2 == 0 else Role.ASSISTANT
-        if turn.role.strip().lower() != expected.value:
-            problems.append(
-                f"turn {index} is {turn.role!r}; turns alternate starting with the user"
-            )
-        if not turn.content.strip():
+    for index, text in enumerate(draft.turns):
+        if not text.strip():
             problems.append(f"turn {index} is empty")
             continue
-        if MARKDOWN.search(turn.content):
+        if MARKDOWN.search(text):
             formatted.append(index)
-        turns.append(Turn(role=expected, content=turn.content.strip()))
+        role = Role.USER if index % 2 == 0 else Role.ASSISTANT
+        turns.append(Turn(role=role, content=text.strip()))
     # contains_verbatim(turn, reference) for every pair, each text normalised once.
-    normalised_turns = [normalise_text(turn.content) for turn in draft.turns]
+    normalised_turns = [normalise_text(text) for text in draft.turns]
     for ref in query.references:
         needle = normalise_text(ref.text)
         for index, turn_text in enumerate(normalised_turns):
@@ -433,7 +428,6 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
 __all__ = [
     "DialogueDraft",
     "DialogueStageResult",
-    "TurnDraft",
     "check_dialogue",
     "conveyance_problems",
     "dialogue_inputs",

@@ -17,11 +17,6 @@ from memoryquest.prompt_inputs import ROW, PromptInputs
 # --------------------------------------------------------------------------- what the model answers
 
 
-class TurnDraft(BaseModel):
-    role: str = Field(description="'user' or 'assistant'.")
-    content: str
-
-
 class NewsSaid(BaseModel):
     """Where one item of the event's news is said."""
 
@@ -30,7 +25,9 @@ class NewsSaid(BaseModel):
 
 
 class DialogueDraft(BaseModel):
-    turns: list[TurnDraft]
+    turns: list[str] = Field(
+        description="The turns' texts in order: user, assistant, user, ... (the roles alternate)."
+    )
     news_said: list[NewsSaid] = Field(
         default=[], description="Where each item of the event's news is said; empty without news."
     )

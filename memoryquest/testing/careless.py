@@ -83,7 +83,7 @@ def _rewrite_news_turns(answer: dict[str, Any], rewrite: Callable[[str], str]) -
     turns = answer.get("turns") or []
     named = {item.get("turn_index", -1) for item in answer.get("news_said") or []}
     for index in named & set(range(0, len(turns), 2)):
-        turns[index]["content"] = rewrite(turns[index]["content"])
+        turns[index] = rewrite(turns[index])
     return 1 if named & set(range(0, len(turns), 2)) else 0
 
 
@@ -121,7 +121,7 @@ def _contradiction(answer: dict[str, Any], variables: dict[str, Any]) -> int:
         opener = "Actually, it is not true any more that"
     first, *rest = fact.split()
     taken_back = " ".join([opener, first[:1].lower() + first[1:], "really", *rest]) + "."
-    answer["turns"][0]["content"] += " " + taken_back
+    answer["turns"][0] += " " + taken_back
     return 1
 
 
@@ -129,7 +129,7 @@ def _markdown(answer: dict[str, Any], variables: dict[str, Any]) -> int:
     turns = answer.get("turns", [])
     if len(turns) < 2:
         return 0
-    turns[1]["content"] += "\n\nHere are your options:\n- the first one\n- the second one"
+    turns[1] += "\n\nHere are your options:\n- the first one\n- the second one"
     return 1
 
 
