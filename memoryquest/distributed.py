@@ -340,9 +340,9 @@ def generate_persona_on_worker(persona: Persona, settings: Settings) -> Generate
 
 
 @flow(name=DASK_FLOW, log_prints=True)
-async def generate_personas_on_dask(settings: Settings, request: SpreadRun) -> str:
+async def generate_personas_on_dask(request: SpreadRun) -> str:
     """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
-    with open_run(settings, request.selection, DASK_FLOW) as run:
+    with open_run(request.settings(), request.selection, DASK_FLOW) as run:
         futures = [
             generate_persona_on_worker.submit(persona, run.settings) for persona in run.personas
         ]
@@ -385,9 +385,7 @@ async def generate_with_dask(spread: DaskSpread, request: SpreadRun) -> str:
         if spread.scheduler_address
         else DaskTaskRunner()
     )
-    result: str = await generate_personas_on_dask.with_options(task_runner=runner)(
-        settings=request.settings(), request=request
-    )
+    result: str = await generate_personas_on_dask.with_options(task_runner=runner)(request=request)
     return result
 
 

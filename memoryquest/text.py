@@ -120,23 +120,5 @@ def without_lead_in(sentence: str) -> str:
     return _LEAD_IN.sub("", sentence, count=1)
 
 
-def locate(haystack: str, needle: str) -> tuple[int, int] | None:
-    """Span of ``needle`` in ``haystack``: exact, then ignoring case and runs of spaces."""
-    needle = needle.strip()
-    if not needle:
-        return None
-    start = haystack.find(needle)
-    if start >= 0:
-        return start, start + len(needle)
-    pattern = r"\s+".join(re.escape(part) for part in needle.split())
-    match = re.search(pattern, haystack, flags=re.IGNORECASE)
-    if match:
-        return match.start(), match.end()
-    stripped = needle.rstrip(".!?")
-    if stripped != needle:
-        return locate(haystack, stripped)
-    return None
-
-
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]

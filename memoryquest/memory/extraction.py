@@ -119,29 +119,27 @@ class SentenceRef:
     end: int
 
 
-def _user_sentences(batch: Sequence[Session]) -> Iterator[tuple[Session, int, int, int]]:
-    """(session, turn, start, end) of every user sentence of the batch, in the order they are numbered."""
-    for session in batch:
-        for index, turn in enumerate(session.turns):
-            if turn.role is Role.USER:
-                for start, end in sentence_spans(turn.content):
-                    yield session, index, start, end
-
-
 def numbered_sentences(batch: Sequence[Session]) -> dict[int, SentenceRef]:
     """Every user sentence of the batch under its id (1, 2, ... in session and turn order)."""
-    return {
-        number: SentenceRef(session.session_id, turn, start, end)
-        for number, (session, turn, start, end) in enumerate(_user_sentences(batch), 1)
-    }
+    spans = (
+        SentenceRef(session.session_id, index, start, end)
+        for session in batch
+        for index, turn in enumerate(session.turns)
+        if turn.role is Role.USER
+        for start, end in sentence_spans(turn.content)
+    )
+    return dict(enumerate(spans, 1))
 
 
 def session_views(batch: Sequence[Session]) -> list[SessionView]:
     """The batch's sessions as shown: user turns as their numbered sentences."""
+    sessions = {session.session_id: session for session in batch}
     by_turn: dict[tuple[str, int], dict[str, str]] = {}
-    for number, (session, turn, start, end) in enumerate(_user_sentences(batch), 1):
-        sentences = by_turn.setdefault((session.session_id, turn), {})
-        sentences[str(number)] = session.turns[turn].content[start:end]
+    for number, ref in numbered_sentences(batch).items():
+        sentences = by_turn.setdefault((ref.session_id, ref.turn), {})
+        sentences[str(number)] = (
+            sessions[ref.session_id].turns[ref.turn].content[ref.start : ref.end]
+        )
     return [
         SessionView(
             session_id=session.session_id,

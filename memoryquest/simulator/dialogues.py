@@ -113,8 +113,8 @@ def user_turn(
     voice: Voice,
     updates: list[str],
     rng: random.Random,
-) -> tuple[str, list[str], bool]:
-    """(turn text, the sentence stating each of ``updates``, whether the turn has a personal remark).
+) -> tuple[str, bool]:
+    """(turn text, whether the turn has a personal remark); each of ``updates`` is one of its remarks.
 
     ``asked`` is what the assistant's previous turn asked: "topic", "personal" or "".
     """
@@ -134,13 +134,8 @@ def user_turn(
     if asked == "personal":
         count = max(count, 1)
     remarks = [r for r in (voice.remark(rng) for _ in range(max(0, count - len(updates)))) if r]
-    slots: list[int] = []  # where each update sits among the remarks
-    for update in updates:
-        at = rng.randint(0, len(remarks))
-        slots = [s + 1 if s >= at else s for s in slots]
-        slots.append(at)
-        remarks.insert(at, update)
-    said = ["" for _ in updates]
+    for update in updates:  # each at a random place among the remarks
+        remarks.insert(rng.randint(0, len(remarks)), update)
     for position, remark in enumerate(remarks):
         lead = ""
         if position == 0 and asked == "personal":
@@ -148,8 +143,6 @@ def user_turn(
         elif rng.random() < VOLUNTEERED_LEAD_SHARE:
             lead = phrasing.pick(rng, phrasing.table().volunteered)
         remarks[position] = phrasing.with_lead(remark, lead)
-        if position in slots:
-            said[slots.index(position)] = remarks[position]
     # A short answer or reaction never stands alone: it opens the turn's last sentence.
     short = react or (head.pop() if k > 0 and head else "")
     tail: list[str] = []
@@ -158,7 +151,7 @@ def user_turn(
     elif k > 0 and (short or rng.random() < 0.85 or not remarks):
         tail.append(phrasing.follow_up(topic, options, rng, lead=short))
     text = " ".join(p for p in [*head, *remarks, *tail] if p)
-    return text, said, bool(remarks)
+    return text, bool(remarks)
 
 
 def assistant_turn(
@@ -230,7 +223,7 @@ def expand_dialogue(inputs: DialogueInputs, rng: random.Random) -> dict[str, Any
     for k in range(exchanges):
         last = k == exchanges - 1
         here = [i for i in range(len(updates)) if placed[i] == k]
-        text, _, personal = user_turn(
+        text, personal = user_turn(
             k, last, asked, topic, options, voice, [sayings[i] for i in here], rng
         )
         said_at.update((i, len(turns)) for i in here)

@@ -200,12 +200,12 @@ def reference_said(draft: DialogueDraft, query: Query, event: TimelineEvent) -> 
     reference = next((r for r in query.references if r.reference_id == event.reference_id), None)
     if reference is None:
         return []
-    position = event.news.index(reference.text) if reference.text in event.news else None
-    if position is None:
+    if reference.text not in event.news:
         raise ValueError(
             f"event {event.event_id} does not list its reference among its news: "
             "its timeline predates the news list, regenerate it"
         )
+    position = event.news.index(reference.text)
     return [item for item in draft.news_said if item.news_index == position]
 
 
@@ -216,11 +216,13 @@ def marked_news(draft: DialogueDraft, turns: Sequence[Turn]) -> tuple[RejectionR
     Every item of news is held to this, not only the reference: a model cannot tell
     them apart, and if only references were said plainly, "by the way" would mark the rest.
     """
+    telling: dict[int, int] = {}  # each named user turn, once, with the first item it tells
     for item in draft.news_said:
-        if not 0 <= item.turn_index < len(turns) or turns[item.turn_index].role is not Role.USER:
-            continue
-        for sentence in split_sentences(turns[item.turn_index].content):
-            problem = marker_problem(sentence, f"the turn telling news item {item.news_index}")
+        if 0 <= item.turn_index < len(turns) and turns[item.turn_index].role is Role.USER:
+            telling.setdefault(item.turn_index, item.news_index)
+    for index, news_index in telling.items():
+        for sentence in split_sentences(turns[index].content):
+            problem = marker_problem(sentence, f"the turn telling news item {news_index}")
             if problem is not None:
                 return problem
     return None

@@ -82,9 +82,10 @@ def _rewrite_news_turns(answer: dict[str, Any], rewrite: Callable[[str], str]) -
     is a reference, so it writes them all alike. Counts the answer once."""
     turns = answer.get("turns") or []
     named = {item.get("turn_index", -1) for item in answer.get("news_said") or []}
-    for index in named & set(range(0, len(turns), 2)):
+    user_turns = named & set(range(0, len(turns), 2))
+    for index in user_turns:
         turns[index] = rewrite(turns[index])
-    return 1 if named & set(range(0, len(turns), 2)) else 0
+    return 1 if user_turns else 0
 
 
 def _echo(answer: dict[str, Any], variables: dict[str, Any]) -> int:
