@@ -142,6 +142,9 @@ class RejectionReason(StrEnum):
     CONTEXT_LENGTH = (
         "context_length"  # the prompt, trimmed as far as it goes, does not fit the model's window
     )
+    RESTATED = "restated"  # a reference is told again in a session other than its own
+    TELL = "tell"  # an out-of-fold classifier singles the query's reference items out
+    FLAGGED = "flagged"  # the blind reviewer found a sentence that points ahead, announces itself or retells
 
 
 class RetrievalMethod(StrEnum):
