@@ -238,8 +238,9 @@ def _write_run_report(run: Run, records: dict[str, StageRecord], summary: RunSum
 async def generate_benchmark(
     output: str | None = None,
     persona_source: str | None = None,
-    users: list[str] | None = None,
+    users: list[str] | str | None = None,
     count: int | None = None,
+    range: str | None = None,  # the command line's --range, spelled the same
     config_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     publish: bool = True,
@@ -251,6 +252,11 @@ async def generate_benchmark(
     cost_estimate_usd: float | None = None,
 ) -> str:
     """Generate (and publish) a MemoryQuest dataset; returns the output directory.
+
+    The personas are chosen as on the command line: ``users`` (a list of ids, or
+    ``"user0,user3"``) or ``range`` (``"30:230"``, positions 30 to 229 in natural
+    order), and ``count`` caps either (alone: the first N);
+    :class:`~memoryquest.intake.PersonaSelection` reads them.
 
     A deployment gives ``output`` (default ``output/run``), ``persona_source``,
     ``config_file`` and ``overrides`` (nested settings), and the settings are
@@ -276,7 +282,7 @@ async def generate_benchmark(
     progress artifact, against ``cost_estimate_usd`` when given; the run's
     summary goes to ``run_report.json`` and a markdown artifact.
     """
-    selection = PersonaSelection(user_ids=users, count=count)
+    selection = PersonaSelection.parse(users=users, count=count, range_text=range)
     if spread is not None:
         if settings is not None:
             raise ValueError(

@@ -12,6 +12,11 @@ from memoryquest.contracts import Persona
 from memoryquest.ids import make_id
 from memoryquest.intake import PersonaSelection, load_personas
 
+try:
+    from tests.cli_fixture import one_error_line
+except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+    from cli_fixture import one_error_line
+
 pytestmark = pytest.mark.usefixtures("clean_settings_env")
 
 
@@ -108,11 +113,43 @@ def test_http_source_needs_a_selection(capsys: pytest.CaptureFixture[str]) -> No
     assert "cannot be listed" in err
 
 
-def test_selection_flags_are_mutually_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["personas", "list", "--count", "2", "--users", "user0"])
-    assert exit_info.value.code == 2
-    assert "not allowed with argument" in capsys.readouterr().err
+def test_count_caps_users_and_ranges(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, _ = run(
+        capsys, "personas", "list", "--users", "user20,user2,user5", "--count", "2"
+    )
+    assert code == 0
+    assert [line.split()[0] for line in lines] == ["user20", "user2"]
+    code, lines, _ = run(capsys, "personas", "list", "--range", "9:20", "--count", "2")
+    assert code == 0
+    assert [line.split()[0] for line in lines] == ["user9", "user10"]
+
+
+def test_users_with_a_range_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_error_line(capsys, ["personas", "list", "--users", "user0", "--range", "0:3"])
+    assert line == (
+        "memoryquest: error: choose personas by user ids (users) or by a range (range), not both; "
+        "count caps either"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("30:30", "range 30:30 is empty: its stop must be above its start"),
+        ("5:2", "range 5:2 is empty: its stop must be above its start"),
+        ("-3:", "range start must not be negative (positions count from 0), got -3"),
+        (
+            "30-40",
+            "range must look like START:STOP (positions START to STOP-1, e.g. 30:230), got '30-40'",
+        ),
+        ("30:230", "range 30:230 selects no persona: the source has 30 (range 0:30)"),
+    ],
+)
+def test_a_malformed_or_empty_range_is_one_line(
+    capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    line = one_error_line(capsys, ["personas", "list", f"--range={text}"])
+    assert line == f"memoryquest: error: {message}"
 
 
 @pytest.mark.parametrize(

@@ -325,8 +325,12 @@ def test_bad_selection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         one_error_line(capsys, argv, seconds=5)
         == "memoryquest: error: count must be at least 1, got 0"
     )
-    argv = ["generate", "--users", "user0", "--count", "2", "--output", str(tmp_path / "out")]
-    assert "not several at once" in one_error_line(capsys, argv, seconds=5)
+    argv = ["generate", "--users", "user0", "--range", "0:2", "--output", str(tmp_path / "out")]
+    assert "not both" in one_error_line(capsys, argv, seconds=5)
+    argv = ["generate", "--range", "7:7", "--output", str(tmp_path / "out")]
+    assert one_error_line(capsys, argv, seconds=5) == (
+        "memoryquest: error: range 7:7 is empty: its stop must be above its start"
+    )
     assert not (tmp_path / "out").exists()
 
 

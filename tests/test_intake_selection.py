@@ -60,11 +60,17 @@ def test_parse_from_command_line_text() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"user_ids": ["user0"], "count": 2}, "not several at once"),
-        ({"count": 2, "stop": 5}, "not several at once"),
+        (
+            {"user_ids": ["user0"], "start": 2},
+            "by user ids (users) or by a range (range), not both",
+        ),
+        ({"user_ids": ["user0"], "stop": 5}, "not both"),
         ({"count": 0}, "count must be at least 1, got 0"),
+        ({"user_ids": ["user0"], "count": 0}, "count must be at least 1, got 0"),
         ({"start": -1, "stop": 3}, "range start must not be negative"),
-        ({"start": 5, "stop": 5}, "range stop (5) must be above its start (5)"),
+        ({"start": 0, "stop": -3}, "range stop must not be negative"),
+        ({"start": 5, "stop": 5}, "range 5:5 is empty"),
+        ({"start": 9, "stop": 5}, "range 9:5 is empty"),
         ({"user_ids": []}, "lists no user ids"),
         ({"user_ids": "user0"}, "not one string"),
         ({"user_ids": ["user1", "user1"]}, "given more than once: user1"),
@@ -75,7 +81,57 @@ def test_invalid_selections(kwargs: dict[str, object], message: str) -> None:
         PersonaSelection(**kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("text", ["10", "a:b", "1:x"])
+def test_count_caps_user_ids_in_their_order() -> None:
+    selection = PersonaSelection.parse(users="user11,user3,user0", count=2)
+    assert selection == PersonaSelection(user_ids=("user11", "user3"))
+    assert selection.pick(AVAILABLE) == (["user11", "user3"], [])
+    assert PersonaSelection.parse(users="user3", count=5).user_ids == ("user3",)
+
+
+def test_count_caps_a_range_from_its_start() -> None:
+    assert PersonaSelection.parse(range_text="30:230", count=5) == PersonaSelection(
+        start=30, stop=35
+    )
+    assert PersonaSelection.parse(range_text="30:32", count=5) == PersonaSelection(
+        start=30, stop=32
+    )
+    assert PersonaSelection.parse(range_text="2:", count=2).pick(AVAILABLE) == (
+        ["user2", "user3"],
+        [],
+    )
+    assert PersonaSelection.parse(range_text="30:", count=3).upstream_ids() == [
+        "user30",
+        "user31",
+        "user32",
+    ]
+
+
+def test_range_is_half_open_like_a_slice() -> None:
+    ordered = sorted(AVAILABLE, key=natural_key)
+    for text, (start, stop) in {"1:4": (1, 4), "3:": (3, None), ":2": (0, 2)}.items():
+        assert PersonaSelection.parse(range_text=text).pick(AVAILABLE)[0] == ordered[start:stop]
+    # past the end like a slice, as long as something is left
+    assert PersonaSelection.parse(range_text="4:100").pick(AVAILABLE)[0] == ["user10", "user11"]
+    assert PersonaSelection.parse(range_text="30:230").upstream_ids() == [
+        f"user{i}" for i in range(30, 230)
+    ]
+
+
+def test_a_range_past_the_source_selects_nothing_and_says_so() -> None:
+    with pytest.raises(IntakeSourceError) as caught:
+        PersonaSelection.parse(range_text="30:230").pick(AVAILABLE)
+    assert str(caught.value) == "range 30:230 selects no persona: the source has 6 (range 0:6)"
+    with pytest.raises(IntakeSourceError, match="range 6: selects no persona"):
+        PersonaSelection.parse(range_text="6:").pick(AVAILABLE)
+
+
+def test_flow_parameters_spell_users_as_a_list_or_as_the_command_line_does() -> None:
+    assert PersonaSelection.parse(users=["user0", "user3"]) == PersonaSelection.parse(
+        users="user0,user3"
+    )
+
+
+@pytest.mark.parametrize("text", ["10", "a:b", "1:x", "1:2:3", "", "30-230"])
 def test_invalid_range_text(text: str) -> None:
     with pytest.raises(ValueError, match="range must look like START:STOP"):
         PersonaSelection.parse(range_text=text)

@@ -28,7 +28,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memoryquest.cli.inputs import add_output_option, add_users_option, prepare_output_dir
+from memoryquest.cli.inputs import (
+    add_output_option,
+    add_selection_options,
+    prepare_output_dir,
+    selection_from_args,
+)
 from memoryquest.cli.main import FAILURE, add_common_options, settings_from_args
 from memoryquest.cli.run_log import LOG_DIR, RUN_LOG, add_verbose_option, command_log
 
@@ -51,8 +56,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--source",
         help="persona source: PersonaLens data dir, http(s) base URL, or custom JSON file",
     )
-    add_users_option(parser)
-    parser.add_argument("--count", type=int, help="the first N users")
+    add_selection_options(parser)
+    parser.add_argument(
+        "--model",
+        help="chat model (sets endpoint.chat_model; the same flag as `memoryquest estimate`)",
+    )
     add_output_option(parser, "output directory (default: settings.output_dir)")
     parser.add_argument("--queries-per-user", type=int, help="n_q (default 15)")
     parser.add_argument(
@@ -162,7 +170,6 @@ def _warm_up(settings: Settings, publish: bool) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from memoryquest.intake import PersonaSelection
     from memoryquest.prefect_runtime import local_prefect_api
     from memoryquest.progress import RunSummary
     from memoryquest.run_lock import RunLock
@@ -171,11 +178,12 @@ def _generate(args: argparse.Namespace) -> int:
         args,
         persona_source=args.source,
         output_dir=str(args.output) if args.output else None,
+        endpoint__chat_model=args.model,
         generation__queries_per_user=args.queries_per_user,
         cache__enabled=False if args.no_cache else None,
     )
     # A bad selection is a ValueError now, not inside the flow.
-    selection = PersonaSelection.parse(users=args.users, count=args.count)
+    selection = selection_from_args(args)
     check_progress_options(args)
     if args.cost_estimate is not None and args.cost_estimate < 0:
         raise ValueError("--cost-estimate must not be negative")
@@ -198,8 +206,9 @@ def _generate(args: argparse.Namespace) -> int:
         output = asyncio.run(
             generate_benchmark(
                 settings=settings,
-                users=list(selection.user_ids) if selection.user_ids else None,
+                users=list(selection.user_ids) if selection.user_ids is not None else None,
                 count=selection.count,
+                range=selection.range_text if selection.is_range else None,
                 publish=not args.no_publish,
                 allow_failed_audit=args.allow_failed_audit,
                 progress=args.progress,

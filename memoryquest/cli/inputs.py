@@ -2,7 +2,8 @@
 
 One spelling per flag: the dataset a command reads is its first positional
 argument (``DATASET_DIR``), where it writes is ``--output``, users are
-``--users user0,user3``. Earlier spellings (``--to``, ``--out``,
+``--users user0,user3`` (with ``--range START:STOP`` and ``--count N`` where a
+command picks personas from a source: :func:`add_selection_options`). Earlier spellings (``--to``, ``--out``,
 ``--dataset``) are still accepted but not shown.
 
 Each check raises a ValueError whose message is one line naming the path or
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from memoryquest.dataset import GeneratedDataset
+    from memoryquest.intake import PersonaSelection
 
 GENERATED_MARKER = "queries.jsonl"  # every generated dataset has it
 
@@ -65,6 +67,37 @@ def add_users_option(parser: Arguments, help: str = "") -> None:
         metavar="USER,USER",
         help="comma-separated user ids, e.g. user0,user3" + (f" ({help})" if help else ""),
     )
+
+
+def add_selection_options(parser: Arguments) -> None:
+    """``--users``, ``--range`` and ``--count``: which personas of a source a command takes.
+
+    ``--users`` and ``--range`` choose (one of them), ``--count`` caps: alone the
+    first N, after ``--users`` or ``--range`` the first N of those. Read them back
+    with :func:`selection_from_args`; the generation flow's parameters ``users``,
+    ``range`` and ``count`` mean the same.
+    """
+    add_users_option(parser)
+    parser.add_argument(
+        "--range",
+        dest="range_text",
+        metavar="START:STOP",
+        help="users at positions START to STOP-1 in natural order (user0, user1, ..., user10), "
+        "half-open like a Python slice: 30:230 is 200 users, 30: runs to the end",
+    )
+    parser.add_argument(
+        "--count",
+        type=int,
+        metavar="N",
+        help="at most N users: the first N in natural order, or the first N of --users/--range",
+    )
+
+
+def selection_from_args(args: argparse.Namespace) -> PersonaSelection:
+    """The selection of :func:`add_selection_options`; a bad one is a one-line ValueError."""
+    from memoryquest.intake import PersonaSelection
+
+    return PersonaSelection.parse(users=args.users, count=args.count, range_text=args.range_text)
 
 
 def prepare_output_dir(output: Path) -> Path:

@@ -6,7 +6,7 @@ import argparse
 import sys
 import textwrap
 
-from memoryquest.cli.inputs import add_users_option
+from memoryquest.cli.inputs import add_selection_options, selection_from_args
 from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.contracts import Persona, TaskKind
 from memoryquest.intake import IntakeResult, PersonaSelection, load_personas
@@ -30,17 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_common_options(listing)
     listing.add_argument("--source", help=SOURCE_HELP)
-    choose = listing.add_mutually_exclusive_group()
-    add_users_option(choose)
-    choose.add_argument(
-        "--count", type=int, help="the first N users in natural order (user0, user1, ..., user10)"
-    )
-    choose.add_argument(
-        "--range",
-        dest="range_text",
-        metavar="START:STOP",
-        help="users at positions START..STOP-1, e.g. 0:10",
-    )
+    add_selection_options(listing)
     listing.set_defaults(func=_list)
 
     show = actions.add_parser(
@@ -85,10 +75,7 @@ def persona_line(persona: Persona) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    selection = PersonaSelection.parse(
-        users=args.users, count=args.count, range_text=args.range_text
-    )
-    result = _load(args, selection)
+    result = _load(args, selection_from_args(args))
     for persona in result.personas:
         print(persona_line(persona))
     return _report(result)
