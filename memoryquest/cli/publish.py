@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memoryquest.cli.inputs import (
     add_dataset_argument,
@@ -28,6 +29,10 @@ from memoryquest.cli.inputs import (
 )
 from memoryquest.cli.main import FAILURE, add_common_options, one_line, settings_from_args
 from memoryquest.cli.run_log import add_verbose_option, command_log, log_dir_of_dataset
+
+if TYPE_CHECKING:
+    from memoryquest.publish import PublishReport
+    from memoryquest.publish.hub import HubAccess, HubTarget
 
 PUBLISH_LOG = "publish.log"  # in the logs directory of the run that wrote the dataset
 
@@ -50,8 +55,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="publish even when the validity audit fails; the card's first line then says it failed",
     )
     add_win_rate_report_option(parser)
+    add_hub_options(parser)
     add_verbose_option(parser)
     parser.set_defaults(func=_publish)
+
+
+def add_hub_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--push-to-hub",
+        metavar="ORG/NAME",
+        help="then push the published folder to this Hugging Face Hub dataset repo (created if "
+        "missing), with the token in HF_TOKEN (and the Hub at HF_ENDPOINT, if set)",
+    )
+    parser.add_argument(
+        "--revision",
+        metavar="BRANCH",
+        help="the branch to push to (created from main if missing; default main)",
+    )
+    parser.add_argument(
+        "--private",
+        action="store_true",
+        help="create the repo private (an existing repo keeps its visibility)",
+    )
+
+
+def hub_target(args: argparse.Namespace) -> HubTarget | None:
+    """The push the flags ask for, checked; None without ``--push-to-hub``."""
+    from memoryquest.publish.hub import DEFAULT_REVISION, HubTarget
+
+    if args.push_to_hub is None:
+        if args.revision is not None or args.private:
+            raise ValueError("--revision and --private go with --push-to-hub ORG/NAME")
+        return None
+    return HubTarget(args.push_to_hub, args.revision or DEFAULT_REVISION, args.private)
 
 
 def add_win_rate_report_option(parser: argparse.ArgumentParser) -> None:
@@ -82,12 +118,13 @@ def win_rate_report_path(args: argparse.Namespace, dataset_dir: Path) -> Path | 
 
 def _publish(args: argparse.Namespace) -> int:
     from memoryquest.publish import AuditFailedError, publish_dataset, read_win_rate_report
-    from memoryquest.publish.splits import SPLITS
 
     settings = settings_from_args(args)
     if args.output is None:
         raise ValueError("publish needs --output DEST: where to write the published dataset")
     check_output_target(args.output, directory=True)
+    target = hub_target(args)
+    access = None if target is None else _hub_access()
     source = dataset_dir(args)
     dataset = load_generated(source)
     report_path = win_rate_report_path(args, source)
@@ -96,8 +133,9 @@ def _publish(args: argparse.Namespace) -> int:
         if report_path is None
         else read_win_rate_report(report_path, [q.query_id for q in dataset.queries])
     )
+    log = log_dir_of_dataset(source) / PUBLISH_LOG
     try:
-        with command_log(args, log_dir_of_dataset(source) / PUBLISH_LOG):
+        with command_log(args, log):
             report = publish_dataset(
                 dataset,
                 args.output,
@@ -108,6 +146,47 @@ def _publish(args: argparse.Namespace) -> int:
     except AuditFailedError as exc:
         print(f"memoryquest: error: {one_line(str(exc))}", file=sys.stderr)
         return FAILURE
+    _print_report(report, report_path)
+    if target is not None and access is not None:
+        # Imported before the log takes over the terminal: huggingface_hub adds its own
+        # stderr handler on import, which command_log then silences like the others.
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()  # a failed push ends in one line; _push says what it did
+        with command_log(args, log):
+            _push(report.destination, target, access)
+    return 0
+
+
+def _hub_access() -> HubAccess:
+    from memoryquest.publish.hub import hub_access
+    from memoryquest.redaction import register_secret
+
+    access = hub_access()
+    register_secret(access.token)  # never in a log line or an error line
+    return access
+
+
+def _push(folder: Path, target: HubTarget, access: HubAccess) -> None:
+    """Push, saying where to first; a failure propagates as one line (main prints it)."""
+    from memoryquest.publish.hub import push_to_hub
+
+    print(
+        f"pushing to {access.endpoint}/datasets/{target.repo_id} (revision {target.revision})",
+        flush=True,
+    )
+    push = push_to_hub(folder, target, access)
+    print(
+        f"pushed {push.files} files to {push.url}, revision {push.revision}: "
+        f"data commit {push.data_commit}, manifest and card recording it in {push.record_commit}"
+    )
+    if push.deleted:
+        print(f"  removed {len(push.deleted)} files the revision had and this dataset does not")
+
+
+def _print_report(report: PublishReport, report_path: Path | None) -> None:
+    from memoryquest.publish.splits import SPLITS
+
     print(f"published to {report.destination}")
     width = max(len(name) for name in report.row_counts)
     print(f"  {'config':<{width}}  " + "  ".join(f"{split:>10}" for split in SPLITS))
@@ -121,4 +200,3 @@ def _publish(args: argparse.Namespace) -> int:
     print(
         f"{len(report.files)} files, {sum(f.bytes for f in report.files):,} bytes, {report.seconds:.2f} s"
     )
-    return 0

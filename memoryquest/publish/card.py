@@ -826,3 +826,29 @@ def render_card(inputs: CardInputs) -> str:
     body += _schema_section(inputs)
     body += _licence_section(inputs)
     return front_matter(inputs) + "\n" + "\n".join(body).rstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------- the Hub
+
+
+HUB_LINE = "- Hub: "
+"""The Provenance line of a pushed card (:mod:`memoryquest.publish.hub` writes it after the push)."""
+
+
+def with_hub_provenance(card: str, hub: Mapping[str, str] | None) -> str:
+    """``card`` with its Provenance list naming the Hub commit of its data files (``hub``), or
+    naming no push (None): an earlier push's line is replaced either way."""
+    lines = [line for line in card.split("\n") if not line.startswith(HUB_LINE)]
+    if hub is None:
+        return "\n".join(lines)
+    heading = "## Provenance"
+    if heading not in lines:
+        raise ValueError(f"the dataset card has no {heading!r} section to record the push in")
+    at = lines.index(heading) + 2  # after the heading and its blank line
+    lines.insert(
+        at,
+        f"{HUB_LINE}[`{hub['repo_id']}`]({hub['url']}), revision `{hub['revision']}`; the data "
+        f"files are those of commit `{hub['data_commit']}` (this card and `manifest.json` were "
+        "committed right after it, to name it; `publish.hub` in `manifest.json`)",
+    )
+    return "\n".join(lines)
