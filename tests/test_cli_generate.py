@@ -91,6 +91,8 @@ def test_model_sets_the_chat_model_the_run_announces_and_asks_for(
         (["--range", "thirty"], "range must look like START:STOP"),
         (["--range=-5:"], "range start must not be negative"),
         (["--range", "0:3", "--count", "0"], "count must be at least 1, got 0"),
+        (["--range", "40:50"], "range 40:50 selects no persona: the source has 30 (range 0:30)"),
+        (["--range", "30:", "--count", "2"], "range 30:32 selects no persona"),
     ],
 )
 def test_a_bad_selection_is_one_line_before_anything_starts(

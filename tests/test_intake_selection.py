@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memoryquest.contracts import Domain
@@ -9,6 +11,8 @@ from memoryquest.intake import (
     IntakeSourceError,
     PersonaSelection,
     canonical_affinity_name,
+    check_selection,
+    load_personas,
     natural_key,
 )
 from memoryquest.intake.normalise import decode_json, field_key, parse_domain
@@ -166,3 +170,18 @@ def test_decode_json_messages() -> None:
     assert decode_json(b"[1,]")[1] == "invalid JSON: Expecting value (line 1, column 4)"
     assert decode_json(b'["\xc3"]')[1] == "not valid UTF-8 (byte 0xc3 at offset 2)"
     assert decode_json(b"[" * 100_000 + b"]" * 100_000)[1] == "invalid JSON: nested too deeply"
+
+
+def test_check_selection_finds_a_range_past_the_source_without_loading_it(
+    personalens_sample_dir: Path, custom_personas_example: Path
+) -> None:
+    check_selection(personalens_sample_dir, PersonaSelection.parse(range_text="29:"))
+    with pytest.raises(IntakeSourceError, match="range 30: selects no persona"):
+        check_selection(personalens_sample_dir, PersonaSelection.parse(range_text="30:"))
+    with pytest.raises(IntakeSourceError, match="cannot be listed"):
+        check_selection("http://127.0.0.1:9/data", PersonaSelection.parse(range_text="30:"))
+    check_selection("http://127.0.0.1:9/data", PersonaSelection.parse(range_text="30:", count=2))
+    # A custom file's ids are known once it is read: loading checks it.
+    check_selection(custom_personas_example, PersonaSelection.parse(range_text="5:"))
+    with pytest.raises(IntakeSourceError, match="range 5: selects no persona: the source has 2"):
+        load_personas(custom_personas_example, PersonaSelection.parse(range_text="5:"))

@@ -2,7 +2,8 @@
 
 Everything that can be checked before work starts is checked first, each
 problem one line (exit code 2): the settings (cross-field rules included),
-the selection, the persona source, for a real endpoint that it accepts the
+the selection, the persona source (and that the selection is in it: a range
+past its last persona, say), for a real endpoint that it accepts the
 key (one free ``GET /models``), and the output directory (not a file,
 writable, not in use by another run: :mod:`memoryquest.run_lock`), which is
 created only once everything before it passed. Only then does a Prefect
@@ -170,6 +171,7 @@ def _warm_up(settings: Settings, publish: bool) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from memoryquest.intake import check_selection
     from memoryquest.prefect_runtime import local_prefect_api
     from memoryquest.progress import RunSummary
     from memoryquest.run_lock import RunLock
@@ -189,6 +191,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise ValueError("--cost-estimate must not be negative")
     started = time.perf_counter()
     check_persona_source(settings.persona_source)
+    check_selection(settings.persona_source, selection)  # a range past the source's end, say
     check_endpoint(
         settings
     )  # before the output directory exists: a refused key leaves nothing behind

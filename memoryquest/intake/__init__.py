@@ -17,7 +17,7 @@ from memoryquest.intake.custom import (
     load_custom_personas,
 )
 from memoryquest.intake.errors import IntakeError, IntakeResult, IntakeSourceError
-from memoryquest.intake.load import is_http_source, load_personas
+from memoryquest.intake.load import check_selection, is_http_source, load_personas
 from memoryquest.intake.normalise import canonical_affinity_name, natural_key, unsafe_user_id
 from memoryquest.intake.personalens import map_personalens_user
 from memoryquest.intake.selection import PersonaSelection
@@ -31,6 +31,7 @@ __all__ = [
     "IntakeSourceError",
     "PersonaSelection",
     "canonical_affinity_name",
+    "check_selection",
     "is_http_source",
     "load_custom_personas",
     "load_personas",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memoryquest.intake.custom import load_custom_personas
 from memoryquest.intake.errors import IntakeResult
-from memoryquest.intake.personalens import load_personalens
+from memoryquest.intake.personalens import LocalReader, load_personalens
 from memoryquest.intake.selection import PersonaSelection
 
 
@@ -33,3 +33,17 @@ def load_personas(
     return load_personalens(
         source, selection, max_file_bytes=max_file_bytes, timeout_seconds=timeout_seconds
     )
+
+
+def check_selection(
+    source: str | Path, selection: PersonaSelection, *, max_file_bytes: int = 5_000_000
+) -> None:
+    """What :func:`load_personas` would refuse about the source or the selection as a whole,
+    found without reading a persona: a PersonaLens directory that is not one, a range past
+    its last persona, a selection an HTTP source cannot serve. A custom file must be read to
+    know its ids; loading checks it."""
+    if is_http_source(source):
+        selection.upstream_ids()
+    elif not str(source).lower().endswith(".json") and selection.user_ids is None:
+        available, _ = LocalReader(Path(source), max_file_bytes).list_users()
+        selection.pick(available)
