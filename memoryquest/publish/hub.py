@@ -34,6 +34,7 @@ got.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -143,8 +144,6 @@ def documents(
 
     The card's entry in ``publish.files`` follows its new content.
     """
-    import hashlib
-
     card_bytes = with_hub_provenance(card, hub).encode("utf-8")
     document = json.loads(json.dumps(manifest))  # a deep copy
     publish = document["publish"]
@@ -187,7 +186,9 @@ def _commit_data(
 ) -> tuple[str, tuple[str, ...], int]:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    api.create_repo(target.repo_id, repo_type=REPO_TYPE, private=target.private, exist_ok=True)
+    # Without --private the Hub's default visibility for the namespace applies.
+    private = True if target.private else None
+    api.create_repo(target.repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
     if target.revision != DEFAULT_REVISION:
         api.create_branch(
             target.repo_id, repo_type=REPO_TYPE, branch=target.revision, exist_ok=True
