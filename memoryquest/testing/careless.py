@@ -360,7 +360,8 @@ class CarelessChatBackend(SimulatedChatBackend):
         self._record(wording, location, fact["info"], values)
 
     def _contradiction(self, answer: dict[str, Any], variables: dict[str, Any]) -> None:
-        """A user turn ends by contradicting the user's latest earlier statement."""
+        """A user turn ends by taking back the latest earlier statement, or by changing the
+        value of the latest one with a number in it."""
         turns = answer.get("turns") or []
         statements = [
             m.group("said")
