@@ -1,16 +1,23 @@
 """A careless model: the simulator's answers, written the way real models go wrong.
 
-Each :class:`Fault` rewrites one kind of answer as real models tend to: a
-news sentence that points ahead or announces itself, references that
-echo the request's words, facts that add an inference, a conversation that
-contradicts what the user said before, an assistant that answers in markdown
-lists. Every fault has the gate that must catch it (:data:`GATES`); the
-backend counts what it injected, so a run shows each gate's catch as n of n::
+Each :class:`Fault` rewrites one kind of answer as real models tend to: a news
+sentence that points ahead or announces itself, a reference that echoes the
+request's words, a fact that adds an inference, a conversation that contradicts
+what the user said before, an assistant that answers in markdown. The wordings
+come from a corpus (``data/careless_faults.json``) written without looking at the
+gates' word lists, so a catch here says something about a model that words its
+faults its own way.
+
+Every planted item is recorded (:class:`Injection`: which fault, which wording,
+where). After the run an item counts as caught when it is not in the final
+dataset: its candidate was rejected, whatever the reason, or regenerated without
+it. The rejections that quote it name the gates that caught it::
 
     python -m memoryquest.testing.careless --users user0
 
-prints that table for every fault (one generation run per fault, offline).
-It is a test double beside the simulator, never a production backend.
+prints, per fault, injected n, caught n and by which gates (one generation run
+per fault, offline). It is a test double beside the simulator, never a production
+backend.
 """
 
 from __future__ import annotations
@@ -19,164 +26,494 @@ import argparse
 import asyncio
 import json
 import re
+import string
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from memoryquest.contracts import RejectionReason, Stage
+from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.backends import ChatCall, ChatResult
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.stages.dialogues_contracts import DialogueInputs
-from memoryquest.stages.ledger import NEGATION
 from memoryquest.stages.queries_contracts import QueryGenerationInputs
-from memoryquest.text import STOPWORDS, words
+
+CORPUS_FILE = Path(__file__).parent / "data" / "careless_faults.json"
+CATCH_TARGET = 0.95  # share of each fault's planted items the gates must keep out
 
 
 class Fault(StrEnum):
-    FORESHADOW = "foreshadow"  # news sentences point ahead to when they will matter
-    ANNOUNCE = "announce"  # news sentences announce themselves
+    FORESHADOW = "foreshadow"  # a news sentence points ahead to a later plan
+    ANNOUNCE = "announce"  # a news sentence is flagged as news
     ECHO = "echo"  # a drafted reference repeats the request's words
     INFERENCE = "inference"  # an extracted fact adds what the user did not say
-    CONTRADICTION = "contradiction"  # a conversation contradicts a fact the user said earlier
-    MARKDOWN = "markdown"  # the assistant answers with a markdown list
+    CONTRADICTION = "contradiction"  # a conversation contradicts what the user said earlier
+    MARKDOWN = "markdown"  # the assistant answers with document formatting
+
+
+# Placeholders that stand for the text the fault is written into; the rest of a wording is
+# the fault itself, and what must be gone from the dataset for the item to count as caught.
+CARRIERS = frozenset({"said", "said_lc", "reference", "reference_lc", "info", "turn"})
+PLACEHOLDERS: dict[Fault, frozenset[str]] = {
+    Fault.FORESHADOW: frozenset({"said", "said_lc"}),
+    Fault.ANNOUNCE: frozenset({"said", "said_lc"}),
+    Fault.ECHO: frozenset({"reference", "reference_lc", "echo", "query_bare"}),
+    Fault.INFERENCE: frozenset({"info"}),
+    Fault.CONTRADICTION: frozenset({"fact", "changed"}),
+    Fault.MARKDOWN: frozenset({"turn"}),
+}
 
 
 @dataclass(frozen=True)
-class Gate:
-    """Where a fault must be caught: the stage that rejects it and the reason it gives."""
+class Wording:
+    """One way of making a fault: a template over the placeholders of its fault."""
 
-    stage: Stage
-    reason: RejectionReason
+    id: str
+    template: str
+
+    @property
+    def fields(self) -> frozenset[str]:
+        return frozenset(
+            name for _, name, _, _ in string.Formatter().parse(self.template) if name is not None
+        )
+
+    def fill(self, **values: str) -> str:
+        return self.template.format(**values)
+
+    def fragment(self, **values: str) -> str:
+        """The fault's own text as planted: the longest stretch between carriers, trimmed."""
+        pieces = self.template.format(**{**values, **{c: "\0" for c in CARRIERS}}).split("\0")
+        return normalize(max(pieces, key=lambda p: len(p.strip()))).rstrip(" .")
 
 
-GATES: dict[Fault, Gate] = {
-    Fault.FORESHADOW: Gate(Stage.DIALOGUES, RejectionReason.FORESHADOW),
-    Fault.ANNOUNCE: Gate(Stage.DIALOGUES, RejectionReason.MARKED),
-    Fault.ECHO: Gate(Stage.QUERIES, RejectionReason.WORD_OVERLAP),
-    Fault.INFERENCE: Gate(Stage.MEMORY, RejectionReason.UNSUPPORTED),
-    Fault.CONTRADICTION: Gate(Stage.DIALOGUES, RejectionReason.CONTRADICTION),
-    Fault.MARKDOWN: Gate(Stage.DIALOGUES, RejectionReason.MARKDOWN),
-}
+Corpus = Mapping[Fault, Sequence[Wording]]
 
+
+def load_corpus(path: Path = CORPUS_FILE) -> dict[Fault, tuple[Wording, ...]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        Fault(name): tuple(Wording(w["id"], w["template"]) for w in kind["wordings"])
+        for name, kind in data["faults"].items()
+    }
+
+
+def normalize(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class Injection:
+    """One planted item: the fault, its wording, where it went, and what became of it."""
+
+    injection_id: str
+    fault: Fault
+    wording_id: str
+    location: dict[str, Any]  # the query, session or fact it was planted in
+    planted: str  # the rewritten text (turn, reference or fact) as the model answered it
+    fragment: str  # the fault's own words, as they would read in the dataset
+    caught: bool | None = None  # None until the run is scored
+    caught_by: list[str] = field(default_factory=list)  # "stage: reason" of rejections quoting it
+
+
+# --------------------------------------------------------------------------- writing the faults
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[a-z0-9']+")
+_NUMBER = re.compile(r"\d+")
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
 _LEDGER_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}: (?P<said>.+?)(?: \(until [^)]*\))?$")
-
-
-def _foreshadow(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    return _rewrite_news_turns(
-        answer, lambda t: t.rstrip() + " I'll keep that in mind for what's coming up."
-    )
-
-
-def _announce(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    return _rewrite_news_turns(answer, lambda t: "By the way, " + t[:1].lower() + t[1:])
-
-
-def _rewrite_news_turns(answer: dict[str, Any], rewrite: Callable[[str], str]) -> int:
-    """Every user turn named as telling news rewritten: the model does not know which item
-    is a reference, so it writes them all alike. Counts the answer once."""
-    turns = answer.get("turns") or []
-    named = {item.get("turn_index", -1) for item in answer.get("news_said") or []}
-    user_turns = named & set(range(0, len(turns), 2))
-    for index in user_turns:
-        turns[index] = rewrite(turns[index])
-    return 1 if user_turns else 0
-
-
-def _echo(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    echoed = 0
-    for candidate in answer.get("candidates", []):
-        request_words = [w for w in words(candidate["query"]) if w not in STOPWORDS][:4]
-        if len(request_words) >= 3 and candidate["references"]:
-            reference = candidate["references"][0]
-            reference["text"] = reference["text"].rstrip(".") + ", for " + " ".join(request_words)
-            echoed += 1
-    return echoed
-
-
-def _inference(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    for fact in answer.get("facts", []):
-        fact["info"] += ", which suggests they value comfort and reliability above everything"
-    return 1 if answer.get("facts") else 0  # the answer is refused as a whole
-
-
-def _contradiction(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    """The user's first turn ends by taking back the latest fact of their ledger, in words of
-    its own (a word-for-word repeat is a different rule's catch)."""
-    facts = [
-        m.group("said") for line in variables.get("ledger", []) if (m := _LEDGER_LINE.match(line))
-    ]
-    facts = [f for f in facts if not f.startswith("talked about: ")]
-    if not facts or not answer.get("turns"):
-        return 0
-    fact = facts[-1].rstrip(".")
-    if NEGATION.search(fact):  # said negated: taken back by saying it plainly
-        fact = " ".join(NEGATION.sub("", fact).split())
-        opener = "Actually, these days"
-    else:
-        opener = "Actually, it is not true any more that"
-    first, *rest = fact.split()
-    taken_back = " ".join([opener, first[:1].lower() + first[1:], "really", *rest]) + "."
-    answer["turns"][0] += " " + taken_back
-    return 1
-
-
-def _markdown(answer: dict[str, Any], variables: dict[str, Any]) -> int:
-    turns = answer.get("turns", [])
-    if len(turns) < 2:
-        return 0
-    turns[1] += "\n\nHere are your options:\n- the first one\n- the second one"
-    return 1
-
-
-# Per fault: the template it applies to, and the rewrite (how many candidates it wrote into).
-_TEMPLATES: dict[Fault, tuple[str, Callable[[dict[str, Any], dict[str, Any]], int]]] = {
-    Fault.FORESHADOW: (DialogueInputs.template_id, _foreshadow),
-    Fault.ANNOUNCE: (DialogueInputs.template_id, _announce),
-    Fault.ECHO: (QueryGenerationInputs.template_id, _echo),
-    Fault.INFERENCE: (ExtractionInputs.template_id, _inference),
-    Fault.CONTRADICTION: (DialogueInputs.template_id, _contradiction),
-    Fault.MARKDOWN: (DialogueInputs.template_id, _markdown),
+# Where a remembered statement's main clause ends and its commentary begins.
+_CLAUSE_END = re.compile(r",\s|\s[\u2014\u2013-]\s|;\s|\swhich\s")
+# Words a request is made of that say nothing about its subject (this double's own short list).
+_FILLER_TEXT = """a an the and or but for to of in on at by with from about into over than then so as
+    is are be been am was were do does did have has had can could would will shall should may
+    might must i i'm i'd i've me my mine we our you your it its this that these those there
+    here what which who when where how why please help hand need want like love trying try
+    looking some any all more most just also really very up out get set let's let make
+    day week month monday tuesday wednesday thursday friday saturday sunday january february
+    march april may june july august september october november december hoping meaning
+    chance okay next thing time around"""
+_FILLER_WORDS = frozenset(_FILLER_TEXT.split())
+_FIRST_PERSON_VERBS = {
+    "is": "I'm",
+    "has": "I have",
+    "was": "I was",
+    "does": "I do",
+    "isn't": "I'm not",
+    "doesn't": "I don't",
+    "hasn't": "I haven't",
+    "wasn't": "I wasn't",
 }
+_ADVERBS_TEXT = "now still just recently also already always never usually often"
+_ADVERBS = frozenset(_ADVERBS_TEXT.split())
+_PRONOUNS = {"their": "my", "they": "I", "them": "me", "themselves": "myself", "they're": "I'm"}
+
+
+def _lower_first(text: str) -> str:
+    first = text.split(maxsplit=1)[0] if text.split() else ""
+    if first in {"I", "I'm", "I've", "I'd", "I'll"} or first[1:2].isupper():
+        return text
+    return text[:1].lower() + text[1:]
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 3}
+
+
+def _telling_sentence(turn: str, news: str) -> tuple[int, list[str]]:
+    """The sentence of ``turn`` that says ``news`` (most words in common), and all sentences."""
+    sentences = _SENTENCE_END.split(turn)
+    news_words = _words(news)
+    best = max(range(len(sentences)), key=lambda i: len(_words(sentences[i]) & news_words))
+    return best, sentences
+
+
+def _echo_phrase(query: str) -> str:
+    """Up to five words of the request's first sentence with most subject words, trimmed of filler."""
+    request = query.split(":", 1)[1] if ":" in query[:40] else query
+    request = _SENTENCE_END.split(request.strip(), maxsplit=1)[0]
+    tokens = [t.strip(string.punctuation + "\u2014") for t in request.split()]
+    tokens = [t for t in tokens if _PLAIN_WORD.fullmatch(t)]
+    best: list[str] = []
+    best_score = -1
+    for start in range(len(tokens)):
+        window = tokens[start : start + 5]
+        score = sum(1 for t in window if t.lower() not in _FILLER_WORDS)
+        if score > best_score:
+            best, best_score = window, score
+    while best and best[0].lower() in _FILLER_WORDS:
+        best = best[1:]
+    while best and best[-1].lower() in _FILLER_WORDS:
+        best = best[:-1]
+    return " ".join(best)
+
+
+def _first_person(statement: str) -> str:
+    """A remembered statement ('Signed up for a pottery course') as the user says it."""
+    clause = _CLAUSE_END.split(statement.strip().rstrip("."), maxsplit=1)[0]
+    tokens = clause.split()
+    tokens = [_PRONOUNS.get(t.lower(), t) for t in tokens]
+    lead: list[str] = []
+    if tokens and tokens[0].lower() == "user's":
+        return " ".join(["my", *tokens[1:]])
+    while len(tokens) > 1 and tokens[0].lower() in _ADVERBS:
+        lead.append(tokens.pop(0).lower())
+    verb = tokens[0].lower() if tokens else ""
+    if verb in _FIRST_PERSON_VERBS:
+        subject, *rest = _FIRST_PERSON_VERBS[verb].split()
+        return " ".join([subject, *lead, *rest, *tokens[1:]])
+    if verb.endswith("ies"):
+        verb = verb[:-3] + "y"
+    elif verb.endswith(("shes", "ches", "xes", "sses", "zes")):
+        verb = verb[:-2]
+    elif verb.endswith("s") and not verb.endswith("ss"):
+        verb = verb[:-1]
+    return " ".join(["I", *lead, verb, *tokens[1:]])
+
+
+def _changed_value(statement: str) -> str | None:
+    """The statement with its first number (not a year) changed; None without one."""
+    for match in _NUMBER.finditer(statement):
+        value = int(match.group())
+        if 1900 <= value <= 2100:
+            continue
+        new = value + 3 if value < 20 else value - 7
+        return statement[: match.start()] + str(new) + statement[match.end() :]
+    return None
 
 
 class CarelessChatBackend(SimulatedChatBackend):
-    """The simulator, with ``faults`` written into every answer they apply to."""
+    """The simulator, with one item of ``fault`` written into every answer it applies to.
 
-    def __init__(self, faults: Sequence[Fault], seed: int = 0) -> None:
+    Wordings are taken in turn from the corpus, so a run of a few hundred answers uses each
+    of them; every planted item is kept in :attr:`injections`.
+    """
+
+    def __init__(self, fault: Fault, corpus: Corpus | None = None, seed: int = 0) -> None:
         super().__init__(seed)
-        self.faults = tuple(faults)
-        self.injected: Counter[Fault] = Counter()  # candidates each fault was written into
+        self.fault = fault
+        self.wordings = tuple((corpus or load_corpus())[fault])
+        self.injections: list[Injection] = []
+        self._next_wording = 0
+        writers: dict[Fault, tuple[str, Callable[[dict[str, Any], dict[str, Any]], None]]] = {
+            Fault.FORESHADOW: (DialogueInputs.template_id, self._news_sentence),
+            Fault.ANNOUNCE: (DialogueInputs.template_id, self._news_sentence),
+            Fault.ECHO: (QueryGenerationInputs.template_id, self._echo),
+            Fault.INFERENCE: (ExtractionInputs.template_id, self._inference),
+            Fault.CONTRADICTION: (DialogueInputs.template_id, self._contradiction),
+            Fault.MARKDOWN: (DialogueInputs.template_id, self._markdown),
+        }
+        self._template_id, self._write = writers[fault]
 
     async def chat(self, call: ChatCall) -> ChatResult:
         result = await super().chat(call)
-        template_id = call.request.template_id
-        applying = [f for f in self.faults if _TEMPLATES[f][0] == template_id]
-        if not applying or result.text is None:
+        if call.request.template_id != self._template_id or result.text is None:
             return result
         answer = json.loads(result.text)
-        for fault in applying:
-            self.injected[fault] += _TEMPLATES[fault][1](answer, call.request.variables)
+        self._write(answer, dict(call.request.variables))
         return replace(result, text=json.dumps(answer, ensure_ascii=False))
+
+    def _wording(self, usable: Callable[[Wording], bool] = lambda w: True) -> Wording | None:
+        for _ in range(len(self.wordings)):
+            wording = self.wordings[self._next_wording % len(self.wordings)]
+            self._next_wording += 1
+            if usable(wording):
+                return wording
+        return None
+
+    def _record(
+        self, wording: Wording, location: dict[str, Any], planted: str, values: dict[str, str]
+    ) -> None:
+        self.injections.append(
+            Injection(
+                injection_id=f"{self.fault.value}#{len(self.injections) + 1:04d}",
+                fault=self.fault,
+                wording_id=wording.id,
+                location=location,
+                planted=planted,
+                fragment=wording.fragment(**values),
+            )
+        )
+
+    @staticmethod
+    def _session_location(variables: dict[str, Any], turn_index: int) -> dict[str, Any]:
+        event = variables.get("event") or {}
+        return {
+            "date": event.get("date"),
+            "domain": event.get("domain"),
+            "description": event.get("description"),
+            "turn_index": turn_index,
+        }
+
+    def _news_sentence(self, answer: dict[str, Any], variables: dict[str, Any]) -> None:
+        """One sentence that tells a news item, rewritten: the cue sits beside the statement."""
+        turns = answer.get("turns") or []
+        news = variables.get("news") or []
+        said = [
+            item
+            for item in answer.get("news_said") or []
+            if item.get("turn_index", -1) in range(0, len(turns), 2)
+            and item.get("news_index", -1) in range(len(news))
+        ]
+        wording = self._wording()
+        if not said or wording is None:
+            return
+        item = said[len(self.injections) % len(said)]
+        turn_index = item["turn_index"]
+        index, sentences = _telling_sentence(turns[turn_index], news[item["news_index"]])
+        sentence = sentences[index]
+        values = {"said": sentence, "said_lc": _lower_first(sentence)}
+        sentences[index] = wording.fill(**values)
+        turns[turn_index] = " ".join(sentences)
+        location = self._session_location(variables, turn_index)
+        self._record(wording, location, turns[turn_index], values)
+
+    def _echo(self, answer: dict[str, Any], variables: dict[str, Any]) -> None:
+        """In each candidate, one reference repeats a run of the request's own words."""
+        for candidate in answer.get("candidates") or []:
+            references = candidate.get("references") or []
+            echo = _echo_phrase(candidate.get("query", ""))
+            wording = self._wording()
+            if not references or len(echo.split()) < 2 or wording is None:
+                continue
+            index = len(self.injections) % len(references)
+            reference = references[index]["text"].rstrip().rstrip(".")
+            values = {
+                "reference": reference,
+                "reference_lc": _lower_first(reference),
+                "echo": echo,
+                "query_bare": _lower_first(candidate["query"].strip().rstrip(".?!")),
+            }
+            # References are drafted without a final full stop; the echo keeps that form.
+            references[index]["text"] = wording.fill(**values).rstrip(".")
+            location = {"query": candidate["query"], "reference_index": index}
+            self._record(wording, location, references[index]["text"], values)
+
+    def _inference(self, answer: dict[str, Any], variables: dict[str, Any]) -> None:
+        """One fact of the answer says more than its sentences do."""
+        facts = answer.get("facts") or []
+        wording = self._wording()
+        if not facts or wording is None:
+            return
+        fact = facts[len(self.injections) % len(facts)]
+        sentence_sessions = {
+            sentence_id: session["session_id"]
+            for session in variables.get("sessions") or []
+            for turn in session.get("turns") or []
+            for sentence_id in (turn.get("sentences") or {})
+        }
+        values = {"info": fact["info"].rstrip().rstrip(".")}
+        fact["info"] = wording.fill(**values)
+        sessions = sorted(
+            {
+                sentence_sessions[str(s)]
+                for s in fact.get("sentences", [])
+                if str(s) in sentence_sessions
+            }
+        )
+        location = {"session_ids": sessions, "fid": fact.get("fid")}
+        self._record(wording, location, fact["info"], values)
+
+    def _contradiction(self, answer: dict[str, Any], variables: dict[str, Any]) -> None:
+        """A user turn ends by taking back the latest earlier statement, or by changing the
+        value of the latest one with a number in it."""
+        turns = answer.get("turns") or []
+        statements = [
+            m.group("said")
+            for line in variables.get("ledger") or []
+            if (m := _LEDGER_LINE.match(line)) and not m.group("said").startswith("talked about:")
+        ]
+        if not statements or not turns:
+            return
+        latest = _first_person(statements[-1])
+        with_number = next(
+            (c for s in reversed(statements) if (c := _changed_value(_first_person(s)))), None
+        )
+        wording = self._wording(lambda w: "changed" not in w.fields or with_number is not None)
+        if wording is None:
+            return
+        if "changed" in wording.fields:
+            assert with_number is not None
+            values = {"changed": with_number, "fact": latest}
+        else:
+            values = {"fact": latest, "changed": ""}
+        user_turns = list(range(0, len(turns), 2))
+        turn_index = user_turns[len(self.injections) % len(user_turns)]
+        turns[turn_index] = turns[turn_index].rstrip() + " " + wording.fill(**values)
+        location = self._session_location(variables, turn_index)
+        self._record(wording, location, turns[turn_index], values)
+
+    def _markdown(self, answer: dict[str, Any], variables: dict[str, Any]) -> None:
+        """One assistant turn is formatted as a document."""
+        turns = answer.get("turns") or []
+        assistant_turns = list(range(1, len(turns), 2))
+        wording = self._wording()
+        if not assistant_turns or wording is None:
+            return
+        turn_index = assistant_turns[len(self.injections) % len(assistant_turns)]
+        values = {"turn": turns[turn_index]}
+        turns[turn_index] = wording.fill(**values)
+        location = self._session_location(variables, turn_index)
+        self._record(wording, location, turns[turn_index], values)
+
+
+# --------------------------------------------------------------------------- scoring the run
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _session_texts(dataset: GeneratedDataset) -> dict[tuple[str, str, str], str]:
+    """Each final session's text, by its event's (date, domain, description)."""
+    events = {
+        event.event_id: (event.date.isoformat(), event.domain.value, event.description)
+        for timeline in dataset.timelines
+        for event in timeline.events
+    }
+    texts: dict[tuple[str, str, str], list[str]] = {}
+    for session in dataset.sessions:
+        key = events.get(session.event_id)
+        if key is not None:
+            texts.setdefault(key, []).extend(turn.content for turn in session.turns)
+    return {key: normalize(" \n ".join(parts)) for key, parts in texts.items()}
+
+
+def _survives(injection: Injection, dataset: GeneratedDataset, sessions: dict[Any, str]) -> bool:
+    """Whether the item's own words are in the final dataset where it was planted."""
+    where = injection.location
+    if injection.fault is Fault.ECHO:
+        return any(
+            injection.fragment in normalize(reference.text)
+            for query in dataset.queries
+            for reference in query.references
+        )
+    if injection.fault is Fault.INFERENCE:
+        planted_in = set(where["session_ids"])
+        return any(
+            injection.fragment in normalize(info)
+            for fact in dataset.facts
+            if not planted_in or planted_in & set(fact.session_ids)
+            for info in [fact.info, *(revision.info for revision in fact.revisions)]
+        )
+    key = (where["date"], where["domain"], where["description"])
+    return injection.fragment in sessions.get(key, "")
+
+
+_CASCADE = "dropped with its query"
+
+
+def score(injections: Sequence[Injection], dataset: GeneratedDataset) -> None:
+    """Mark each injection caught or not, and name the rejections that quote it."""
+    sessions = _session_texts(dataset)
+    rejections = []
+    for rejected in dataset.rejected:
+        try:
+            payload = json.loads(rejected.payload_json)
+        except ValueError:
+            payload = rejected.payload_json
+        text = normalize(" \n ".join(_strings(payload)))
+        gate = f"{rejected.stage.value}: {rejected.reason.value}"
+        if _CASCADE in rejected.detail:  # valid itself, but another part of its query failed
+            gate += " (with its query)"
+        rejections.append((gate, text))
+    for injection in injections:
+        injection.caught = not _survives(injection, dataset, sessions)
+        planted = normalize(injection.planted)
+        quoting = sorted({gate for gate, text in rejections if planted in text})
+        if not quoting:
+            quoting = sorted({gate for gate, text in rejections if injection.fragment in text})
+        injection.caught_by = quoting
 
 
 @dataclass(frozen=True)
 class Catch:
-    """One fault's row: candidates it was written into, and how many its gate rejected."""
+    """One fault's row: what was planted, what was kept out, and by which gates."""
 
     fault: Fault
-    gate: Gate
-    injected: int
-    caught: int
+    injections: tuple[Injection, ...]
+    dataset: GeneratedDataset = field(repr=False, compare=False)
+
+    @property
+    def injected(self) -> int:
+        return len(self.injections)
+
+    @property
+    def caught(self) -> int:
+        return sum(1 for i in self.injections if i.caught)
+
+    @property
+    def share(self) -> float:
+        return self.caught / self.injected if self.injected else 0.0
+
+    def by_gate(self) -> Counter[str]:
+        """Caught items per gate that quoted them; 'regenerated' when none did."""
+        counts: Counter[str] = Counter()
+        for injection in self.injections:
+            if injection.caught:
+                counts.update(injection.caught_by or ["regenerated"])
+        return counts
+
+    def missed_wordings(self) -> Counter[str]:
+        return Counter(i.wording_id for i in self.injections if not i.caught)
 
 
-async def catch(fault: Fault, users: Sequence[str], output: Path, seed: int = 0) -> Catch:
-    """Generate ``users`` offline with ``fault`` in every answer it applies to, and count."""
+async def generate_offline(
+    backend: SimulatedChatBackend, users: Sequence[str], output: Path, seed: int = 0
+) -> GeneratedDataset:
+    """The whole pipeline for ``users``, offline, with ``backend`` as the model."""
     from memoryquest.intake import PersonaSelection, load_personas
     from memoryquest.llm.client import ModelClient
     from memoryquest.llm.factory import shared_local_embedder
@@ -192,36 +529,54 @@ async def catch(fault: Fault, users: Sequence[str], output: Path, seed: int = 0)
         }
     )
     personas = load_personas(settings.persona_source, PersonaSelection(user_ids=list(users)))
-    backend = CarelessChatBackend([fault], seed=seed)
     client = ModelClient(backend, shared_local_embedder())
     try:
-        dataset = await generate_dataset(personas.personas, client, settings)
+        return await generate_dataset(personas.personas, client, settings)
     finally:
         await client.aclose()
-    gate = GATES[fault]
-    caught = sum(1 for r in dataset.rejected if r.stage is gate.stage and r.reason is gate.reason)
-    return Catch(fault, gate, backend.injected[fault], caught)
+
+
+async def catch(
+    fault: Fault,
+    users: Sequence[str],
+    output: Path,
+    seed: int = 0,
+    corpus: Corpus | None = None,
+) -> Catch:
+    """Generate ``users`` with ``fault`` planted in every answer it applies to, and score."""
+    backend = CarelessChatBackend(fault, corpus=corpus, seed=seed)
+    dataset = await generate_offline(backend, users, output, seed)
+    score(backend.injections, dataset)
+    return Catch(fault, tuple(backend.injections), dataset)
 
 
 def table(catches: Sequence[Catch]) -> str:
-    """The markdown table: fault, the gate (stage: reason), caught n of n."""
-    lines = ["| fault | gate (stage: reason) | caught |", "|---|---|---|"]
+    """The markdown table: fault, caught n of n, and the gates that caught them."""
+    lines = ["| fault | caught | by |", "|---|---|---|"]
     for c in catches:
-        lines.append(
-            f"| {c.fault.value} | {c.gate.stage.value}: `{c.gate.reason.value}` "
-            f"| {c.caught} of {c.injected} |"
-        )
+        by = ", ".join(f"{gate} {n}" for gate, n in sorted(c.by_gate().items())) or "none"
+        lines.append(f"| {c.fault.value} | {c.caught} of {c.injected} ({c.share:.0%}) | {by} |")
     return "\n".join(lines)
+
+
+def _record(catches: Sequence[Catch], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for c in catches:
+            for injection in c.injections:
+                out.write(json.dumps(asdict(injection), ensure_ascii=False) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m memoryquest.testing.careless",
-        description="Write each fault into the simulator's answers and count what the gates catch.",
+        description="Plant each fault in the simulator's answers and count what the gates keep out.",
     )
     parser.add_argument("--users", default="user0", help="comma-separated PersonaLens user ids")
     parser.add_argument(
         "--faults", default=",".join(Fault), help="comma-separated faults (default: all)"
+    )
+    parser.add_argument(
+        "--record", type=Path, help="write every planted item and its fate here (JSON lines)"
     )
     args = parser.parse_args(argv)
     users = [u for u in args.users.split(",") if u]
@@ -234,7 +589,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for fault in faults:
             catches.append(asyncio.run(catch(fault, users, Path(scratch) / fault.value)))
     print(table(catches))
-    return 0 if all(c.caught == c.injected > 0 for c in catches) else 1
+    for c in catches:
+        missed = c.missed_wordings()
+        if missed:
+            worst = ", ".join(f"{w} ({n})" for w, n in missed.most_common())
+            print(f"\n{c.fault.value}: wordings that got through: {worst}")
+    if args.record:
+        _record(catches, args.record)
+    return 0 if all(c.injected and c.share >= CATCH_TARGET for c in catches) else 1
 
 
 if __name__ == "__main__":
