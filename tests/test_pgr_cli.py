@@ -117,10 +117,16 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     header = next(line for line in printed.splitlines() if "Win Rate % [95% CI]" in line)
     for column in ("Recall", "RecallExact", "baseline Recall", "baseline RecallExact"):
         assert column in header
-    table = [line.split() for line in printed.splitlines() if line.startswith("  pgr_tot ")]
-    win_rows = [r for r in table if len(r) == 10]  # method baseline n 4×recall rate [CI] tally
+    assert "judge: memoryquest-simulator-1, shown the user's profile, not the references" in printed
+    assert "WARNING" not in printed  # this sample dataset has no manifest naming its author
+    below = printed[printed.index(header) :].splitlines()
+    # method baseline n 4×recall rate [CI] length-controlled [CI] flips words tally
+    win_rows = [line.split() for line in below if line.startswith("  pgr_tot ")]
+    assert all(len(r) == 14 for r in win_rows)
     assert [r[1] for r in win_rows] == ["query_only", "bm25", "random"]
-    assert all(r[2] == "2" and re.fullmatch(r"\[[\d.]+,[\d.]+\]", r[8]) for r in win_rows)
+    interval = r"\[[\d.]+,[\d.]+\]"
+    assert all(r[2] == "2" and re.fullmatch(interval, r[8]) for r in win_rows)
+    assert all(re.fullmatch(interval, r[10]) and r[11].endswith("%") for r in win_rows)
     assert (
         f"wrote the Win Rate report to {out.parent / 'pgr.winrate.json'} (give it to "
         f"`memoryquest publish` and `memoryquest explore` as --win-rate-report {out.parent / 'pgr.winrate.json'})"
@@ -136,6 +142,11 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     for row, printed_row in zip(report.rows, win_rows, strict=True):
         assert row.win_rate_low <= row.win_rate <= row.win_rate_high
         assert printed_row[7] == f"{100 * row.win_rate:.1f}"
+        assert printed_row[9] == f"{100 * row.length_controlled:.1f}"
+        assert printed_row[12] == f"{row.pgr_words:.0f}/{row.baseline_words:.0f}"
+        assert row.flip_rate == sum(
+            p.flipped for p in report.pairs if p.baseline == row.baseline
+        ) / len([p for p in report.pairs if p.baseline == row.baseline])
         assert row.wins + row.ties + row.losses == row.n
         scores = [p.score for p in report.pairs if p.baseline == row.baseline]
         assert row.win_rate == pytest.approx(sum(scores) / len(scores))
