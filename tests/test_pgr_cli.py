@@ -198,6 +198,9 @@ def test_win_rate_bad_input_is_one_line_and_loses_nothing(
     assert run(dataset_dir, tmp_path, *no_pgr) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "--win-rate compares PGR's answers" in error
+    assert run(dataset_dir, tmp_path, "--judge-sees-references", "--output", str(out)) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--judge-sees-references goes with --win-rate" in error
     assert out.read_text(encoding="utf-8") == "earlier results\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pgr.jsonl"]
 
