@@ -32,6 +32,7 @@ KNOWN_BASELINES = (
     RetrievalMethod.QUERY_ONLY.value,
     RetrievalMethod.BM25.value,
     RetrievalMethod.RANDOM.value,
+    RetrievalMethod.RECENCY.value,
 )
 
 
@@ -187,7 +188,7 @@ class PGRSettings(Section):
         False, description="Also run prospection-augmented answer generation."
     )
     budget_baselines: list[str] = Field(
-        default_factory=lambda: ["query_only", "bm25", "random"],
+        default_factory=lambda: ["query_only", "bm25", "random", "recency"],
         description="Baselines run at each PGR method's own budget (facts it retrieved).",
     )
     baseline_seed: int = Field(0, description="Seed of the random baseline.")

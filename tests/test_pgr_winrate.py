@@ -287,7 +287,12 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
     assert all(r.flip_rate == 1.0 for r in report.rows)
     assert [(r.method, r.baseline) for r in report.rows] == [
         (RetrievalMethod.PGR_TOT, b)
-        for b in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.BM25, RetrievalMethod.RANDOM)
+        for b in (
+            RetrievalMethod.QUERY_ONLY,
+            RetrievalMethod.BM25,
+            RetrievalMethod.RANDOM,
+            RetrievalMethod.RECENCY,
+        )
     ]
     assert all(
         r.n == 2 and r.win_rate == 0.5 and (r.wins, r.ties, r.losses) == (0, 2, 0)
@@ -295,7 +300,7 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
     )
     assert all((r.win_rate_low, r.win_rate_high) == (0.5, 0.5) for r in report.rows)
     # Both orders of every pair reached the judge, flagged as judge requests; nothing else did.
-    assert len(report.pairs) == 2 * 3 and judge.calls == 2 * len(report.pairs)
+    assert len(report.pairs) == 2 * 4 and judge.calls == 2 * len(report.pairs)
     assert all((p.pgr_first, p.baseline_first) == ("pgr", "baseline") for p in report.pairs)
     assert judge.templates == {"judge_pairwise"} and judge.all_judge_requests
     # Every retrieval compared carries the answer it was judged by.

@@ -161,6 +161,7 @@ METHOD_NAMES: dict[str, str] = {
     RetrievalMethod.PGR_TOT.value: "PGR-ToT",
     RetrievalMethod.BM25.value: "BM25",
     RetrievalMethod.RANDOM.value: "random",
+    RetrievalMethod.RECENCY.value: "recency",
 }
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
 

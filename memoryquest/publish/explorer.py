@@ -75,7 +75,13 @@ _METHOD_ORDER = [
     m.value for m in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.PGR_COT, RetrievalMethod.PGR_TOT)
 ]
 _BASELINE_ORDER = [
-    m.value for m in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.BM25, RetrievalMethod.RANDOM)
+    m.value
+    for m in (
+        RetrievalMethod.QUERY_ONLY,
+        RetrievalMethod.BM25,
+        RetrievalMethod.RANDOM,
+        RetrievalMethod.RECENCY,
+    )
 ]
 _JUDGE_ORDER = [j.value for j in (JudgeKind.PROVENANCE, JudgeKind.LLM, JudgeKind.EMBEDDING)]
 _LABELS = {
@@ -84,8 +90,16 @@ _LABELS = {
     "pgr_tot": "PGR-ToT",
     "bm25": "BM25",
     "random": "random",
+    "recency": "recency",
 }
-_SHORT = {"query_only": "QO", "pgr_cot": "CoT", "pgr_tot": "ToT", "bm25": "BM25", "random": "Rnd"}
+_SHORT = {
+    "query_only": "QO",
+    "pgr_cot": "CoT",
+    "pgr_tot": "ToT",
+    "bm25": "BM25",
+    "random": "Rnd",
+    "recency": "Rec",
+}
 
 
 PLOT_CAPTIONS = {
