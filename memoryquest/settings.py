@@ -195,6 +195,13 @@ class PGRSettings(Section):
     bootstrap_samples: int = Field(
         2000, ge=100, le=1_000_000, description="Resamples for the 95% confidence intervals."
     )
+    calibration_facts: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="Facts per reference and kind (right, other query, near miss) each model or "
+        "embedding judge is tested on, against the exact provenance judge; 0 skips it.",
+    )
 
     @field_validator("methods")
     @classmethod

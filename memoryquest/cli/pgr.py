@@ -26,7 +26,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,15 @@ from memoryquest.cli.inputs import (
 )
 from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.cli.run_log import add_verbose_option, command_log, log_dir_of_dataset
-from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMethod, ValidationResult
+from memoryquest.contracts import (
+    Domain,
+    Fact,
+    JudgeKind,
+    Persona,
+    Query,
+    RetrievalMethod,
+    ValidationResult,
+)
 from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
@@ -53,6 +61,7 @@ from memoryquest.progress.figures import request_limit
 from memoryquest.settings import PGRSettings, Settings
 
 if TYPE_CHECKING:
+    from memoryquest.pgr.calibration import JudgeCalibrationReport
     from memoryquest.pgr.winrate_contracts import WinRateReport
 
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
@@ -67,6 +76,7 @@ class PGRInputs:
     personas: list[Persona]
     source: str
     generator_model: str = ""  # the chat model the dataset's manifest names (empty without one)
+    session_domains: dict[str, Domain] = field(default_factory=dict)  # for the judges' near misses
 
 
 def load_for_pgr(path: Path) -> PGRInputs:
@@ -86,6 +96,7 @@ def load_for_pgr(path: Path) -> PGRInputs:
         dataset.personas,
         f"generated dataset {path}",
         dataset.manifest.chat_model if dataset.manifest is not None else "",
+        {session.session_id: session.domain for session in dataset.sessions},
     )
 
 
@@ -211,6 +222,45 @@ def win_rate_table(report: WinRateReport) -> str:
             f"{rate:>22} {controlled:>22} {row.flip_rate:>6.0%} {words:>15} {tally:>13}"
         )
     return "\n".join(lines) + _unjudged_note(report)
+
+
+CALIBRATION_SUFFIX = ".calibration.json"  # beside --output: pgr.jsonl -> pgr.calibration.json
+
+
+def calibration_table(report: JudgeCalibrationReport) -> str:
+    """Each model-free or model judge's error on facts whose answer the provenance judge knows."""
+    lines = [
+        f"Judges' error on known facts ({report.queries} queries, up to {report.facts_per_kind} facts "
+        "per reference and kind, each judged alone; 95% Wilson intervals)"
+    ]
+    header = (
+        f"  {'judge':<10} {'false-accept % [95% CI]':>24} {'other query':>12} {'near miss':>10} "
+        f"{'false-reject % [95% CI]':>24}"
+    )
+    lines += [header, "  " + "-" * (len(header) - 2)]
+    for row in report.judges:
+        accept = (
+            f"{100 * row.false_accept:.1f} [{100 * row.false_accept_low:.1f},"
+            f"{100 * row.false_accept_high:.1f}]"
+        )
+        reject = (
+            f"{100 * row.false_reject:.1f} [{100 * row.false_reject_low:.1f},"
+            f"{100 * row.false_reject_high:.1f}]"
+        )
+        other = f"{row.accepted_other_query}/{row.other_query}"
+        near = f"{row.accepted_near_miss}/{row.near_miss}"
+        lines.append(f"  {row.judge.value:<10} {accept:>24} {other:>12} {near:>10} {reject:>24}")
+    for pair in report.agreement:
+        kappa = "n/a" if pair.kappa is None else f"{pair.kappa:.3f}"
+        lines.append(
+            f"  {pair.first.value} vs {pair.second.value}: agree on {pair.agreement:.1%} of "
+            f"{pair.verdicts} verdicts, Cohen's kappa {kappa}"
+        )
+    if report.unjudged:
+        lines.append(
+            f"  {len(report.unjudged)} query(ies) could not be judged: {report.unjudged[0]}"
+        )
+    return "\n".join(lines)
 
 
 def _unjudged_note(report: WinRateReport) -> str:
@@ -372,7 +422,7 @@ def _run(args: argparse.Namespace) -> int:
             check_output_target(report_target, directory=False)
     display = Display(ProgressMode(args.progress), args.progress_seconds)
     with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
-        results, report = asyncio.run(
+        results, report, calibration = asyncio.run(
             _validate(
                 queries,
                 inputs,
@@ -385,6 +435,9 @@ def _run(args: argparse.Namespace) -> int:
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
+    if calibration is not None:
+        print("")
+        print(calibration_table(calibration))
     if report is not None:
         print("")
         print(win_rate_table(report))
@@ -397,6 +450,10 @@ def _run(args: argparse.Namespace) -> int:
             ],
         )
         print(f"wrote {len(results)} results to {args.output}")
+        if calibration is not None:
+            target = args.output.with_name(args.output.stem + CALIBRATION_SUFFIX)
+            write_atomically(target, [calibration.model_dump_json(indent=2) + "\n"])
+            print(f"wrote the judges' calibration to {target}")
     if report is not None and report_target is not None:
         write_atomically(report_target, [report.model_dump_json(indent=2) + "\n"])
         print(f"wrote the Win Rate report to {report_target}{_where_read(report_target, dataset)}")
@@ -429,8 +486,10 @@ async def _validate(
     *,
     win_rate: bool = False,
     judge_sees_references: bool = False,
-) -> tuple[list[ValidationResult], WinRateReport | None]:
+) -> tuple[list[ValidationResult], WinRateReport | None, JudgeCalibrationReport | None]:
     from memoryquest.llm.factory import build_client
+    from memoryquest.pgr.calibration import calibrate_queries, calibration_report
+    from memoryquest.pgr.judges import build_judges
     from memoryquest.pgr.retrieval import IndexCache
     from memoryquest.pgr.winrate import answer_level
 
@@ -460,8 +519,28 @@ async def _validate(
         ):
             groups = await asyncio.gather(*(one(q) for q in queries))
             results = [result for group in groups for result in group]
+            calibration = None
+            judges = [j for j in settings.pgr.judges if j != JudgeKind.PROVENANCE.value]
+            if judges and settings.pgr.calibration_facts:
+                indexes = {
+                    q.query_id: await snapshots.get(
+                        q.persona_id, q.query_date, inputs.facts, client
+                    )
+                    for q in queries
+                }
+                items, unjudged = await calibrate_queries(
+                    queries,
+                    indexes,
+                    build_judges(judges, settings.pgr),
+                    client,
+                    inputs.session_domains,
+                    settings.pgr.calibration_facts,
+                )
+                calibration = calibration_report(
+                    items, results, settings.pgr.calibration_facts, unjudged
+                )
             if not win_rate:
-                return results, None
+                return results, None, calibration
             judged = await answer_level(
                 queries,
                 inputs.personas,
@@ -473,6 +552,6 @@ async def _validate(
                 judge_sees_references=judge_sees_references,
                 generator_model=inputs.generator_model,
             )
-        return judged.results, judged.report
+        return judged.results, judged.report, calibration
     finally:
         await client.aclose()
