@@ -77,18 +77,18 @@ def table(recorder: RecordingBackend) -> str:
 
 
 async def judge_answer_pairs(dataset: GeneratedDataset, client: ModelClient) -> None:
-    from memoryquest.memory.snapshot import memory_as_of
-    from memoryquest.pgr.winrate import pairwise_winrate
+    from memoryquest.pgr.winrate import pairwise_winrate, persona_profile
 
     answers: dict[str, dict[str, str]] = defaultdict(dict)
     for result in dataset.validation:
         if result.answer:
             answers[result.query_id].setdefault(result.method, result.answer)
+    personas = {p.persona_id: p for p in dataset.personas}
     for query in dataset.queries:
         pair = list(answers[query.query_id].values())[:2]
         if len(pair) == 2:
-            facts = [f for f in dataset.facts if f.persona_id == query.persona_id]
-            await pairwise_winrate(query, *pair, memory_as_of(facts, query.query_date), client)
+            profile = persona_profile(personas.get(query.persona_id))
+            await pairwise_winrate(query, *pair, profile, client)
 
 
 async def measure(personas: int, output: Path) -> RecordingBackend:

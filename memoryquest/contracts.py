@@ -155,6 +155,7 @@ class RetrievalMethod(StrEnum):
     PGR_TOT = "pgr_tot"
     BM25 = "bm25"  # lexical retrieval on the query text, at a matched budget
     RANDOM = "random"  # seeded random facts from the snapshot, at a matched budget
+    RECENCY = "recency"  # the snapshot's most recent facts, at a matched budget
 
 
 class JudgeKind(StrEnum):

@@ -32,6 +32,7 @@ KNOWN_BASELINES = (
     RetrievalMethod.QUERY_ONLY.value,
     RetrievalMethod.BM25.value,
     RetrievalMethod.RANDOM.value,
+    RetrievalMethod.RECENCY.value,
 )
 
 
@@ -187,12 +188,19 @@ class PGRSettings(Section):
         False, description="Also run prospection-augmented answer generation."
     )
     budget_baselines: list[str] = Field(
-        default_factory=lambda: ["query_only", "bm25", "random"],
+        default_factory=lambda: ["query_only", "bm25", "random", "recency"],
         description="Baselines run at each PGR method's own budget (facts it retrieved).",
     )
     baseline_seed: int = Field(0, description="Seed of the random baseline.")
     bootstrap_samples: int = Field(
         2000, ge=100, le=1_000_000, description="Resamples for the 95% confidence intervals."
+    )
+    calibration_facts: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="Facts per reference and kind (right, other query, near miss) each model or "
+        "embedding judge is tested on, against the exact provenance judge; 0 skips it.",
     )
 
     @field_validator("methods")

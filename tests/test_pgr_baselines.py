@@ -23,6 +23,7 @@ from memoryquest.pgr.baselines import (
     bm25_hits,
     parse_baselines,
     random_hits,
+    recency_hits,
 )
 from memoryquest.pgr.lexical import BM25Index
 from memoryquest.pgr.retrieval import IndexCache, MemoryIndex
@@ -31,7 +32,12 @@ from memoryquest.pgr.sample import LATE_FACT, make_fact, sample_dataset
 from memoryquest.settings import PGRSettings
 
 PGR = (RetrievalMethod.PGR_COT, RetrievalMethod.PGR_TOT)
-BASELINES = (RetrievalMethod.QUERY_ONLY, RetrievalMethod.BM25, RetrievalMethod.RANDOM)
+BASELINES = (
+    RetrievalMethod.QUERY_ONLY,
+    RetrievalMethod.BM25,
+    RetrievalMethod.RANDOM,
+    RetrievalMethod.RECENCY,
+)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +92,8 @@ def test_every_baseline_gets_exactly_the_pgr_budget(
     sample: GeneratedDataset, results: list[ValidationResult]
 ) -> None:
     matched = [r for r in results if r.baseline_for is not None]
-    # 2 queries × 2 PGR methods × 3 baselines × 2 judges
-    assert len(matched) == len(sample.queries) * 2 * 3 * 2
+    # 2 queries × 2 PGR methods × 4 baselines × 2 judges
+    assert len(matched) == len(sample.queries) * 2 * 4 * 2
     assert {(r.baseline_for, r.method) for r in matched} == {(p, b) for p in PGR for b in BASELINES}
     late = next(f.fid for f in sample.facts if f.info == LATE_FACT[1])
     for row in matched:
@@ -210,6 +216,30 @@ async def test_random_baseline_is_deterministic_per_seed(
     assert seeded[0].retrieved_fids == [h.fid for h in first[:10]]
 
 
+# --------------------------------------------------------------------------- recency
+
+
+async def test_recency_returns_the_latest_facts_newest_first(
+    sample: GeneratedDataset, client: ModelClient, cache: IndexCache
+) -> None:
+    query = sample.queries[0]
+    index = await cache.get(query.persona_id, query.query_date, sample.facts, client)
+    hits = recency_hits(index, 12)
+    dates = {item.fid: item.date for item in index.items}
+    picked = [dates[h.fid] for h in hits]
+    assert len(hits) == 12 and picked == sorted(picked, reverse=True)
+    # Nothing left out is newer than the oldest fact taken.
+    left = [d for fid, d in dates.items() if fid not in {h.fid for h in hits}]
+    assert max(left) <= min(picked)
+    assert [h.score for h in hits] == [float((d - index.as_of).days) for d in picked]
+    assert recency_hits(index, 5) == hits[:5] and recency_hits(index, 0) == []
+    assert len(recency_hits(index, len(index) + 3)) == len(index)
+    through_runner = await run_baseline(
+        query, index, RetrievalMethod.RECENCY, 12, client, PGRSettings()
+    )
+    assert through_runner.retrieved_fids == [h.fid for h in hits]
+
+
 # --------------------------------------------------------------------------- BM25
 
 DAY = dt.date(2024, 3, 1)
@@ -322,10 +352,11 @@ def test_pgr_run_prints_the_budget_matched_table_and_writes_baseline_rows(
     assert "Budget-matched" in printed and "200 resamples" in printed
     compared = [line.split() for line in printed.splitlines() if line.startswith("  pgr_tot ")]
     assert [(cols[1], cols[2]) for cols in compared] == [
-        ("query_only", "provenance"), ("bm25", "provenance"), ("random", "provenance")
+        ("query_only", "provenance"), ("bm25", "provenance"), ("random", "provenance"),
+        ("recency", "provenance"),
     ]  # fmt: skip
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(lines) == 2 * (1 + 1 + 3)
+    assert len(lines) == 2 * (1 + 1 + 4)
     own = {(r["query_id"], r["method"]): r for r in lines if r["baseline_for"] is None}
     for row in lines:
         if row["baseline_for"] is not None:

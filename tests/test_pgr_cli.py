@@ -79,8 +79,8 @@ def test_run_prints_the_table_and_writes_joined_results(
     assert rows[0][5] == "0.00" and rows[0][7] == "20.00"  # query-only: no LLM call, K = 20
 
     every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    # 2 queries × 2 methods × 2 judges, plus pgr_tot's 3 budget-matched baselines (tests/test_pgr_baselines.py).
-    assert len(every) == 2 * 2 * 2 + 2 * 3 * 2
+    # 2 queries × 2 methods × 2 judges, plus pgr_tot's 4 budget-matched baselines (tests/test_pgr_baselines.py).
+    assert len(every) == 2 * 2 * 2 + 2 * 4 * 2
     lines = [line for line in every if line["baseline_for"] is None]
     assert len(lines) == 2 * 2 * 2
     dataset = GeneratedDataset.load(dataset_dir)
@@ -117,10 +117,16 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     header = next(line for line in printed.splitlines() if "Win Rate % [95% CI]" in line)
     for column in ("Recall", "RecallExact", "baseline Recall", "baseline RecallExact"):
         assert column in header
-    table = [line.split() for line in printed.splitlines() if line.startswith("  pgr_tot ")]
-    win_rows = [r for r in table if len(r) == 10]  # method baseline n 4×recall rate [CI] tally
-    assert [r[1] for r in win_rows] == ["query_only", "bm25", "random"]
-    assert all(r[2] == "2" and re.fullmatch(r"\[[\d.]+,[\d.]+\]", r[8]) for r in win_rows)
+    assert "judge: memoryquest-simulator-1, shown the user's profile, not the references" in printed
+    assert "WARNING" not in printed  # this sample dataset has no manifest naming its author
+    below = printed[printed.index(header) :].splitlines()
+    # method baseline n 4×recall rate [CI] length-controlled [CI] flips words tally
+    win_rows = [line.split() for line in below if line.startswith("  pgr_tot ")]
+    assert all(len(r) == 14 for r in win_rows)
+    assert [r[1] for r in win_rows] == ["query_only", "bm25", "random", "recency"]
+    interval = r"\[[\d.]+,[\d.]+\]"
+    assert all(r[2] == "2" and re.fullmatch(interval, r[8]) for r in win_rows)
+    assert all(re.fullmatch(interval, r[10]) and r[11].endswith("%") for r in win_rows)
     assert (
         f"wrote the Win Rate report to {out.parent / 'pgr.winrate.json'} (give it to "
         f"`memoryquest publish` and `memoryquest explore` as --win-rate-report {out.parent / 'pgr.winrate.json'})"
@@ -131,22 +137,28 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     )
     assert report.interval == "95% percentile bootstrap over queries" and not report.unjudged
     assert [(r.method.value, r.baseline.value, r.n) for r in report.rows] == [
-        ("pgr_tot", "query_only", 2), ("pgr_tot", "bm25", 2), ("pgr_tot", "random", 2)
+        ("pgr_tot", "query_only", 2), ("pgr_tot", "bm25", 2), ("pgr_tot", "random", 2),
+        ("pgr_tot", "recency", 2),
     ]  # fmt: skip
     for row, printed_row in zip(report.rows, win_rows, strict=True):
         assert row.win_rate_low <= row.win_rate <= row.win_rate_high
         assert printed_row[7] == f"{100 * row.win_rate:.1f}"
+        assert printed_row[9] == f"{100 * row.length_controlled:.1f}"
+        assert printed_row[12] == f"{row.pgr_words:.0f}/{row.baseline_words:.0f}"
+        assert row.flip_rate == sum(
+            p.flipped for p in report.pairs if p.baseline == row.baseline
+        ) / len([p for p in report.pairs if p.baseline == row.baseline])
         assert row.wins + row.ties + row.losses == row.n
         scores = [p.score for p in report.pairs if p.baseline == row.baseline]
         assert row.win_rate == pytest.approx(sum(scores) / len(scores))
     # Both orders were judged for every pair: the score is their mean.
     points = {"pgr": 1.0, "tie": 0.5, "baseline": 0.0}
-    assert len(report.pairs) == 2 * 3
+    assert len(report.pairs) == 2 * 4
     for pair in report.pairs:
         assert pair.score == (points[pair.pgr_first] + points[pair.baseline_first]) / 2
     # The results carry the answer each retrieval was judged by.
     every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(every) == 2 * 4 and all(line["answer"] for line in every)
+    assert len(every) == 2 * 5 and all(line["answer"] for line in every)
 
 
 def test_win_rate_without_output_goes_beside_the_dataset_where_explore_finds_it(
@@ -165,10 +177,10 @@ def test_win_rate_without_output_goes_beside_the_dataset_where_explore_finds_it(
         "(`memoryquest publish` and `memoryquest explore` show it)"
     ) in capsys.readouterr().out
     report = WinRateReport.model_validate_json(report_path.read_text(encoding="utf-8"))
-    assert [r.baseline.value for r in report.rows] == ["query_only", "bm25", "random"]
+    assert [r.baseline.value for r in report.rows] == ["query_only", "bm25", "random", "recency"]
     assert main(["explore", str(copy)]) == 0
     rows = read_index(copy / "explorer")["win_rates"]["rows"]
-    assert [row["n"] for row in rows] == [r.n for r in report.rows] == [2, 2, 2]
+    assert [row["n"] for row in rows] == [r.n for r in report.rows] == [2, 2, 2, 2]
 
 
 def test_win_rate_bad_input_is_one_line_and_loses_nothing(
@@ -187,6 +199,9 @@ def test_win_rate_bad_input_is_one_line_and_loses_nothing(
     assert run(dataset_dir, tmp_path, *no_pgr) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "--win-rate compares PGR's answers" in error
+    assert run(dataset_dir, tmp_path, "--judge-sees-references", "--output", str(out)) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--judge-sees-references goes with --win-rate" in error
     assert out.read_text(encoding="utf-8") == "earlier results\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pgr.jsonl"]
 

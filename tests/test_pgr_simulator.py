@@ -359,14 +359,11 @@ def test_reference_judge_overlap_rule() -> None:
     assert verdict("Enjoys reading")["memories"] == []
 
 
-def test_pairwise_judge_prefers_more_cited_facts() -> None:
-    variables = {
+def test_pairwise_judge_prefers_the_more_specific_answer_unless_shown_the_references() -> None:
+    variables: dict[str, object] = {
         "query": QUERY,
         "query_date": "2024-04-10",
-        "user_facts": [
-            {"date": KNEE["date"], "info": KNEE["info"]},
-            {"date": BUS["date"], "info": BUS["info"]},
-        ],
+        "persona": "age: 25-34; interested in: Sports, Buses",
         "references": [],
         "first_label": "KQT",
         "first_response": "Bring water and arrive early.",
@@ -374,6 +371,9 @@ def test_pairwise_judge_prefers_more_cited_facts() -> None:
         "second_response": f"Because you {BUS['info'].lower()}, pick a league near a streetcar line.",
     }
     assert ask("judge_pairwise", variables)["choice"] == "MZB"
+    variables["references"] = [KNEE["info"]]
+    variables["first_response"] = f"Since you {KNEE['info'].lower()}, start slowly."
+    assert ask("judge_pairwise", variables)["choice"] == "KQT"
     variables["first_response"] = variables["second_response"]
     assert ask("judge_pairwise", variables)["choice"] == "tie"
 

@@ -7,12 +7,14 @@ import asyncio
 import datetime as dt
 import json
 
+import numpy as np
 import pytest
 
 from memoryquest.contracts import (
     Domain,
     Fact,
     JudgeKind,
+    Persona,
     Query,
     Reference,
     RetrievalMethod,
@@ -29,6 +31,7 @@ from memoryquest.pgr.runner import validate_queries
 from memoryquest.pgr.sample import make_fact, sample_dataset
 from memoryquest.pgr.winrate import (
     answer_level,
+    length_controlled_win_rate,
     opaque_labels,
     pairwise_winrate,
     win_rate,
@@ -59,6 +62,7 @@ QUERY = Query(
     embedder="all-MiniLM-L6-v2-onnx-int8",
     rank=0,
 )
+PROFILE = "age: 35-44; gender: female; interested in: Restaurants, Books"
 USER_FACTS = memory_as_of(
     [
         make_fact(
@@ -110,31 +114,42 @@ def client() -> ModelClient:
     return ModelClient(SimulatedChatBackend(), shared_local_embedder())
 
 
-async def test_the_answer_citing_the_users_facts_wins_in_both_orders(client: ModelClient) -> None:
-    outcome = await pairwise_winrate(QUERY, PERSONAL, GENERIC, USER_FACTS, client)
+async def test_the_more_specific_answer_wins_in_both_orders(client: ModelClient) -> None:
+    outcome = await pairwise_winrate(QUERY, PERSONAL, GENERIC, PROFILE, client)
     assert (outcome.a_first, outcome.b_first, outcome.score_a) == ("a", "a", 1.0)
-    reverse = await pairwise_winrate(QUERY, GENERIC, PERSONAL, USER_FACTS, client)
+    reverse = await pairwise_winrate(QUERY, GENERIC, PERSONAL, PROFILE, client)
     assert (reverse.a_first, reverse.b_first, reverse.score_a) == ("b", "b", 0.0)
     assert outcome.llm_calls == 2
 
 
-async def test_equal_citations_are_a_tie(client: ModelClient) -> None:
-    outcome = await pairwise_winrate(QUERY, GENERIC, ALSO_GENERIC, USER_FACTS, client)
+async def test_shown_the_references_the_answer_taking_them_up_wins(client: ModelClient) -> None:
+    """A short answer that takes up the reference beats a longer one that does not, once the
+    judge is shown the references; without them the longer, more detailed one wins."""
+    short = "Keep the menu gluten-free: you were diagnosed with coeliac disease."
+    long = GENERIC + " " + ALSO_GENERIC + " Hire a florist and print place cards for everyone."
+    references = [r.text for r in QUERY.references]
+    shown = await pairwise_winrate(QUERY, short, long, PROFILE, client, references=references)
+    blind = await pairwise_winrate(QUERY, short, long, PROFILE, client)
+    assert (shown.score_a, blind.score_a) == (1.0, 0.0)
+
+
+async def test_the_same_answer_on_both_sides_is_a_tie(client: ModelClient) -> None:
+    outcome = await pairwise_winrate(QUERY, GENERIC, GENERIC, PROFILE, client)
     assert (outcome.a_first, outcome.b_first, outcome.score_a) == ("tie", "tie", 0.5)
 
 
 async def test_position_bias_cancels_out() -> None:
     backend = PositionBiased()
     biased = ModelClient(backend, shared_local_embedder())
-    outcome = await pairwise_winrate(QUERY, PERSONAL, GENERIC, USER_FACTS, biased)
+    outcome = await pairwise_winrate(QUERY, PERSONAL, GENERIC, PROFILE, biased)
     assert backend.calls == 2
     assert (outcome.a_first, outcome.b_first, outcome.score_a) == ("a", "b", 0.5)
 
 
 async def test_win_rate_is_the_mean_score(client: ModelClient) -> None:
     outcomes = [
-        await pairwise_winrate(QUERY, PERSONAL, GENERIC, USER_FACTS, client),
-        await pairwise_winrate(QUERY, GENERIC, ALSO_GENERIC, USER_FACTS, client),
+        await pairwise_winrate(QUERY, PERSONAL, GENERIC, PROFILE, client),
+        await pairwise_winrate(QUERY, GENERIC, GENERIC, PROFILE, client),
     ]
     assert win_rate(outcomes) == pytest.approx(0.75)
     with pytest.raises(ValueError, match="at least one"):
@@ -167,7 +182,7 @@ def test_the_judge_sees_opaque_labels_and_a_choice_outside_them_is_refused() -> 
                 QUERY,
                 PERSONAL,
                 GENERIC,
-                USER_FACTS,
+                PROFILE,
                 ModelClient(return_first, shared_local_embedder()),
             )
         )
@@ -179,7 +194,7 @@ def test_the_judge_sees_opaque_labels_and_a_choice_outside_them_is_refused() -> 
 # --------------------------------------------------------------------------- a run's answers, judged
 
 
-Run = tuple[list[Query], list[Fact], list[ValidationResult]]
+Run = tuple[list[Query], list[Fact], list[ValidationResult], list[Persona]]
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +204,60 @@ def run() -> Run:
     dataset = asyncio.run(sample_dataset(client, background=40))
     settings = PGRSettings(methods=["pgr_tot"], judges=["provenance"], max_iterations=2)
     results = asyncio.run(validate_queries(dataset.queries, dataset.facts, client, settings))
-    return dataset.queries, dataset.facts, results
+    return dataset.queries, dataset.facts, results, dataset.personas
+
+
+class Recording:
+    """A judge model that keeps every prompt it is shown and calls a tie."""
+
+    name = model = "recording-judge"
+    base_url: str | None = None
+    simulated = True
+    seed = 0
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        self.prompts.append("\n".join(m["content"] for m in call.messages))
+        return ChatResult(text=json.dumps({"reasoning": "alike", "choice": "tie"}))
+
+
+@pytest.mark.parametrize("sees_references", [False, True])
+def test_the_judge_is_shown_the_references_only_when_asked(run: Run, sees_references: bool) -> None:
+    """The rendered pairwise prompt holds no reference text and no memory fact by default; with
+    --judge-sees-references it holds the references, and the report says so."""
+    queries, facts, results, personas = run
+    judge = Recording()
+    author = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    author.judge_client = ModelClient(judge, shared_local_embedder())
+    report = asyncio.run(
+        answer_level(
+            queries,
+            personas,
+            facts,
+            results,
+            author,
+            samples=50,
+            judge_sees_references=sees_references,
+        )
+    ).report
+    assert judge.prompts and report.judge_sees_references is sees_references
+    references = [r.text for q in queries for r in q.references]
+    memory = [f.info for f in facts]
+    for prompt in judge.prompts:
+        assert any(ref in prompt for ref in references) is sees_references
+        assert "age: " in prompt or "interested in" in prompt  # the user's profile is shown
+    if not sees_references:
+        # no fact's text either, beyond what an answer itself quotes
+        answers_shown = "\n".join(
+            r.answer or ""
+            for r in asyncio.run(
+                answer_level(queries, personas, facts, results, author, samples=50)
+            ).results
+        )
+        leaked = [f for f in memory if f in "\n".join(judge.prompts) and f not in answers_shown]
+        assert not leaked
 
 
 def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
@@ -197,15 +265,34 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
 ) -> None:
     """Answers come from the author (the simulator), verdicts from the judge model
     (endpoint.judge_model): a judge biased to the first position cancels out to 50% exactly."""
-    queries, facts, results = run
+    queries, facts, results, personas = run
     judge = PositionBiased()
     author = ModelClient(SimulatedChatBackend(), shared_local_embedder())
     author.judge_client = ModelClient(judge, shared_local_embedder())
-    judged = asyncio.run(answer_level(queries, facts, results, author, samples=200))
+    judged = asyncio.run(
+        answer_level(
+            queries,
+            personas,
+            facts,
+            results,
+            author,
+            samples=200,
+            generator_model="position-biased",
+        )
+    )
     report = judged.report
+    # The report names its judge, and warns that it also wrote the data.
+    assert report.judge_model == "position-biased" and report.judge_is_generator
+    # Every verdict flipped with the order: the flip rate says so.
+    assert all(r.flip_rate == 1.0 for r in report.rows)
     assert [(r.method, r.baseline) for r in report.rows] == [
         (RetrievalMethod.PGR_TOT, b)
-        for b in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.BM25, RetrievalMethod.RANDOM)
+        for b in (
+            RetrievalMethod.QUERY_ONLY,
+            RetrievalMethod.BM25,
+            RetrievalMethod.RANDOM,
+            RetrievalMethod.RECENCY,
+        )
     ]
     assert all(
         r.n == 2 and r.win_rate == 0.5 and (r.wins, r.ties, r.losses) == (0, 2, 0)
@@ -213,7 +300,7 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
     )
     assert all((r.win_rate_low, r.win_rate_high) == (0.5, 0.5) for r in report.rows)
     # Both orders of every pair reached the judge, flagged as judge requests; nothing else did.
-    assert len(report.pairs) == 2 * 3 and judge.calls == 2 * len(report.pairs)
+    assert len(report.pairs) == 2 * 4 and judge.calls == 2 * len(report.pairs)
     assert all((p.pgr_first, p.baseline_first) == ("pgr", "baseline") for p in report.pairs)
     assert judge.templates == {"judge_pairwise"} and judge.all_judge_requests
     # Every retrieval compared carries the answer it was judged by.
@@ -223,7 +310,7 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
 def test_the_win_rate_has_a_bootstrap_interval_beside_both_recalls(
     run: Run,
 ) -> None:
-    _, _, results = run
+    _, _, results, _ = run
     query_ids = sorted({r.query_id for r in results})
     scores = {query_ids[0]: 1.0, query_ids[1]: 0.5}
     pairs = [
@@ -254,3 +341,36 @@ def test_the_win_rate_has_a_bootstrap_interval_beside_both_recalls(
     assert row.recall == pytest.approx(sum(r.recall for r in own) / 2)
     assert row.baseline_recall == pytest.approx(sum(r.recall for r in theirs) / 2)
     assert row.baseline_recall_exact == sum(r.recall_exact for r in theirs) / 2
+
+
+# --------------------------------------------------------------------------- length control
+
+
+def test_a_judge_that_only_rewards_length_is_length_controlled_to_about_half() -> None:
+    """A judge whose only preference is length (its chance of picking PGR rises with PGR's extra
+    words, and is even at equal length), over 400 queries where PGR's answers are mostly the
+    longer: the raw rate is far above 50%, the length-controlled one is not."""
+    rng = np.random.default_rng(7)
+    differences = rng.normal(40.0, 60.0, size=400)
+    chance = 1.0 / (1.0 + np.exp(-3.0 * np.tanh(differences / differences.std())))
+    scores = (rng.random(400) < chance).astype(float)
+    estimate, low, high = length_controlled_win_rate(list(scores), list(differences), samples=200)
+    assert scores.mean() > 0.65
+    assert low < 0.5 < high and abs(estimate - 0.5) < 0.08
+
+
+def test_a_preference_that_does_not_follow_length_survives_length_control() -> None:
+    """PGR wins 27 of 30 queries whatever the lengths: the controlled rate stays high."""
+    differences = [(-1) ** i * float(10 + i) for i in range(30)]
+    scores = [0.0 if i in (3, 14, 25) else 1.0 for i in range(30)]
+    estimate, low, high = length_controlled_win_rate(scores, differences, samples=300)
+    assert estimate > 0.8 and low > 0.6 and high <= 1.0
+
+
+def test_length_control_is_reproducible_and_checks_its_input() -> None:
+    scores, differences = [1.0, 0.5, 0.0, 0.75], [10.0, 0.0, -5.0, 3.0]
+    assert length_controlled_win_rate(scores, differences, 100, seed=3) == (
+        length_controlled_win_rate(scores, differences, 100, seed=3)
+    )
+    with pytest.raises(ValueError, match="one length difference per score"):
+        length_controlled_win_rate([1.0], [1.0, 2.0])

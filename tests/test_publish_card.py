@@ -314,10 +314,17 @@ def test_the_card_shows_the_win_rate_with_its_interval_beside_recall() -> None:
     interval = f"{100 * row.win_rate_low:.1f}..{100 * row.win_rate_high:.1f}%"
     assert (
         f"| `pgr_tot` | `bm25` | 4 | {row.recall:.3f} | {row.recall_exact:.3f} | "
-        f"{row.baseline_recall:.3f} | {row.baseline_recall_exact:.3f} | 62.5% ({interval}) | 2 / 1 / 1 |"
+        f"{row.baseline_recall:.3f} | {row.baseline_recall_exact:.3f} | 62.5% ({interval}) | "
+        f"{100 * row.length_controlled:.1f}% ({100 * row.length_controlled_low:.1f}.."
+        f"{100 * row.length_controlled_high:.1f}%) | 25.0% | 0 / 0 | 2 / 1 / 1 |"
     ) in card
     assert 0.0 <= row.win_rate_low < 0.625 < row.win_rate_high <= 1.0
     headline = card[card.index("## Headline results") : card.index("## Provenance")]
     assert f"BM25 62.5% (95% CI {interval}, 4 queries)" in headline
+    assert "is the model that wrote this dataset" not in card  # an unnamed judge
+    own = report.model_copy(update={"judge_model": "gpt-x", "generator_model": "gpt-x"})
+    assert "**The judge (`gpt-x`) is the model that wrote this dataset**" in card_for(
+        dataset, win_rates=own
+    )
     # Without a Win Rate report the card says nothing about answers.
     assert "Win Rate" not in card_for(dataset)

@@ -530,7 +530,9 @@ def test_publish_shows_the_win_rate_report_in_the_card_and_the_explorer(
     assert (
         f"| `pgr_tot` | `bm25` | {row.n} | {row.recall:.3f} | {row.recall_exact:.3f} | "
         f"{row.baseline_recall:.3f} | {row.baseline_recall_exact:.3f} | "
-        f"{100 * row.win_rate:.1f}% ({interval}) | {row.wins} / {row.ties} / {row.losses} |"
+        f"{100 * row.win_rate:.1f}% ({interval}) | {100 * row.length_controlled:.1f}% "
+        f"({100 * row.length_controlled_low:.1f}..{100 * row.length_controlled_high:.1f}%) | "
+        f"{100 * row.flip_rate:.1f}% | 0 / 0 | {row.wins} / {row.ties} / {row.losses} |"
     ) in card
     assert read_index(destination / "explorer")["win_rates"]["rows"][0]["label"] == (
         "PGR-ToT vs BM25"

@@ -4,8 +4,9 @@ The printout has two tables: every method at its own budget (labelled with
 the facts it retrieved per query), and each PGR method beside the baselines
 given exactly its budget, with bootstrap intervals — the comparison to read.
 With ``--win-rate`` a third compares answers (:mod:`memoryquest.pgr.winrate`):
-PGR's, from its facts and prospection summary, against each baseline's at the
-same budget, judged pairwise in both orders; the report is written next to
+PGR's against each baseline's at the same budget, both from their facts alone,
+judged pairwise in both orders by a judge who knows the user's profile but not
+the references (unless ``--judge-sees-references``); the report is written next to
 ``--output`` as ``<name>.winrate.json``, or without ``--output`` beside the
 dataset as ``pgr.winrate.json``, where ``memoryquest publish`` and
 ``memoryquest explore`` look for it (elsewhere, give them ``--win-rate-report``).
@@ -25,7 +26,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,15 @@ from memoryquest.cli.inputs import (
 )
 from memoryquest.cli.main import add_common_options, settings_from_args
 from memoryquest.cli.run_log import add_verbose_option, command_log, log_dir_of_dataset
-from memoryquest.contracts import Fact, JudgeKind, Persona, Query, RetrievalMethod, ValidationResult
+from memoryquest.contracts import (
+    Domain,
+    Fact,
+    JudgeKind,
+    Persona,
+    Query,
+    RetrievalMethod,
+    ValidationResult,
+)
 from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.runner import validate_queries
@@ -52,6 +61,7 @@ from memoryquest.progress.figures import request_limit
 from memoryquest.settings import PGRSettings, Settings
 
 if TYPE_CHECKING:
+    from memoryquest.pgr.calibration import JudgeCalibrationReport
     from memoryquest.pgr.winrate_contracts import WinRateReport
 
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
@@ -65,6 +75,8 @@ class PGRInputs:
     facts: list[Fact]
     personas: list[Persona]
     source: str
+    generator_model: str = ""  # the chat model the dataset's manifest names (empty without one)
+    session_domains: dict[str, Domain] = field(default_factory=dict)  # for the judges' near misses
 
 
 def load_for_pgr(path: Path) -> PGRInputs:
@@ -78,7 +90,14 @@ def load_for_pgr(path: Path) -> PGRInputs:
     dataset = load_generated(path)
     if not dataset.facts:
         raise ValueError(f"{path} has no facts.jsonl rows: run the memory stage before PGR")
-    return PGRInputs(dataset.queries, dataset.facts, dataset.personas, f"generated dataset {path}")
+    return PGRInputs(
+        dataset.queries,
+        dataset.facts,
+        dataset.personas,
+        f"generated dataset {path}",
+        dataset.manifest.chat_model if dataset.manifest is not None else "",
+        {session.session_id: session.domain for session in dataset.sessions},
+    )
 
 
 def select_users(inputs: PGRInputs, users: Sequence[str] | None) -> list[Query]:
@@ -156,21 +175,34 @@ def comparison_table(summary: PGRSummary) -> str:
 
 def win_rate_table(report: WinRateReport) -> str:
     """The paper's Table 1 for this run: each baseline's Recall and RecallExact beside PGR's,
-    and the Win Rate of PGR's answers over the baseline's, with its interval."""
+    and the Win Rate of PGR's answers over the baseline's, raw and length-controlled, with their
+    intervals, the share of verdicts that flipped with the order, and each side's answer length."""
     if not report.rows:
         return "Win Rate: no pair of answers could be judged" + _unjudged_note(report)
     judge = report.rows[0].judge.value
     header = (
         f"  {'method':<8} {'baseline':<11} {'n':>4} {'Recall':>7} {'RecallExact':>11} "
         f"{'baseline Recall':>15} {'baseline RecallExact':>20} {'Win Rate % [95% CI]':>22} "
-        f"{'won/tied/lost':>13}"
+        f"{'length-controlled %':>22} {'flips':>6} {'words PGR/base':>15} {'won/tied/lost':>13}"
     )
     lines = [
-        "Win Rate (answer level): PGR's answer (its facts and prospection summary) against each "
-        "baseline's answer at the same budget (its facts alone), judged pairwise in both orders "
-        "(win 1, tie 0.5, loss 0, averaged over the orders)",
+        f"Win Rate (answer level): PGR's answer against each baseline's at the same budget, both "
+        f"from {report.answer_context}, judged pairwise in both orders (win 1, tie 0.5, loss 0, "
+        "averaged over the orders)",
+        f"  judge: {report.judge_model or 'unnamed'}, "
+        + (
+            "shown the references (--judge-sees-references)"
+            if report.judge_sees_references
+            else "shown the user's profile, not the references"
+        ),
         f"  interval: {report.interval} ({report.bootstrap_samples} resamples); "
+        f"length control: {report.length_control}; "
         f"Recall and RecallExact under the {judge} judge, over the same queries",
+        *(
+            [f"  WARNING: the judge ({report.judge_model}) is the model that wrote the dataset"]
+            if report.judge_is_generator
+            else []
+        ),
         header,
         "  " + "-" * (len(header) - 2),
     ]
@@ -178,13 +210,57 @@ def win_rate_table(report: WinRateReport) -> str:
         rate = (
             f"{100 * row.win_rate:.1f} [{100 * row.win_rate_low:.1f},{100 * row.win_rate_high:.1f}]"
         )
+        controlled = (
+            f"{100 * row.length_controlled:.1f} [{100 * row.length_controlled_low:.1f},"
+            f"{100 * row.length_controlled_high:.1f}]"
+        )
+        words = f"{row.pgr_words:.0f}/{row.baseline_words:.0f}"
         tally = f"{row.wins}/{row.ties}/{row.losses}"
         lines.append(
             f"  {row.method.value:<8} {row.baseline.value:<11} {row.n:>4} {row.recall:>7.3f} "
             f"{row.recall_exact:>11.3f} {row.baseline_recall:>15.3f} {row.baseline_recall_exact:>20.3f} "
-            f"{rate:>22} {tally:>13}"
+            f"{rate:>22} {controlled:>22} {row.flip_rate:>6.0%} {words:>15} {tally:>13}"
         )
     return "\n".join(lines) + _unjudged_note(report)
+
+
+CALIBRATION_SUFFIX = ".calibration.json"  # beside --output: pgr.jsonl -> pgr.calibration.json
+
+
+def calibration_table(report: JudgeCalibrationReport) -> str:
+    """Each model-free or model judge's error on facts whose answer the provenance judge knows."""
+    lines = [
+        f"Judges' error on known facts ({report.queries} queries, up to {report.facts_per_kind} facts "
+        "per reference and kind, each judged alone; 95% Wilson intervals)"
+    ]
+    header = (
+        f"  {'judge':<10} {'false-accept % [95% CI]':>24} {'other query':>12} {'near miss':>10} "
+        f"{'false-reject % [95% CI]':>24}"
+    )
+    lines += [header, "  " + "-" * (len(header) - 2)]
+    for row in report.judges:
+        accept = (
+            f"{100 * row.false_accept:.1f} [{100 * row.false_accept_low:.1f},"
+            f"{100 * row.false_accept_high:.1f}]"
+        )
+        reject = (
+            f"{100 * row.false_reject:.1f} [{100 * row.false_reject_low:.1f},"
+            f"{100 * row.false_reject_high:.1f}]"
+        )
+        other = f"{row.accepted_other_query}/{row.other_query}"
+        near = f"{row.accepted_near_miss}/{row.near_miss}"
+        lines.append(f"  {row.judge.value:<10} {accept:>24} {other:>12} {near:>10} {reject:>24}")
+    for pair in report.agreement:
+        kappa = "n/a" if pair.kappa is None else f"{pair.kappa:.3f}"
+        lines.append(
+            f"  {pair.first.value} vs {pair.second.value}: agree on {pair.agreement:.1%} of "
+            f"{pair.verdicts} verdicts, Cohen's kappa {kappa}"
+        )
+    if report.unjudged:
+        lines.append(
+            f"  {len(report.unjudged)} query(ies) could not be judged: {report.unjudged[0]}"
+        )
+    return "\n".join(lines)
 
 
 def _unjudged_note(report: WinRateReport) -> str:
@@ -300,11 +376,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--win-rate",
         action="store_true",
-        help="also compare answers: PGR's (with its prospection summary) against each budget-matched "
-        "baseline's, judged pairwise in both orders; prints the Win Rate with 95%% bootstrap intervals "
-        f"beside Recall and RecallExact and writes it next to --output (NAME{WIN_RATE_SUFFIX}), "
-        f"or without --output to DATASET_DIR/{WIN_RATE_FILE}, where `memoryquest publish` "
-        "and `memoryquest explore` find it",
+        help="also compare answers: PGR's against each budget-matched baseline's, both written from "
+        "their retrieved facts alone, judged pairwise in both orders by a judge who knows the user's "
+        "profile but not the references; prints the raw and length-controlled Win Rate with 95%% "
+        "bootstrap intervals, the flip rate and answer lengths beside Recall and RecallExact, and "
+        f"writes it next to --output (NAME{WIN_RATE_SUFFIX}), or without --output to "
+        f"DATASET_DIR/{WIN_RATE_FILE}, where `memoryquest publish` and `memoryquest explore` find it",
+    )
+    run.add_argument(
+        "--judge-sees-references",
+        action="store_true",
+        help="with --win-rate: show the pairwise judge each query's references (the answer key); "
+        "the report and the card say so",
     )
     add_progress_options(run)
     add_verbose_option(run)
@@ -316,8 +399,10 @@ def _run(args: argparse.Namespace) -> int:
         args,
         pgr__methods=args.methods,
         pgr__judges=args.judges,
-        pgr__generate_answers=True if args.win_rate else args.answers,
+        pgr__generate_answers=args.answers,
     )
+    if args.judge_sees_references and not args.win_rate:
+        raise ValueError("--judge-sees-references goes with --win-rate")
     if args.win_rate:
         check_win_rate(settings.pgr)
     if args.output is not None:
@@ -337,12 +422,22 @@ def _run(args: argparse.Namespace) -> int:
             check_output_target(report_target, directory=False)
     display = Display(ProgressMode(args.progress), args.progress_seconds)
     with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
-        results, report = asyncio.run(
-            _validate(queries, inputs.facts, settings, display, win_rate=args.win_rate)
+        results, report, calibration = asyncio.run(
+            _validate(
+                queries,
+                inputs,
+                settings,
+                display,
+                win_rate=args.win_rate,
+                judge_sees_references=args.judge_sees_references,
+            )
         )
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
+    if calibration is not None:
+        print("")
+        print(calibration_table(calibration))
     if report is not None:
         print("")
         print(win_rate_table(report))
@@ -355,6 +450,10 @@ def _run(args: argparse.Namespace) -> int:
             ],
         )
         print(f"wrote {len(results)} results to {args.output}")
+        if calibration is not None:
+            target = args.output.with_name(args.output.stem + CALIBRATION_SUFFIX)
+            write_atomically(target, [calibration.model_dump_json(indent=2) + "\n"])
+            print(f"wrote the judges' calibration to {target}")
     if report is not None and report_target is not None:
         write_atomically(report_target, [report.model_dump_json(indent=2) + "\n"])
         print(f"wrote the Win Rate report to {report_target}{_where_read(report_target, dataset)}")
@@ -381,13 +480,16 @@ PGR_LOG = "pgr.log"  # in the logs directory of the run that wrote the dataset
 
 async def _validate(
     queries: list[Query],
-    facts: list[Fact],
+    inputs: PGRInputs,
     settings: Settings,
     display: Display = Display(),
     *,
     win_rate: bool = False,
-) -> tuple[list[ValidationResult], WinRateReport | None]:
+    judge_sees_references: bool = False,
+) -> tuple[list[ValidationResult], WinRateReport | None, JudgeCalibrationReport | None]:
     from memoryquest.llm.factory import build_client
+    from memoryquest.pgr.calibration import calibrate_queries, calibration_report
+    from memoryquest.pgr.judges import build_judges
     from memoryquest.pgr.retrieval import IndexCache
     from memoryquest.pgr.winrate import answer_level
 
@@ -403,7 +505,7 @@ async def _validate(
 
     async def one(query: Query) -> list[ValidationResult]:
         results = await validate_queries(
-            [query], facts, client, settings.pgr, index_cache=snapshots
+            [query], inputs.facts, client, settings.pgr, index_cache=snapshots
         )
         figures.unit_done(PGR_STAGE)
         return results
@@ -417,16 +519,39 @@ async def _validate(
         ):
             groups = await asyncio.gather(*(one(q) for q in queries))
             results = [result for group in groups for result in group]
+            calibration = None
+            judges = [j for j in settings.pgr.judges if j != JudgeKind.PROVENANCE.value]
+            if judges and settings.pgr.calibration_facts:
+                indexes = {
+                    q.query_id: await snapshots.get(
+                        q.persona_id, q.query_date, inputs.facts, client
+                    )
+                    for q in queries
+                }
+                items, unjudged = await calibrate_queries(
+                    queries,
+                    indexes,
+                    build_judges(judges, settings.pgr),
+                    client,
+                    inputs.session_domains,
+                    settings.pgr.calibration_facts,
+                )
+                calibration = calibration_report(
+                    items, results, settings.pgr.calibration_facts, unjudged
+                )
             if not win_rate:
-                return results, None
+                return results, None, calibration
             judged = await answer_level(
                 queries,
-                facts,
+                inputs.personas,
+                inputs.facts,
                 results,
                 client,
                 samples=settings.pgr.bootstrap_samples,
                 query_done=lambda: figures.unit_done(WIN_RATE_STAGE),
+                judge_sees_references=judge_sees_references,
+                generator_model=inputs.generator_model,
             )
-        return judged.results, judged.report
+        return judged.results, judged.report, calibration
     finally:
         await client.aclose()

@@ -140,6 +140,11 @@ class ModelClient:
         return self.embedder.name
 
     @property
+    def judge_model_name(self) -> str:
+        """The model that answers judges' requests: the judge's client's when set, else this one's."""
+        return (self.judge_client or self).chat_backend.model
+
+    @property
     def cache_stats(self) -> CacheStats:
         return self.cache.stats if self.cache is not None else CacheStats()
 

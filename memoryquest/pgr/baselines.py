@@ -1,4 +1,4 @@
-"""Retrieval baselines that take a fact budget: dense query-only, BM25 and seeded random.
+"""Retrieval baselines that take a fact budget: dense query-only, BM25, seeded random and recency.
 
 Why they exist: query-only retrieves K = 20 facts while PGR retrieves as many
 as its steps find (often about twice that), and recall grows with the number
@@ -15,7 +15,11 @@ snapshot, and scores those rows with the same judges.
   BM25 is not penalised for returning fewer facts than PGR;
 * random — K′ facts drawn without replacement from the snapshot, seeded by
   ``baseline_seed`` and the query id. The draw is a prefix of one seeded
-  permutation, so a smaller budget's facts are a subset of a larger one's.
+  permutation, so a smaller budget's facts are a subset of a larger one's;
+* recency — the K′ facts of the snapshot whose latest revision is most recent
+  (ties in fid order). Every reference is at most ``reference_window_days`` old
+  on its query's date, so "what the user said lately" is a baseline any
+  memory system must beat.
 
 None of them calls a language model; dense costs one embedding request.
 """
@@ -41,12 +45,14 @@ __all__ = [
     "parse_baselines",
     "random_hits",
     "random_seed",
+    "recency_hits",
 ]
 
 BASELINE_METHODS: tuple[RetrievalMethod, ...] = (
     RetrievalMethod.QUERY_ONLY,
     RetrievalMethod.BM25,
     RetrievalMethod.RANDOM,
+    RetrievalMethod.RECENCY,
 )
 """Methods that can be run at an arbitrary budget (PGR decides its own)."""
 
@@ -79,6 +85,17 @@ def random_hits(index: MemoryIndex, k: int, *, seed: int, query_id: str) -> list
         return []
     order = np.random.default_rng(random_seed(seed, query_id)).permutation(len(index))[:k]
     return [Hit(index.items[int(i)].fid, 0.0) for i in order]
+
+
+def recency_hits(index: MemoryIndex, k: int) -> list[Hit]:
+    """The ``min(k, len(index))`` facts revised last before the snapshot's date, newest first.
+
+    The score is the fact's age in days, negated, so that a higher score is still better.
+    """
+    if k <= 0:
+        return []
+    newest = sorted(index.items, key=lambda item: (-item.date.toordinal(), item.fid))[:k]
+    return [Hit(item.fid, float((item.date - index.as_of).days)) for item in newest]
 
 
 def bm25_hits(lexical: BM25Index, index: MemoryIndex, text: str, k: int) -> list[Hit]:
@@ -139,4 +156,6 @@ async def budget_hits(
         return bm25_hits(lexical.get(retriever.index), retriever.index, text, k)
     if method is RetrievalMethod.RANDOM:
         return random_hits(retriever.index, k, seed=seed, query_id=query_id)
+    if method is RetrievalMethod.RECENCY:
+        return recency_hits(retriever.index, k)
     raise ValueError(f"{method.value} is not a budget baseline")

@@ -3,13 +3,17 @@
 Position bias is real in model judges, so every pair is judged twice with the
 answers swapped; a win counts 1, a tie 0.5, a loss 0, and the two scores are
 averaged. The win rate of A over B is the mean of that score over queries. The
-judge sees each response under an opaque label, never "first" or a method's name.
+judge sees each response under an opaque label, never "first" or a method's name,
+and knows the user by their profile only: not the references, nor the memory they
+were drawn from, unless the evaluation asks (and then the report says so).
 
 :func:`answer_level` is the paper's response-level evaluation over a run's
-results: an answer from each PGR retrieval (its facts and its prospection
-summary) and from each baseline given the same budget (its facts alone), each
-PGR answer judged against each baseline's, and the Win Rate per pair of
-methods with a 95% bootstrap interval beside their Recall and RecallExact.
+results: an answer from each PGR retrieval and from each baseline given the same
+budget, both from the retrieved facts alone by the same prompt, each PGR answer
+judged against each baseline's, and the Win Rate per pair of methods with a 95%
+bootstrap interval beside their Recall and RecallExact, the share of verdicts
+that flipped with the order, each side's answer length, and a length-controlled
+Win Rate (judges favour longer answers).
 """
 
 from __future__ import annotations
@@ -22,11 +26,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
-from memoryquest.contracts import Fact, JudgeKind, Query, RetrievalMethod, ValidationResult
+import numpy as np
+
+from memoryquest.contracts import (
+    Fact,
+    JudgeKind,
+    Persona,
+    Query,
+    RetrievalMethod,
+    ValidationResult,
+)
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.pgr.judges import JudgeOutputError
-from memoryquest.pgr.metrics import DEFAULT_BOOTSTRAP_SAMPLES, bootstrap_ci
+from memoryquest.pgr.metrics import CONFIDENCE, DEFAULT_BOOTSTRAP_SAMPLES, bootstrap_ci
 from memoryquest.pgr.prospection import facts_view
 from memoryquest.pgr.prospection_contracts import AnswerInputs, GeneratedAnswer
 from memoryquest.pgr.winrate_contracts import (
@@ -46,8 +59,10 @@ __all__ = [
     "PairwiseOutcome",
     "answer_level",
     "generate_answer",
+    "length_controlled_win_rate",
     "opaque_labels",
     "pairwise_winrate",
+    "persona_profile",
     "recall_judge",
     "win_rate",
     "win_rate_report",
@@ -83,21 +98,39 @@ def _points(side: Side) -> float:
     return {"a": 1.0, "tie": 0.5, "b": 0.0}[side]
 
 
+def persona_profile(persona: Persona | None) -> str:
+    """Who the judge plays: demographics and interests, nothing a query's answer key is drawn from."""
+    if persona is None:
+        return "(no profile)"
+    facts = [
+        f"{name.replace('_', ' ')}: {value}"
+        for name, value in persona.demographics.model_dump().items()
+        if value
+    ]
+    if persona.interests:
+        facts.append("interested in: " + ", ".join(d.value for d in persona.interests))
+    return "; ".join(facts) or "(no profile)"
+
+
 async def pairwise_winrate(
     query: Query,
     answer_a: str,
     answer_b: str,
-    user_facts: Sequence[MemoryItem],
+    profile: str,
     client: ModelClient,
     *,
-    include_references: bool = True,
+    references: Sequence[str] = (),
 ) -> PairwiseOutcome:
-    """Judge A against B twice (A first, then B first) and average the two verdicts."""
+    """Judge A against B twice (A first, then B first) and average the two verdicts.
+
+    ``references`` are shown to the judge only when given: by default it knows the user by
+    ``profile`` alone (:func:`persona_profile`).
+    """
     base = {
         "query": query.text,
         "query_date": query.query_date.isoformat(),
-        "user_facts": [{"date": item.date.isoformat(), "info": item.info} for item in user_facts],
-        "references": [r.text for r in query.references] if include_references else [],
+        "persona": profile,
+        "references": list(references),
     }
     label_a, label_b = opaque_labels(query.query_id)
     shown = ((label_a, answer_a), (label_b, answer_b))
@@ -150,8 +183,9 @@ def _chronological(items: Sequence[MemoryItem]) -> list[MemoryItem]:
 async def generate_answer(
     query: Query, facts: Sequence[MemoryItem], summary: str, client: ModelClient
 ) -> str:
-    """An answer from ``facts`` and, for PGR, its prospection summary: the runner's own request
-    (same variables, seed and cache scope), so an answer ``pgr.generate_answers`` paid for is reused."""
+    """An answer from ``facts`` (and ``summary``, empty for the Win Rate: ANSWER_CONTEXT says why):
+    the runner's own request (same variables, seed and cache scope), so an answer paid for once
+    is reused."""
     inputs = AnswerInputs(
         query=query.text,
         query_date=query.query_date.isoformat(),
@@ -174,14 +208,24 @@ def _order(method: RetrievalMethod) -> int:
     return list(RetrievalMethod).index(method)
 
 
+@dataclass(frozen=True)
+class _Judging:
+    """What every query's pairs are judged with."""
+
+    client: ModelClient
+    profiles: dict[str, str]
+    judge_sees_references: bool
+
+
 async def _judge_query(
     query: Query,
     facts: Sequence[Fact],
     rows: Sequence[ValidationResult],
-    client: ModelClient,
+    judging: _Judging,
 ) -> tuple[list[ScoredPair], dict[Retrieval, str], list[str]]:
     """One query: answers for its PGR retrievals and their budget-matched baselines, then each
     PGR answer against each baseline's in both orders."""
+    client = judging.client
     retrievals: dict[tuple[RetrievalMethod, RetrievalMethod | None], ValidationResult] = {}
     for row in rows:
         retrievals.setdefault((row.method, row.baseline_for), row)
@@ -199,12 +243,11 @@ async def _judge_query(
 
     async def answer(key: tuple[RetrievalMethod, RetrievalMethod | None]) -> str | None:
         row = retrievals[key]
-        if row.answer:
+        if row.answer and not row.summary:  # an answer from facts alone, as this comparison wants
             return row.answer
-        summary = (row.summary or "") if key[1] is None else ""
         try:
             return await generate_answer(
-                query, [memory[fid] for fid in row.retrieved_fids], summary, client
+                query, [memory[fid] for fid in row.retrieved_fids], "", client
             )
         except LLMOutputError as exc:
             name = key[0].value if key[1] is None else f"{key[0].value} at {key[1].value}'s budget"
@@ -213,7 +256,8 @@ async def _judge_query(
             return None
 
     answers = dict(zip(wanted, await asyncio.gather(*(answer(k) for k in wanted)), strict=True))
-    user_facts = _chronological(list(memory.values()))
+    profile = judging.profiles.get(query.persona_id, persona_profile(None))
+    shown = [r.text for r in query.references] if judging.judge_sees_references else []
     pairs = [
         (method, baseline, ours, theirs)
         for method in methods
@@ -225,7 +269,7 @@ async def _judge_query(
         method: RetrievalMethod, baseline: RetrievalMethod, ours: str, theirs: str
     ) -> ScoredPair | None:
         try:
-            outcome = await pairwise_winrate(query, ours, theirs, user_facts, client)
+            outcome = await pairwise_winrate(query, ours, theirs, profile, client, references=shown)
         except LLMOutputError as exc:
             unjudged.append(f"query {query.query_id}, {method.value} vs {baseline.value}: {exc}")
             log.warning("%s", unjudged[-1])
@@ -237,6 +281,8 @@ async def _judge_query(
             pgr_first=_PREFERRED[outcome.a_first],
             baseline_first=_PREFERRED[outcome.b_first],
             score=outcome.score_a,
+            pgr_words=len(ours.split()),
+            baseline_words=len(theirs.split()),
         )
 
     scored = await asyncio.gather(*(judged(*pair) for pair in pairs))
@@ -250,18 +296,23 @@ async def _judge_query(
 
 async def answer_level(
     queries: Sequence[Query],
+    personas: Sequence[Persona],
     facts: Sequence[Fact],
     results: Sequence[ValidationResult],
     client: ModelClient,
     *,
     samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
     query_done: Callable[[], None] | None = None,
+    judge_sees_references: bool = False,
+    generator_model: str = "",
 ) -> AnswerLevel:
     """Win Rate of each PGR method against each of its budget-matched baselines over ``results``.
 
     A pair that cannot be judged (an answer or a verdict the model got wrong)
     is left out and named in ``report.unjudged``; the other queries go on.
-    Answers are generated only for retrievals that carry none.
+    A retrieval's stored answer is reused only when it came from facts alone.
+    ``generator_model`` (the model that wrote the dataset) lets the report warn when it
+    judges its own text.
     """
     by_query: dict[str, list[ValidationResult]] = {}
     for row in results:
@@ -269,10 +320,13 @@ async def answer_level(
     by_persona: dict[str, list[Fact]] = {}
     for fact in facts:
         by_persona.setdefault(fact.persona_id, []).append(fact)
+    judging = _Judging(
+        client, {p.persona_id: persona_profile(p) for p in personas}, judge_sees_references
+    )
 
     async def one(query: Query) -> tuple[list[ScoredPair], dict[Retrieval, str], list[str]]:
         outcome = await _judge_query(
-            query, by_persona.get(query.persona_id, []), by_query.get(query.query_id, []), client
+            query, by_persona.get(query.persona_id, []), by_query.get(query.query_id, []), judging
         )
         if query_done is not None:
             query_done()
@@ -288,7 +342,14 @@ async def answer_level(
         else row
         for row in results
     ]
-    return AnswerLevel(win_rate_report(pairs, results, samples, unjudged), with_answers)
+    report = win_rate_report(pairs, results, samples, unjudged).model_copy(
+        update={
+            "judge_model": client.judge_model_name,
+            "generator_model": generator_model,
+            "judge_sees_references": judge_sees_references,
+        }
+    )
+    return AnswerLevel(report, with_answers)
 
 
 def win_rate_report(
@@ -316,6 +377,9 @@ def win_rate_report(
         theirs = [r for r in ours if r.method == baseline and r.baseline_for == method]
         scores = [p.score for p in group]
         low, high = bootstrap_ci(scores, samples, seed)
+        controlled = length_controlled_win_rate(
+            scores, [p.pgr_words - p.baseline_words for p in group], samples, seed
+        )
         rows.append(
             WinRateRow(
                 method=method,
@@ -332,6 +396,12 @@ def win_rate_report(
                 wins=sum(1 for s in scores if s > 0.5),
                 ties=sum(1 for s in scores if s == 0.5),
                 losses=sum(1 for s in scores if s < 0.5),
+                flip_rate=sum(p.flipped for p in group) / len(group),
+                pgr_words=_mean([float(p.pgr_words) for p in group]),
+                baseline_words=_mean([float(p.baseline_words) for p in group]),
+                length_controlled=controlled[0],
+                length_controlled_low=controlled[1],
+                length_controlled_high=controlled[2],
             )
         )
     return WinRateReport(
@@ -344,3 +414,53 @@ def win_rate_report(
 
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
+
+
+_RIDGE = (
+    1e-3  # keeps the fit finite when one side wins every query (and the slope when lengths tie)
+)
+
+
+def _fit_at_equal_length(scores: np.ndarray, spread: np.ndarray) -> float:
+    """P(PGR wins | equal lengths) from a logistic fit of the (soft) scores on the spread."""
+    design = np.column_stack([np.ones_like(spread), spread])
+    beta = np.zeros(2)
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(design @ beta)))
+        gradient = design.T @ (p - scores) + _RIDGE * beta
+        hessian = (design.T * (p * (1.0 - p))) @ design + _RIDGE * np.eye(2)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return float(1.0 / (1.0 + math.exp(-beta[0])))
+
+
+def length_controlled_win_rate(
+    scores: Sequence[float],
+    length_differences: Sequence[float],
+    samples: int = DEFAULT_BOOTSTRAP_SAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Win Rate with the answers' length difference regressed out, and its 95% interval.
+
+    Each query's score (0, 0.25, ..., 1) is a soft label of a logistic regression on
+    tanh(difference / its standard deviation), as length-controlled AlpacaEval does; the
+    estimate is the fit at a difference of 0. The interval is a percentile bootstrap over
+    queries, refitting each resample (seeded, so the same pairs give the same interval).
+    """
+    y = np.asarray(scores, dtype=np.float64)
+    difference = np.asarray(length_differences, dtype=np.float64)
+    if y.size == 0 or y.shape != difference.shape:
+        raise ValueError("length_controlled_win_rate needs one length difference per score")
+    scale = float(difference.std())
+    spread = np.tanh(difference / scale) if scale > 0 else np.zeros_like(difference)
+    estimate = _fit_at_equal_length(y, spread)
+    rng = np.random.default_rng(seed)
+    fits = np.empty(samples, dtype=np.float64)
+    for i in range(samples):
+        pick = rng.integers(0, y.size, size=y.size)
+        fits[i] = _fit_at_equal_length(y[pick], spread[pick])
+    tail = (1.0 - CONFIDENCE) / 2.0
+    low, high = np.quantile(fits, [tail, 1.0 - tail])
+    return estimate, float(low), float(high)

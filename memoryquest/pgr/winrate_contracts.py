@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field, with_config
-from typing_extensions import TypedDict
+from pydantic import BaseModel, Field
 
 from memoryquest.contracts import JudgeKind, RetrievalMethod
-from memoryquest.prompt_inputs import ROW, JudgeInputs
+from memoryquest.prompt_inputs import JudgeInputs
 
 TIE = "tie"
 
@@ -35,14 +34,13 @@ class PairwiseVerdict(BaseModel):
 # --------------------------------------------------------------------------- what the model is given
 
 
-@with_config(ROW)
-class UserFact(TypedDict):
-    date: str
-    info: str
-
-
 class PairwiseInputs(JudgeInputs):
     """Two responses to one request, and what the judge may know of the user.
+
+    The judge plays the user from their profile alone: shown the references (the answer key) or
+    the memory they were drawn from, it would reward the response that repeats them, and the Win
+    Rate would restate recall. ``references`` stays empty unless the evaluation asks for it
+    (``--judge-sees-references``), and the report then says so.
 
     Each response carries an opaque label (no order, no method name) that the
     choice names: a label such as "first" or "A" invites position bias.
@@ -52,7 +50,7 @@ class PairwiseInputs(JudgeInputs):
     stage: ClassVar[str] = "pgr_judge"
     output_model: ClassVar[type[BaseModel]] = PairwiseVerdict
 
-    user_facts: list[UserFact]
+    persona: str
     references: list[str]
     first_label: str
     first_response: str
@@ -93,6 +91,13 @@ class ScoredPair(BaseModel):
     score: float = Field(
         ge=0.0, le=1.0, description="PGR's points: win 1, tie 0.5, loss 0, mean of both orders."
     )
+    pgr_words: int = Field(0, ge=0, description="Length of PGR's answer, in words.")
+    baseline_words: int = Field(0, ge=0, description="Length of the baseline's answer, in words.")
+
+    @property
+    def flipped(self) -> bool:
+        """The verdict changed with the order the answers were shown in."""
+        return self.pgr_first != self.baseline_first
 
 
 class WinRateRow(BaseModel):
@@ -112,6 +117,38 @@ class WinRateRow(BaseModel):
     wins: int = Field(description="Queries PGR won (score above 0.5).")
     ties: int = Field(description="Queries scored exactly 0.5 (a tie, or one order each).")
     losses: int = Field(description="Queries the baseline won.")
+    flip_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of queries whose verdict changed when the answers swapped places.",
+    )
+    pgr_words: float = Field(0.0, description="Mean length of PGR's answers, in words.")
+    baseline_words: float = Field(
+        0.0, description="Mean length of the baseline's answers, in words."
+    )
+    length_controlled: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Win Rate with the answers' length difference regressed out: the fitted chance "
+        "that PGR wins when both answers are equally long (see LENGTH_CONTROL).",
+    )
+    length_controlled_low: float = Field(0.5, description="Lower bound of its 95% interval.")
+    length_controlled_high: float = Field(0.5, description="Upper bound of its 95% interval.")
+
+
+LENGTH_CONTROL = (
+    "logistic regression of each query's score on tanh(length difference / its standard deviation), "
+    "read at a difference of 0"
+)
+"""How the length-controlled Win Rate is taken: judges favour the longer answer, so the raw rate
+mixes what an answer says with how much of it there is."""
+
+ANSWER_CONTEXT = "retrieved facts only (no prospection summary on either side)"
+"""What each side's answer is generated from. PGR's prospection summary is a second model product
+that no baseline has a counterpart of, outside the retrieval budget: given to PGR alone it would
+make the comparison one of context, not of retrieval."""
 
 
 class WinRateReport(BaseModel):
@@ -119,9 +156,23 @@ class WinRateReport(BaseModel):
 
     interval: str = WIN_RATE_INTERVAL
     bootstrap_samples: int
+    judge_model: str = Field("", description="The model that judged the pairs.")
+    generator_model: str = Field(
+        "", description="The model that wrote the dataset, when its manifest names one."
+    )
+    judge_sees_references: bool = Field(
+        False, description="The judge was shown each query's references (--judge-sees-references)."
+    )
+    answer_context: str = ANSWER_CONTEXT
+    length_control: str = LENGTH_CONTROL
     rows: list[WinRateRow]
     pairs: list[ScoredPair] = Field(description="Every judged pair, query by query.")
     unjudged: list[str] = Field(
         default_factory=list,
         description="Pairs left out: an answer or a verdict that could not be used, and why.",
     )
+
+    @property
+    def judge_is_generator(self) -> bool:
+        """The judge grades text written by its own model: a known source of bias."""
+        return bool(self.judge_model) and self.judge_model == self.generator_model

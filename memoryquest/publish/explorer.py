@@ -75,7 +75,13 @@ _METHOD_ORDER = [
     m.value for m in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.PGR_COT, RetrievalMethod.PGR_TOT)
 ]
 _BASELINE_ORDER = [
-    m.value for m in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.BM25, RetrievalMethod.RANDOM)
+    m.value
+    for m in (
+        RetrievalMethod.QUERY_ONLY,
+        RetrievalMethod.BM25,
+        RetrievalMethod.RANDOM,
+        RetrievalMethod.RECENCY,
+    )
 ]
 _JUDGE_ORDER = [j.value for j in (JudgeKind.PROVENANCE, JudgeKind.LLM, JudgeKind.EMBEDDING)]
 _LABELS = {
@@ -84,8 +90,16 @@ _LABELS = {
     "pgr_tot": "PGR-ToT",
     "bm25": "BM25",
     "random": "random",
+    "recency": "recency",
 }
-_SHORT = {"query_only": "QO", "pgr_cot": "CoT", "pgr_tot": "ToT", "bm25": "BM25", "random": "Rnd"}
+_SHORT = {
+    "query_only": "QO",
+    "pgr_cot": "CoT",
+    "pgr_tot": "ToT",
+    "bm25": "BM25",
+    "random": "Rnd",
+    "recency": "Rec",
+}
 
 
 PLOT_CAPTIONS = {
@@ -476,6 +490,10 @@ def _win_rates(report: WinRateReport) -> dict[str, Any]:
         "interval": report.interval,
         "bootstrap_samples": report.bootstrap_samples,
         "unjudged": len(report.unjudged),
+        "judge_model": report.judge_model,
+        "judge_is_generator": report.judge_is_generator,
+        "judge_sees_references": report.judge_sees_references,
+        "answer_context": report.answer_context,
         "rows": [
             {
                 "method": row.method.value,
@@ -492,6 +510,11 @@ def _win_rates(report: WinRateReport) -> dict[str, Any]:
                 "low": _round(row.win_rate_low),
                 "high": _round(row.win_rate_high),
                 "won_tied_lost": [row.wins, row.ties, row.losses],
+                "length_controlled": _round(row.length_controlled),
+                "lc_low": _round(row.length_controlled_low),
+                "lc_high": _round(row.length_controlled_high),
+                "flip_rate": _round(row.flip_rate),
+                "words": [round(row.pgr_words), round(row.baseline_words)],
             }
             for row in report.rows
         ],

@@ -538,22 +538,22 @@ def _cited(text: str, statements: Iterable[str]) -> int:
 
 @simulates(PairwiseInputs)
 def judge_pairwise(inputs: PairwiseInputs, rng: random.Random) -> dict[str, Any]:
-    """The answer that takes up more of what it should (the references) wins; the user's other
-    facts it draws on break a tie, as a user would weigh them."""
+    """Shown the references, the answer that takes up more of them wins. Otherwise the judge,
+    like a user who knows only their own profile, prefers the answer with more specific content
+    beyond the request's own words (distinct content words): a crude reading of helpfulness
+    that rewards length too, which the report's length-controlled Win Rate then shows."""
     references = [str(r) for r in inputs.references]
-    facts = [str(f.get("info", "")) for f in inputs.user_facts]
-    first = (
-        _cited(str(inputs.first_response), references),
-        _cited(str(inputs.first_response), facts),
-    )
-    second = (
-        _cited(str(inputs.second_response), references),
-        _cited(str(inputs.second_response), facts),
-    )
+    asked = content_stems(str(inputs.query))
+
+    def weight(response: str) -> tuple[int, int]:
+        return _cited(response, references), len(content_stems(response) - asked)
+
+    first = weight(str(inputs.first_response))
+    second = weight(str(inputs.second_response))
     labels = (inputs.first_label, inputs.second_label)
     choice = labels[0] if first > second else labels[1] if second > first else "tie"
     reasoning = (
-        f"Response {labels[0]} takes up {first[0]} of the things to consider and {first[1]} of "
-        f"the user's facts, {labels[1]} {second[0]} and {second[1]}."
+        f"Response {labels[0]} takes up {first[0]} of the points shown and {first[1]} specific "
+        f"details, {labels[1]} {second[0]} and {second[1]}."
     )
     return {"reasoning": reasoning, "choice": choice}

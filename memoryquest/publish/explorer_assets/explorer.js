@@ -357,6 +357,9 @@
         h("td", { class: "num" }, fmt(r.recall_exact) + " / " + fmt(r.baseline_recall_exact)),
         h("td", { class: "num " + heat(r.win_rate) }, percent(r.win_rate)),
         h("td", { class: "num" }, percent(r.low) + " – " + percent(r.high)),
+        h("td", { class: "num" }, percent(r.length_controlled) + " (" + percent(r.lc_low) + " – " + percent(r.lc_high) + ")"),
+        h("td", { class: "num" }, percent(r.flip_rate)),
+        h("td", { class: "num" }, r.words.join(" / ")),
         h("td", { class: "num" }, r.won_tied_lost.join(" / ")),
       ),
     );
@@ -367,10 +370,11 @@
         "table",
         { class: "grid compact" },
         h("caption", null, "Win Rate of PGR's answers over each baseline's at the same budget (pairwise judge, both orders; Recall under the " + report.rows[0].judge + " judge)"),
-        h("thead", null, h("tr", null, h("th", null, "PGR vs baseline"), h("th", null, "queries"), h("th", null, "Recall (PGR / baseline)"), h("th", null, "RecallExact (PGR / baseline)"), h("th", null, "Win Rate"), h("th", null, "95% CI"), h("th", null, "won / tied / lost"))),
+        h("thead", null, h("tr", null, h("th", null, "PGR vs baseline"), h("th", null, "queries"), h("th", null, "Recall (PGR / baseline)"), h("th", null, "RecallExact (PGR / baseline)"), h("th", null, "Win Rate"), h("th", null, "95% CI"), h("th", null, "length-controlled (95% CI)"), h("th", null, "flipped with order"), h("th", null, "words (PGR / baseline)"), h("th", null, "won / tied / lost"))),
         h("tbody", null, rows),
       ),
-      h("p", { class: "muted" }, "Win 1, tie 0.5, loss 0, averaged over both orders; 50% = no preference. Interval: " + report.interval + " (" + report.bootstrap_samples + " resamples)." + (report.unjudged ? " " + report.unjudged + " pair(s) could not be judged and are left out." : "")),
+      h("p", { class: "muted" }, "Win 1, tie 0.5, loss 0, averaged over both orders; 50% = no preference. Both answers from " + report.answer_context + ". Judge: " + (report.judge_model || "unnamed") + (report.judge_sees_references ? ", shown the references." : ", shown the user's profile, not the references.") + " Interval: " + report.interval + " (" + report.bootstrap_samples + " resamples)." + (report.unjudged ? " " + report.unjudged + " pair(s) could not be judged and are left out." : "")),
+      report.judge_is_generator ? h("p", { class: "error" }, "The judge is the model that wrote the dataset: it grades its own text.") : null,
     );
   }
 
