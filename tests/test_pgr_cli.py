@@ -17,6 +17,7 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
+from memoryquest.pgr.run_record import EvaluationRecord, dataset_digest
 from memoryquest.pgr.sample import sample_dataset
 from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish import WIN_RATE_FILE
@@ -159,6 +160,38 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     # The results carry the answer each retrieval was judged by.
     every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(every) == 2 * 5 and all(line["answer"] for line in every)
+
+
+def test_an_evaluation_writes_its_run_record_beside_its_results(
+    dataset_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_settings_env: pytest.MonkeyPatch,
+) -> None:
+    """Enough to reproduce a figure: the dataset's hash, models, prompt versions, seeds, cost."""
+    copy = tmp_path / "dataset"
+    shutil.copytree(dataset_dir, copy)
+    out = tmp_path / "results" / "pgr.jsonl"
+    args = ("--method", "pgr_tot", "--judge", "provenance", "--output", str(out))
+    assert run(copy, tmp_path, *args) == 0
+    record = EvaluationRecord.model_validate_json(
+        (out.parent / "pgr.run.json").read_text(encoding="utf-8")
+    )
+    assert "wrote the run record" in capsys.readouterr().out
+    assert record.dataset == str(copy) and record.dataset_sha256 == dataset_digest(copy)
+    assert record.command[:3] == ["memoryquest", "pgr", "run"] and "--output" in record.command
+    assert (record.methods, record.judges) == (["pgr_tot"], ["provenance"])
+    assert record.budget_baselines == ["query_only", "bm25", "random", "recency"]
+    assert record.chat_model == record.judge_model == "memoryquest-simulator-1"
+    assert record.embedder == "all-MiniLM-L6-v2-onnx-int8" and record.baseline_seed == 0
+    templates = {p.template_id: p.version for p in record.prompts}
+    assert "pgr_tot_initial" in templates and templates["judge_pairwise"] == 3
+    assert not any(t.startswith(("query_", "timeline_", "dialogue_", "memory_")) for t in templates)
+    assert sum(u.requests for u in record.usage) > 0 and record.outputs == ["pgr.jsonl"]
+    # The hash is of the data: another byte in a table gives another hash.
+    facts = copy / "facts.jsonl"
+    facts.write_text(facts.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    assert dataset_digest(copy) != record.dataset_sha256
 
 
 def test_win_rate_without_output_goes_beside_the_dataset_where_explore_finds_it(

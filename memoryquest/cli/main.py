@@ -254,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command line as given, for the records a command writes
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -49,10 +49,13 @@ from memoryquest.contracts import (
     Persona,
     Query,
     RetrievalMethod,
+    RunManifest,
+    StageUsage,
     ValidationResult,
 )
 from memoryquest.intake import PersonaSelection
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
+from memoryquest.pgr.run_record import RUN_RECORD_SUFFIX, evaluation_record
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.pgr.winrate_contracts import WIN_RATE_FILE, WIN_RATE_SUFFIX
 from memoryquest.progress import ProgressMode, RunFigures, showing
@@ -75,8 +78,13 @@ class PGRInputs:
     facts: list[Fact]
     personas: list[Persona]
     source: str
-    generator_model: str = ""  # the chat model the dataset's manifest names (empty without one)
+    manifest: RunManifest | None = None  # of the run that wrote the dataset, when it has one
     session_domains: dict[str, Domain] = field(default_factory=dict)  # for the judges' near misses
+
+    @property
+    def generator_model(self) -> str:
+        """The chat model that wrote the dataset ('' when no manifest says)."""
+        return self.manifest.chat_model if self.manifest is not None else ""
 
 
 def load_for_pgr(path: Path) -> PGRInputs:
@@ -95,7 +103,7 @@ def load_for_pgr(path: Path) -> PGRInputs:
         dataset.facts,
         dataset.personas,
         f"generated dataset {path}",
-        dataset.manifest.chat_model if dataset.manifest is not None else "",
+        dataset.manifest,
         {session.session_id: session.domain for session in dataset.sessions},
     )
 
@@ -422,7 +430,7 @@ def _run(args: argparse.Namespace) -> int:
             check_output_target(report_target, directory=False)
     display = Display(ProgressMode(args.progress), args.progress_seconds)
     with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
-        results, report, calibration = asyncio.run(
+        evaluation = asyncio.run(
             _validate(
                 queries,
                 inputs,
@@ -432,6 +440,7 @@ def _run(args: argparse.Namespace) -> int:
                 judge_sees_references=args.judge_sees_references,
             )
         )
+    results, report, calibration = evaluation.results, evaluation.win_rates, evaluation.calibration
     users = len({q.persona_id for q in queries})
     print(f"PGR over {len(queries)} queries of {users} user(s) from {inputs.source}")
     print(summary_table(summarise(results, samples=settings.pgr.bootstrap_samples)))
@@ -454,9 +463,32 @@ def _run(args: argparse.Namespace) -> int:
             target = args.output.with_name(args.output.stem + CALIBRATION_SUFFIX)
             write_atomically(target, [calibration.model_dump_json(indent=2) + "\n"])
             print(f"wrote the judges' calibration to {target}")
+    written = [args.output] if args.output is not None else []
+    if calibration is not None and args.output is not None:
+        written.append(args.output.with_name(args.output.stem + CALIBRATION_SUFFIX))
     if report is not None and report_target is not None:
         write_atomically(report_target, [report.model_dump_json(indent=2) + "\n"])
         print(f"wrote the Win Rate report to {report_target}{_where_read(report_target, dataset)}")
+        written.append(report_target)
+    if written:
+        record_path = written[0].with_name(written[0].name.split(".")[0] + RUN_RECORD_SUFFIX)
+        record = evaluation_record(
+            command=["memoryquest", *args.argv],
+            dataset=dataset,
+            manifest=inputs.manifest,
+            settings=settings,
+            queries=len(queries),
+            users=users,
+            chat_model=evaluation.chat_model,
+            judge_model=evaluation.judge_model,
+            embedder=evaluation.embedder,
+            usage=evaluation.usage,
+            outputs=written,
+        )
+        write_atomically(record_path, [record.model_dump_json(indent=2) + "\n"])
+        print(
+            f"wrote the run record (dataset hash, models, prompt versions, seeds, cost) to {record_path}"
+        )
     return 0
 
 
@@ -478,6 +510,19 @@ WIN_RATE_STAGE = "win rate"  # with --win-rate: queries whose answers were judge
 PGR_LOG = "pgr.log"  # in the logs directory of the run that wrote the dataset
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What one ``pgr run`` produced, and with what."""
+
+    results: list[ValidationResult]
+    win_rates: WinRateReport | None
+    calibration: JudgeCalibrationReport | None
+    usage: list[StageUsage]
+    chat_model: str
+    judge_model: str
+    embedder: str
+
+
 async def _validate(
     queries: list[Query],
     inputs: PGRInputs,
@@ -486,7 +531,7 @@ async def _validate(
     *,
     win_rate: bool = False,
     judge_sees_references: bool = False,
-) -> tuple[list[ValidationResult], WinRateReport | None, JudgeCalibrationReport | None]:
+) -> Evaluation:
     from memoryquest.llm.factory import build_client
     from memoryquest.pgr.calibration import calibrate_queries, calibration_report
     from memoryquest.pgr.judges import build_judges
@@ -539,19 +584,28 @@ async def _validate(
                 calibration = calibration_report(
                     items, results, settings.pgr.calibration_facts, unjudged
                 )
-            if not win_rate:
-                return results, None, calibration
-            judged = await answer_level(
-                queries,
-                inputs.personas,
-                inputs.facts,
-                results,
-                client,
-                samples=settings.pgr.bootstrap_samples,
-                query_done=lambda: figures.unit_done(WIN_RATE_STAGE),
-                judge_sees_references=judge_sees_references,
-                generator_model=inputs.generator_model,
-            )
-        return judged.results, judged.report, calibration
+            win_rates = None
+            if win_rate:
+                judged = await answer_level(
+                    queries,
+                    inputs.personas,
+                    inputs.facts,
+                    results,
+                    client,
+                    samples=settings.pgr.bootstrap_samples,
+                    query_done=lambda: figures.unit_done(WIN_RATE_STAGE),
+                    judge_sees_references=judge_sees_references,
+                    generator_model=inputs.generator_model,
+                )
+                results, win_rates = judged.results, judged.report
+        return Evaluation(
+            results,
+            win_rates,
+            calibration,
+            client.usage(),
+            client.chat_backend.model,
+            client.judge_model_name,
+            client.embedder_name,
+        )
     finally:
         await client.aclose()
