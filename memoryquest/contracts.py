@@ -156,6 +156,8 @@ class RetrievalMethod(StrEnum):
     BM25 = "bm25"  # lexical retrieval on the query text, at a matched budget
     RANDOM = "random"  # seeded random facts from the snapshot, at a matched budget
     RECENCY = "recency"  # the snapshot's most recent facts, at a matched budget
+    MULTI_QUERY = "multi_query"  # dense retrieval with model-written search queries, fused
+    HYPOTHETICAL_FACTS = "hypothetical_facts"  # dense retrieval with model-imagined facts (HyDE)
 
 
 class JudgeKind(StrEnum):

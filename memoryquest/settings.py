@@ -33,6 +33,8 @@ KNOWN_BASELINES = (
     RetrievalMethod.BM25.value,
     RetrievalMethod.RANDOM.value,
     RetrievalMethod.RECENCY.value,
+    RetrievalMethod.MULTI_QUERY.value,
+    RetrievalMethod.HYPOTHETICAL_FACTS.value,
 )
 
 
@@ -188,12 +190,25 @@ class PGRSettings(Section):
         False, description="Also run prospection-augmented answer generation."
     )
     budget_baselines: list[str] = Field(
-        default_factory=lambda: ["query_only", "bm25", "random", "recency"],
+        default_factory=lambda: [
+            "query_only",
+            "bm25",
+            "random",
+            "recency",
+            "multi_query",
+            "hypothetical_facts",
+        ],
         description="Baselines run at each PGR method's own budget (facts it retrieved).",
     )
     baseline_seed: int = Field(0, description="Seed of the random baseline.")
     bootstrap_samples: int = Field(
         2000, ge=100, le=1_000_000, description="Resamples for the 95% confidence intervals."
+    )
+    expansion_texts: int = Field(
+        4,
+        ge=1,
+        le=20,
+        description="Texts the multi-query and hypothetical-fact baselines ask the model for.",
     )
     calibration_facts: int = Field(
         2,

@@ -11,22 +11,31 @@ import numpy as np
 import pytest
 
 from memoryquest.cli.main import main
-from memoryquest.contracts import FactType, JudgeKind, RetrievalMethod, ValidationResult
+from memoryquest.contracts import (
+    FactType,
+    JudgeKind,
+    RejectedCandidate,
+    RetrievalMethod,
+    ValidationResult,
+)
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
+from memoryquest.llm.backends import ChatCall, ChatResult
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.snapshot import memory_as_of
 from memoryquest.pgr.baselines import (
+    EXPANSIONS,
     LexicalCache,
     bm25_hits,
+    fused_hits,
     parse_baselines,
     random_hits,
     recency_hits,
 )
 from memoryquest.pgr.lexical import BM25Index
-from memoryquest.pgr.retrieval import IndexCache, MemoryIndex
+from memoryquest.pgr.retrieval import Hit, IndexCache, MemoryIndex
 from memoryquest.pgr.runner import run_baseline, run_query, validate_queries
 from memoryquest.pgr.sample import LATE_FACT, make_fact, sample_dataset
 from memoryquest.settings import PGRSettings
@@ -37,6 +46,8 @@ BASELINES = (
     RetrievalMethod.BM25,
     RetrievalMethod.RANDOM,
     RetrievalMethod.RECENCY,
+    RetrievalMethod.MULTI_QUERY,
+    RetrievalMethod.HYPOTHETICAL_FACTS,
 )
 
 
@@ -92,8 +103,8 @@ def test_every_baseline_gets_exactly_the_pgr_budget(
     sample: GeneratedDataset, results: list[ValidationResult]
 ) -> None:
     matched = [r for r in results if r.baseline_for is not None]
-    # 2 queries × 2 PGR methods × 4 baselines × 2 judges
-    assert len(matched) == len(sample.queries) * 2 * 4 * 2
+    # 2 queries × 2 PGR methods × 6 baselines × 2 judges
+    assert len(matched) == len(sample.queries) * 2 * 6 * 2
     assert {(r.baseline_for, r.method) for r in matched} == {(p, b) for p in PGR for b in BASELINES}
     late = next(f.fid for f in sample.facts if f.info == LATE_FACT[1])
     for row in matched:
@@ -105,8 +116,10 @@ def test_every_baseline_gets_exactly_the_pgr_budget(
         assert len(set(row.retrieved_fids)) == len(row.retrieved_fids)
         assert late not in row.retrieved_fids
         assert row.memory_as_of == pgr.memory_as_of and row.memory_size == pgr.memory_size
-        assert row.llm_calls == 0 and row.iterations == [] and row.summary is None
-        assert row.embedding_calls == (1 if row.method is RetrievalMethod.QUERY_ONLY else 0)
+        expanded = row.method in EXPANSIONS  # one model call, then one embedding request
+        assert row.llm_calls == int(expanded) and row.iterations == [] and row.summary is None
+        dense = row.method is RetrievalMethod.QUERY_ONLY or expanded
+        assert row.embedding_calls == int(dense)
     for row in results:
         if row.baseline_for is None:
             expected_budget = (
@@ -353,10 +366,11 @@ def test_pgr_run_prints_the_budget_matched_table_and_writes_baseline_rows(
     compared = [line.split() for line in printed.splitlines() if line.startswith("  pgr_tot ")]
     assert [(cols[1], cols[2]) for cols in compared] == [
         ("query_only", "provenance"), ("bm25", "provenance"), ("random", "provenance"),
-        ("recency", "provenance"),
+        ("recency", "provenance"), ("multi_query", "provenance"),
+        ("hypothetical_facts", "provenance"),
     ]  # fmt: skip
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(lines) == 2 * (1 + 1 + 4)
+    assert len(lines) == 2 * (1 + 1 + 6)
     own = {(r["query_id"], r["method"]): r for r in lines if r["baseline_for"] is None}
     for row in lines:
         if row["baseline_for"] is not None:
@@ -367,3 +381,90 @@ def test_pgr_run_prints_the_budget_matched_table_and_writes_baseline_rows(
                 == len(own[(row["query_id"], "pgr_tot")]["retrieved_fids"])
             )
         assert row["difficulty"] == own[(row["query_id"], "query_only")]["recall"]
+
+
+# --------------------------------------------------------------------------- query expansions
+
+
+def test_reciprocal_rank_fusion_rewards_agreement_then_rank() -> None:
+    first = [Hit("f_a", 0.9), Hit("f_b", 0.8), Hit("f_c", 0.7)]
+    second = [Hit("f_c", 0.9), Hit("f_d", 0.8)]
+    fused = fused_hits([first, second], 3)
+    assert [h.fid for h in fused] == ["f_c", "f_a", "f_b"]  # in both lists beats first of one
+    assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
+    assert fused_hits([first, second], 0) == [] and len(fused_hits([first, second], 10)) == 4
+
+
+class Expander:
+    """A model that answers the expansion prompts with given texts (and nothing else)."""
+
+    name = model = "expander"
+    base_url: str | None = None
+    simulated = True
+    seed = 0
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.templates: list[str] = []
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        self.templates.append(call.request.template_id)
+        key = "queries" if call.request.template_id == "pgr_expand_queries" else "facts"
+        return ChatResult(text=json.dumps({key: self.texts}))
+
+
+@pytest.mark.parametrize(
+    "method", [RetrievalMethod.MULTI_QUERY, RetrievalMethod.HYPOTHETICAL_FACTS]
+)
+async def test_an_expansion_searches_with_what_the_model_wrote(
+    sample: GeneratedDataset, cache: IndexCache, method: RetrievalMethod
+) -> None:
+    """The model's text finds a fact the request alone does not: it is in the fused top K."""
+    query = sample.queries[0]
+    client = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    index = await cache.get(query.persona_id, query.query_date, sample.facts, client)
+    alone = await run_baseline(query, index, RetrievalMethod.QUERY_ONLY, 5, client, PGRSettings())
+    target = next(i for i in index.items if i.fid not in alone.retrieved_fids)
+    model = Expander([target.info])
+    expanded = await run_baseline(
+        query, index, method, 5, ModelClient(model, shared_local_embedder()), PGRSettings()
+    )
+    assert target.fid in expanded.retrieved_fids and len(expanded.retrieved_fids) == 5
+    assert expanded.llm_calls == 1 and model.templates == [
+        "pgr_expand_queries" if method is RetrievalMethod.MULTI_QUERY else "pgr_hypothetical_facts"
+    ]
+
+
+class EmptyExpansions:
+    """The simulator, except that both expansion prompts get an empty list (a schema refusal)."""
+
+    name = model = "empty-expansions"
+    base_url: str | None = None
+    simulated = True
+    seed = 0
+
+    def __init__(self) -> None:
+        self.simulator = SimulatedChatBackend()
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        if call.request.template_id in ("pgr_expand_queries", "pgr_hypothetical_facts"):
+            key = "queries" if call.request.template_id == "pgr_expand_queries" else "facts"
+            return ChatResult(text=json.dumps({key: []}))
+        return await self.simulator.chat(call)
+
+
+async def test_an_expansion_the_model_gets_wrong_loses_only_its_own_rows(
+    sample: GeneratedDataset,
+) -> None:
+    """Empty lists of texts are refused: each expansion row is recorded in ``rejected`` with
+    its reason, and the PGR rows and the other baselines stay."""
+    failures: list[RejectedCandidate] = []
+    client = ModelClient(EmptyExpansions(), shared_local_embedder())
+    settings = PGRSettings(methods=["pgr_tot"], judges=["provenance"], max_iterations=1)
+    query = sample.queries[0]
+    rows = await validate_queries([query], sample.facts, client, settings, failures=failures)
+    kept = {r.method for r in rows if r.baseline_for}
+    assert kept == set(BASELINES) - set(EXPANSIONS)
+    assert any(r.method is RetrievalMethod.PGR_TOT and r.baseline_for is None for r in rows)
+    assert sorted(f.reason.value for f in failures) == ["schema", "schema"]
+    assert all("at pgr_tot's budget" in f.detail for f in failures)

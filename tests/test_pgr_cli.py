@@ -17,6 +17,7 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
+from memoryquest.pgr.baselines import BASELINE_METHODS
 from memoryquest.pgr.run_record import EvaluationRecord, dataset_digest
 from memoryquest.pgr.sample import sample_dataset
 from memoryquest.pgr.winrate_contracts import WinRateReport
@@ -26,6 +27,9 @@ try:
     from tests.test_explorer_data import read_index
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from test_explorer_data import read_index
+
+
+ALL_BASELINES = [m.value for m in BASELINE_METHODS]
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +84,8 @@ def test_run_prints_the_table_and_writes_joined_results(
     assert rows[0][5] == "0.00" and rows[0][7] == "20.00"  # query-only: no LLM call, K = 20
 
     every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    # 2 queries × 2 methods × 2 judges, plus pgr_tot's 4 budget-matched baselines (tests/test_pgr_baselines.py).
-    assert len(every) == 2 * 2 * 2 + 2 * 4 * 2
+    # 2 queries × 2 methods × 2 judges, plus pgr_tot's 6 budget-matched baselines (tests/test_pgr_baselines.py).
+    assert len(every) == 2 * 2 * 2 + 2 * 6 * 2
     lines = [line for line in every if line["baseline_for"] is None]
     assert len(lines) == 2 * 2 * 2
     dataset = GeneratedDataset.load(dataset_dir)
@@ -124,7 +128,7 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     # method baseline n 4×recall rate [CI] length-controlled [CI] flips words tally
     win_rows = [line.split() for line in below if line.startswith("  pgr_tot ")]
     assert all(len(r) == 14 for r in win_rows)
-    assert [r[1] for r in win_rows] == ["query_only", "bm25", "random", "recency"]
+    assert [r[1] for r in win_rows] == ALL_BASELINES
     interval = r"\[[\d.]+,[\d.]+\]"
     assert all(r[2] == "2" and re.fullmatch(interval, r[8]) for r in win_rows)
     assert all(re.fullmatch(interval, r[10]) and r[11].endswith("%") for r in win_rows)
@@ -139,7 +143,8 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
     assert report.interval == "95% percentile bootstrap over queries" and not report.unjudged
     assert [(r.method.value, r.baseline.value, r.n) for r in report.rows] == [
         ("pgr_tot", "query_only", 2), ("pgr_tot", "bm25", 2), ("pgr_tot", "random", 2),
-        ("pgr_tot", "recency", 2),
+        ("pgr_tot", "recency", 2), ("pgr_tot", "multi_query", 2),
+        ("pgr_tot", "hypothetical_facts", 2),
     ]  # fmt: skip
     for row, printed_row in zip(report.rows, win_rows, strict=True):
         assert row.win_rate_low <= row.win_rate <= row.win_rate_high
@@ -154,12 +159,12 @@ def test_win_rate_writes_the_table_with_intervals_beside_recall(
         assert row.win_rate == pytest.approx(sum(scores) / len(scores))
     # Both orders were judged for every pair: the score is their mean.
     points = {"pgr": 1.0, "tie": 0.5, "baseline": 0.0}
-    assert len(report.pairs) == 2 * 4
+    assert len(report.pairs) == 2 * 6
     for pair in report.pairs:
         assert pair.score == (points[pair.pgr_first] + points[pair.baseline_first]) / 2
     # The results carry the answer each retrieval was judged by.
     every = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(every) == 2 * 5 and all(line["answer"] for line in every)
+    assert len(every) == 2 * 7 and all(line["answer"] for line in every)
 
 
 def test_an_evaluation_writes_its_run_record_beside_its_results(
@@ -181,7 +186,7 @@ def test_an_evaluation_writes_its_run_record_beside_its_results(
     assert record.dataset == str(copy) and record.dataset_sha256 == dataset_digest(copy)
     assert record.command[:3] == ["memoryquest", "pgr", "run"] and "--output" in record.command
     assert (record.methods, record.judges) == (["pgr_tot"], ["provenance"])
-    assert record.budget_baselines == ["query_only", "bm25", "random", "recency"]
+    assert record.budget_baselines == ALL_BASELINES
     assert record.chat_model == record.judge_model == "memoryquest-simulator-1"
     assert record.embedder == "all-MiniLM-L6-v2-onnx-int8" and record.baseline_seed == 0
     templates = {p.template_id: p.version for p in record.prompts}
@@ -210,10 +215,10 @@ def test_win_rate_without_output_goes_beside_the_dataset_where_explore_finds_it(
         "(`memoryquest publish` and `memoryquest explore` show it)"
     ) in capsys.readouterr().out
     report = WinRateReport.model_validate_json(report_path.read_text(encoding="utf-8"))
-    assert [r.baseline.value for r in report.rows] == ["query_only", "bm25", "random", "recency"]
+    assert [r.baseline.value for r in report.rows] == ALL_BASELINES
     assert main(["explore", str(copy)]) == 0
     rows = read_index(copy / "explorer")["win_rates"]["rows"]
-    assert [row["n"] for row in rows] == [r.n for r in report.rows] == [2, 2, 2, 2]
+    assert [row["n"] for row in rows] == [r.n for r in report.rows] == [2] * 6
 
 
 def test_win_rate_bad_input_is_one_line_and_loses_nothing(

@@ -264,12 +264,12 @@ async def test_validate_queries_one_result_per_query_method_judge_and_determinis
 ) -> None:
     settings = PGRSettings(max_iterations=1)
     judges = ["provenance", "embedding"]
-    baselines = ("query_only", "bm25", "random", "recency")
+    baselines = ("query_only", "bm25", "random", "recency", "multi_query", "hypothetical_facts")
     first = await validate_queries(
         sample.queries, sample.facts, client, settings, judges=judges, index_cache=cache
     )
-    # Per query: 3 methods × 2 judges, and after each PGR method its 4 budget-matched baselines × 2 judges.
-    assert len(first) == len(sample.queries) * (3 * 2 + 2 * 4 * 2)
+    # Per query: 3 methods × 2 judges, and after each PGR method its 6 budget-matched baselines × 2 judges.
+    assert len(first) == len(sample.queries) * (3 * 2 + 2 * 6 * 2)
     expected = []
     for q in sample.queries:
         for m in ("query_only", "pgr_cot", "pgr_tot"):

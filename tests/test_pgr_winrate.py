@@ -292,6 +292,8 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
             RetrievalMethod.BM25,
             RetrievalMethod.RANDOM,
             RetrievalMethod.RECENCY,
+            RetrievalMethod.MULTI_QUERY,
+            RetrievalMethod.HYPOTHETICAL_FACTS,
         )
     ]
     assert all(
@@ -300,7 +302,7 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
     )
     assert all((r.win_rate_low, r.win_rate_high) == (0.5, 0.5) for r in report.rows)
     # Both orders of every pair reached the judge, flagged as judge requests; nothing else did.
-    assert len(report.pairs) == 2 * 4 and judge.calls == 2 * len(report.pairs)
+    assert len(report.pairs) == 2 * 6 and judge.calls == 2 * len(report.pairs)
     assert all((p.pgr_first, p.baseline_first) == ("pgr", "baseline") for p in report.pairs)
     assert judge.templates == {"judge_pairwise"} and judge.all_judge_requests
     # Every retrieval compared carries the answer it was judged by.

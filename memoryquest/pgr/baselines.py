@@ -1,4 +1,5 @@
-"""Retrieval baselines that take a fact budget: dense query-only, BM25, seeded random and recency.
+"""Retrieval baselines that take a fact budget: dense query-only, BM25, seeded random, recency, and
+two query expansions (multi-query, hypothetical facts).
 
 Why they exist: query-only retrieves K = 20 facts while PGR retrieves as many
 as its steps find (often about twice that), and recall grows with the number
@@ -19,9 +20,15 @@ snapshot, and scores those rows with the same judges.
 * recency — the K′ facts of the snapshot whose latest revision is most recent
   (ties in fid order). Every reference is at most ``reference_window_days`` old
   on its query's date, so "what the user said lately" is a baseline any
-  memory system must beat.
+  memory system must beat;
+* multi_query / hypothetical_facts — one model call writes ``expansion_texts``
+  search queries (or facts the user might have told, HyDE); the request and
+  each text are searched densely (one embedding request) at K′ each, and the
+  lists are fused by reciprocal rank (k = 60) into K′ facts. They are what any
+  query expansion gets in one shot, beside PGR's iterative prospection.
 
-None of them calls a language model; dense costs one embedding request.
+Only the two expansions call a language model (once per query: the same request for every
+budget, so the response cache answers the second); dense costs one embedding request.
 """
 
 from __future__ import annotations
@@ -32,7 +39,15 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from memoryquest.contracts import RetrievalMethod
+from memoryquest.contracts import Query, RetrievalMethod
+from memoryquest.llm.client import ModelClient
+from memoryquest.pgr.expansion_contracts import (
+    ExpansionInputs,
+    HypotheticalFacts,
+    HypotheticalFactsInputs,
+    MultiQueryInputs,
+    SearchQueries,
+)
 from memoryquest.pgr.lexical import BM25Index
 from memoryquest.pgr.retrieval import Hit, MemoryIndex, Retriever
 
@@ -46,6 +61,8 @@ __all__ = [
     "random_hits",
     "random_seed",
     "recency_hits",
+    "expansion_texts",
+    "fused_hits",
 ]
 
 BASELINE_METHODS: tuple[RetrievalMethod, ...] = (
@@ -53,8 +70,18 @@ BASELINE_METHODS: tuple[RetrievalMethod, ...] = (
     RetrievalMethod.BM25,
     RetrievalMethod.RANDOM,
     RetrievalMethod.RECENCY,
+    RetrievalMethod.MULTI_QUERY,
+    RetrievalMethod.HYPOTHETICAL_FACTS,
 )
 """Methods that can be run at an arbitrary budget (PGR decides its own)."""
+
+EXPANSIONS: tuple[RetrievalMethod, ...] = (
+    RetrievalMethod.MULTI_QUERY,
+    RetrievalMethod.HYPOTHETICAL_FACTS,
+)
+"""The baselines that ask the model for texts to search with."""
+
+RRF_K = 60  # the usual constant of reciprocal rank fusion
 
 
 def parse_baselines(names: Iterable[RetrievalMethod | str]) -> list[RetrievalMethod]:
@@ -96,6 +123,42 @@ def recency_hits(index: MemoryIndex, k: int) -> list[Hit]:
         return []
     newest = sorted(index.items, key=lambda item: (-item.date.toordinal(), item.fid))[:k]
     return [Hit(item.fid, float((item.date - index.as_of).days)) for item in newest]
+
+
+async def expansion_texts(
+    method: RetrievalMethod, query: Query, count: int, client: ModelClient
+) -> list[str]:
+    """The texts the model writes for an expansion baseline (one request, cached per query)."""
+    inputs: ExpansionInputs
+    if method is RetrievalMethod.MULTI_QUERY:
+        inputs = MultiQueryInputs(
+            query=query.text, query_date=query.query_date.isoformat(), count=count
+        )
+        searches: SearchQueries = await client.complete(
+            inputs.request(cache_scope=f"query:{query.query_id}")
+        )
+        texts = searches.queries
+    elif method is RetrievalMethod.HYPOTHETICAL_FACTS:
+        inputs = HypotheticalFactsInputs(
+            query=query.text, query_date=query.query_date.isoformat(), count=count
+        )
+        imagined: HypotheticalFacts = await client.complete(
+            inputs.request(cache_scope=f"query:{query.query_id}")
+        )
+        texts = imagined.facts
+    else:
+        raise ValueError(f"{method.value} is not a query expansion")
+    return [t.strip() for t in texts if t.strip()][:count]
+
+
+def fused_hits(ranked_lists: list[list[Hit]], k: int) -> list[Hit]:
+    """Reciprocal rank fusion of several ranked lists, best first (ties in fid order)."""
+    scores: dict[str, float] = {}
+    for hits in ranked_lists:
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.fid] = scores.get(hit.fid, 0.0) + 1.0 / (RRF_K + rank)
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+    return [Hit(fid, score) for fid, score in best]
 
 
 def bm25_hits(lexical: BM25Index, index: MemoryIndex, text: str, k: int) -> list[Hit]:
@@ -140,22 +203,27 @@ class LexicalCache:
 
 async def budget_hits(
     method: RetrievalMethod,
-    text: str,
-    query_id: str,
+    query: Query,
     retriever: Retriever,
     k: int,
     *,
     tau: float,
     seed: int,
     lexical: LexicalCache,
+    expansion: int = 4,
 ) -> list[Hit]:
     """What baseline ``method`` retrieves for a query at budget ``k``, best first."""
     if method is RetrievalMethod.QUERY_ONLY:
-        return await dense_hits(retriever, text, k, tau)
+        return await dense_hits(retriever, query.text, k, tau)
     if method is RetrievalMethod.BM25:
-        return bm25_hits(lexical.get(retriever.index), retriever.index, text, k)
+        return bm25_hits(lexical.get(retriever.index), retriever.index, query.text, k)
     if method is RetrievalMethod.RANDOM:
-        return random_hits(retriever.index, k, seed=seed, query_id=query_id)
+        return random_hits(retriever.index, k, seed=seed, query_id=query.query_id)
     if method is RetrievalMethod.RECENCY:
         return recency_hits(retriever.index, k)
+    if method in EXPANSIONS:
+        if k <= 0 or len(retriever.index) == 0:
+            return []
+        texts = await expansion_texts(method, query, expansion, retriever.client)
+        return fused_hits(await retriever.retrieve([query.text, *texts], k, tau), k)
     raise ValueError(f"{method.value} is not a budget baseline")

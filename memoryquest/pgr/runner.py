@@ -52,7 +52,13 @@ from memoryquest.contracts import (
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.memory.snapshot import MemoryItem
-from memoryquest.pgr.baselines import BASELINE_METHODS, LexicalCache, budget_hits, parse_baselines
+from memoryquest.pgr.baselines import (
+    BASELINE_METHODS,
+    EXPANSIONS,
+    LexicalCache,
+    budget_hits,
+    parse_baselines,
+)
 from memoryquest.pgr.judges import Judge, build_judges
 from memoryquest.pgr.metrics import (
     PGRSummary,
@@ -321,17 +327,18 @@ async def run_baseline(
     baseline_for: RetrievalMethod | None = None,
     lexical: LexicalCache | None = None,
 ) -> RetrievalOutcome:
-    """Query-only, BM25 or random retrieval of ``budget`` facts over ``index``; no LLM call."""
+    """A budget baseline's retrieval of ``budget`` facts over ``index`` (one LLM call for the
+    query expansions, none for the others)."""
     retriever = Retriever(index, client)
     hits = await budget_hits(
         method,
-        query.text,
-        query.query_id,
+        query,
         retriever,
         budget,
         tau=settings.query_only_tau,
         seed=settings.baseline_seed,
         lexical=lexical if lexical is not None else LexicalCache(),
+        expansion=settings.expansion_texts,
     )
     return RetrievalOutcome(
         query_id=query.query_id,
@@ -342,6 +349,7 @@ async def run_baseline(
         ranked=[RankedFact(fid=h.fid, score=h.score, iteration=0) for h in hits],
         budget=budget,
         baseline_for=baseline_for,
+        llm_calls=1 if method in EXPANSIONS and budget > 0 and len(index) else 0,
         embedding_calls=retriever.embedding_requests,
     )
 
@@ -626,18 +634,21 @@ async def validate_queries(
         outcomes = [outcome]
         if method in PLANNING:
             for baseline in baseline_list:
-                outcomes.append(
-                    await run_baseline(
-                        query,
-                        index,
-                        baseline,
-                        outcome.budget,
-                        client,
-                        settings,
-                        baseline_for=method,
-                        lexical=lexical,
+                try:
+                    outcomes.append(
+                        await run_baseline(
+                            query,
+                            index,
+                            baseline,
+                            outcome.budget,
+                            client,
+                            settings,
+                            baseline_for=method,
+                            lexical=lexical,
+                        )
                     )
-                )
+                except LLMOutputError as exc:  # an expansion the model got wrong: that row alone
+                    failed(query, f"{baseline.value} at {method.value}'s budget", exc)
         return outcomes
 
     async def scored(query: Query) -> list[ValidationResult]:

@@ -162,6 +162,8 @@ METHOD_NAMES: dict[str, str] = {
     RetrievalMethod.BM25.value: "BM25",
     RetrievalMethod.RANDOM.value: "random",
     RetrievalMethod.RECENCY.value: "recency",
+    RetrievalMethod.MULTI_QUERY.value: "multi-query expansion",
+    RetrievalMethod.HYPOTHETICAL_FACTS.value: "hypothetical-fact expansion (HyDE)",
 }
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
 

@@ -81,6 +81,8 @@ _BASELINE_ORDER = [
         RetrievalMethod.BM25,
         RetrievalMethod.RANDOM,
         RetrievalMethod.RECENCY,
+        RetrievalMethod.MULTI_QUERY,
+        RetrievalMethod.HYPOTHETICAL_FACTS,
     )
 ]
 _JUDGE_ORDER = [j.value for j in (JudgeKind.PROVENANCE, JudgeKind.LLM, JudgeKind.EMBEDDING)]
@@ -91,6 +93,8 @@ _LABELS = {
     "bm25": "BM25",
     "random": "random",
     "recency": "recency",
+    "multi_query": "multi-query",
+    "hypothetical_facts": "hypothetical facts",
 }
 _SHORT = {
     "query_only": "QO",
@@ -99,6 +103,8 @@ _SHORT = {
     "bm25": "BM25",
     "random": "Rnd",
     "recency": "Rec",
+    "multi_query": "MQ",
+    "hypothetical_facts": "HyDE",
 }
 
 

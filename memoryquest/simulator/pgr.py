@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
+from memoryquest.pgr.expansion_contracts import HypotheticalFactsInputs, MultiQueryInputs
 from memoryquest.pgr.judges_contracts import JudgeReferencesInputs
 from memoryquest.pgr.prospection_contracts import (
     AnswerInputs,
@@ -472,6 +473,27 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
     else:
         parts.append("No stored memory bore on it, so the plan stays generic.")
     return {"summary": " ".join(parts)}
+
+
+@simulates(MultiQueryInputs)
+def expand_queries(inputs: MultiQueryInputs, rng: random.Random) -> dict[str, Any]:
+    """One search per need the request's plan meets, as a one-shot planner would write them:
+    what PGR's first plan knows, without the augmentation and the rounds that follow it."""
+    query, plan_ = _request(inputs, rng)
+    probes = _step_order(plan_, plan_.probes)[: max(1, int(inputs.count))]
+    queries = [f"{p.action} ({p.constraints})" for p in probes] or [query]
+    return {"queries": queries}
+
+
+@simulates(HypotheticalFactsInputs)
+def hypothetical_facts(inputs: HypotheticalFactsInputs, rng: random.Random) -> dict[str, Any]:
+    """One imagined note per need of the plan: the kind of circumstance that would matter."""
+    query, plan_ = _request(inputs, rng)
+    probes = _step_order(plan_, plan_.probes)[: max(1, int(inputs.count))]
+    facts = [
+        f"{need_categories()[p.need].label}: {p.constraints} when {p.step.phrase}" for p in probes
+    ]
+    return {"facts": facts or [f"Something about the user matters for {_short(query, 8)}"]}
 
 
 @simulates(AnswerInputs)
