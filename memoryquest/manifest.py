@@ -76,6 +76,7 @@ def manifest_for(
         usage=list(usage),
         total_cost_usd=round(sum(u.cost_usd for u in usage), 6),
         persona_ids=[p.persona_id for p in dataset.personas],
+        review=dataset.review,
         wall_seconds=round(time.perf_counter() - started, 3),
         **origin.model_dump(),
     )
