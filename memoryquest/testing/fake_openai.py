@@ -89,6 +89,9 @@ from memoryquest.llm.prompt_cache_model import PromptPrefixCache
 from memoryquest.llm.tokens import token_counter
 from memoryquest.simulator import simulate
 
+TemplateAnswer = Callable[[dict[str, Any], str], Any]
+"""A test's answer to one template: (the request's variables, its model) -> JSON-ready reply or None."""
+
 
 class FaultKind(StrEnum):
     RATE_LIMIT = "rate_limit"  # 429 with Retry-After, no quota headers (a busy server: noise)
@@ -516,6 +519,7 @@ class FakeOpenAIServer(LoopbackServer):
         self.early_retries = 0
         # Prompt caching: earlier prompts per (model, prompt_cache_key).
         self._prompt_cache = PromptPrefixCache()
+        self._answers: dict[str, TemplateAnswer] = {}  # answer_with: a test's answer per template
         self._lock = threading.Lock()
         self._simulator_lock = threading.Lock()
         super().__init__()
@@ -579,6 +583,19 @@ class FakeOpenAIServer(LoopbackServer):
             self.requests.clear()
             self.max_in_flight = self.in_flight
 
+    def answer_with(self, template_id: str, answer: TemplateAnswer | None) -> None:
+        """Answer ``template_id``'s requests with ``answer(variables, model)`` (its JSON-ready reply,
+        or None to let the simulator answer), as another model would; None: the simulator again.
+
+        The model is the request's ``model`` field, so a test can tell the chat model's answers
+        from the judge model's.
+        """
+        with self._lock:
+            if answer is None:
+                self._answers.pop(template_id, None)
+            else:
+                self._answers[template_id] = answer
+
     def set_rate_limit(self, requests_per_minute: float | None) -> None:
         """Enforce (or, with None, stop enforcing) a requests/min limit."""
         self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
@@ -591,6 +608,7 @@ class FakeOpenAIServer(LoopbackServer):
             self._drawn = {}
             self._not_before.clear()
             self._prompt_cache.clear()
+            self._answers.clear()
             self.early_retries = 0
         self.set_rate_limit(self._default_rpm)
         for name, value in self._defaults.items():
@@ -751,7 +769,13 @@ class FakeOpenAIServer(LoopbackServer):
             with (
                 self._simulator_lock
             ):  # one answer at a time: its memos and stemmer are not thread-safe
-                answer = simulate(hints.template_id, hints.variables, seed=hints.seed)
+                chosen = self._answers.get(hints.template_id)
+                given = chosen(hints.variables, body["model"]) if chosen is not None else None
+                answer = (
+                    json.dumps(given, ensure_ascii=False)
+                    if given is not None
+                    else simulate(hints.template_id, hints.variables, seed=hints.seed)
+                )
         except KeyError as exc:
             raise _ErrorAnswer(400, str(exc.args[0]) if exc.args else str(exc)) from exc
         content: str | None = (
