@@ -48,6 +48,11 @@ batch line has no HTTP headers, the hints travel in the line's
 ``batch_expire_after = n`` lets only the first n lines run and expires the
 rest (``batch_expired`` in the error file).
 
+A test can answer one template as another model would
+(``server.answer_with(template_id, answer)``: ``answer(variables, model)``
+returns the reply, or None to leave it to the simulator), for example a
+reviewer that flags one conversation (``tests/test_stages_review.py``).
+
 Record and replay: ``FakeOpenAIServer(record=True)`` keeps every 200
 answer to a POST in ``server.recording``, keyed by the request's path and
 body bytes (:func:`request_key`); :class:`ReplayOpenAIServer` answers the
