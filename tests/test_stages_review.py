@@ -271,3 +271,45 @@ async def test_a_reviewer_on_the_endpoint_flags_regenerates_and_rejects_flagged(
             wire = normalise_text(json.dumps(request.body["messages"], ensure_ascii=False))
             assert all(normalise_text(r.text) not in wire for r in query.references)
             assert normalise_text(query.text) not in wire
+
+
+# --------------------------------------------------------------------------- the run's tally
+
+
+async def test_the_run_manifest_keeps_the_tally_across_a_save(tmp_path: Path) -> None:
+    """Through the whole pipeline: the reviewer's model, what it read and what it flagged reach
+    the manifest, and a saved dataset reads them back (a merge of shards sums them from there)."""
+    from memoryquest.dataset import GeneratedDataset
+    from memoryquest.pipeline import generate_dataset
+
+    try:
+        from tests.generation_fixture import load_users
+    except ModuleNotFoundError:
+        from generation_fixture import load_users
+
+    settings = Settings(
+        output_dir=tmp_path,
+        cache={"enabled": False},
+        generation={"review": True, "queries_per_user": 2, "candidates_per_user": 8},
+        pgr={"methods": []},
+    )
+    client = simulated_client()
+    dataset = await generate_dataset(load_users("user3"), client, settings)
+    assert dataset.manifest is not None and dataset.manifest.review is not None
+    tally = dataset.manifest.review
+    assert tally.reviewer_model == dataset.manifest.chat_model  # offline: the simulator
+    flagged = [r for r in dataset.rejected if r.reason is RejectionReason.FLAGGED]
+    assert tally.sessions_flagged == len(flagged)
+    assert tally.sessions_reviewed == {u.stage: u for u in client.usage()}["review"].requests
+    assert tally.sessions_reviewed >= len(dataset.sessions) + len(flagged)
+    reloaded = GeneratedDataset.load(dataset.save(tmp_path / "dataset"))
+    assert reloaded.review == tally and reloaded.manifest == dataset.manifest
+    off = await generate_dataset(
+        load_users("user3"),
+        simulated_client(),
+        settings.model_copy(
+            update={"generation": GenerationSettings(queries_per_user=2, candidates_per_user=8)}
+        ),
+    )
+    assert off.manifest is not None and off.manifest.review is None
+    assert "review" not in {u.stage for u in off.manifest.usage}

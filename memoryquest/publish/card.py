@@ -673,13 +673,14 @@ def judges_and_reviewer_lines(inputs: CardInputs) -> list[str]:
         ]
     review = manifest.review
     if review is not None:
+        reviewer = review.reviewer_model or grader
         share = (
             f" ({review.sessions_flagged / review.sessions_reviewed:.1%})"
             if review.sessions_reviewed
             else ""
         )
         lines += [
-            f"Blind reviewer: `{grader}` read {review.sessions_reviewed} conversations, each without its "
+            f"Blind reviewer: `{reviewer}` read {review.sessions_reviewed} conversations, each without its "
             "references, query or any label, and flagged a sentence that points ahead, announces itself or "
             f"retells an earlier conversation in {review.sessions_flagged}{share}. A flagged conversation was "
             "written again; one still flagged after the last regeneration is among the rejected candidates "
