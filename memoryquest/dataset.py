@@ -81,9 +81,8 @@ class GeneratedDataset(BaseModel):
     validation: list[ValidationResult] = Field(default_factory=list)
     rejected: list[RejectedCandidate] = Field(default_factory=list)
     manifest: RunManifest | None = None
-    review: ReviewTally | None = (
-        None  # the blind reviewer's tally (generation.review); saved in the manifest
-    )
+    # The blind reviewer's tally (generation.review): not a table, it is saved in the manifest.
+    review: ReviewTally | None = None
 
     def extend(self, other: GeneratedDataset) -> None:
         for name in TABLES:
