@@ -507,6 +507,26 @@ class StageUsage(Contract):
     seconds: float = 0.0
 
 
+class ReviewTally(Contract):
+    """What the blind reviewer read in a run (``generation.review``): every conversation it was
+    given, and those in which it flagged a sentence (each then regenerated or rejected ``flagged``)."""
+
+    reviewer_model: str | None = Field(
+        None,
+        description="The model that answered the review: endpoint.judge_model, else the chat model "
+        "(the simulator offline); set in the run manifest.",
+    )
+    sessions_reviewed: int = Field(0, ge=0)
+    sessions_flagged: int = Field(0, ge=0)
+
+    def plus(self, other: ReviewTally) -> ReviewTally:
+        return ReviewTally(
+            reviewer_model=self.reviewer_model or other.reviewer_model,
+            sessions_reviewed=self.sessions_reviewed + other.sessions_reviewed,
+            sessions_flagged=self.sessions_flagged + other.sessions_flagged,
+        )
+
+
 class RunManifest(Row):
     run_id: str
     created_at: dt.datetime
@@ -549,6 +569,10 @@ class RunManifest(Row):
     audit: dict[str, object] | None = Field(
         default=None,
         description="The validity audit of the dataset (`memoryquest audit`), when it was run.",
+    )
+    review: ReviewTally | None = Field(
+        default=None,
+        description="The blind reviewer's tally (generation.review), when it ran.",
     )
 
 

@@ -31,6 +31,7 @@ from memoryquest.contracts import (
     Persona,
     Query,
     RejectedCandidate,
+    ReviewTally,
     RunManifest,
     Session,
     Timeline,
@@ -60,6 +61,13 @@ def write_jsonl(rows: Sequence[BaseModel], path: Path) -> None:
         writer.write_all(rows)
 
 
+def added_tally(left: ReviewTally | None, right: ReviewTally | None) -> ReviewTally | None:
+    """Two parts' review tallies as one (None: the review did not run in either)."""
+    if left is None or right is None:
+        return left or right
+    return left.plus(right)
+
+
 class DatasetError(ValueError):
     pass
 
@@ -73,10 +81,13 @@ class GeneratedDataset(BaseModel):
     validation: list[ValidationResult] = Field(default_factory=list)
     rejected: list[RejectedCandidate] = Field(default_factory=list)
     manifest: RunManifest | None = None
+    # The blind reviewer's tally (generation.review): not a table, it is saved in the manifest.
+    review: ReviewTally | None = None
 
     def extend(self, other: GeneratedDataset) -> None:
         for name in TABLES:
             getattr(self, name).extend(getattr(other, name))
+        self.review = added_tally(self.review, other.review)
 
     def save(self, directory: Path) -> Path:
         """Write atomically: a crash leaves the previous version or nothing, never half a dataset."""
@@ -117,4 +128,5 @@ class GeneratedDataset(BaseModel):
             dataset.manifest = RunManifest.model_validate(
                 json.loads(manifest_path.read_text(encoding="utf-8"))
             )
+            dataset.review = dataset.manifest.review
         return dataset

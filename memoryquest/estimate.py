@@ -31,6 +31,7 @@ from memoryquest.llm.tokens import token_counter
 from memoryquest.memory.extraction_contracts import ExtractionInputs
 from memoryquest.pipeline import PipelineObserver, generate_dataset
 from memoryquest.settings import Backend, Settings
+from memoryquest.stages.review_contracts import SessionReviewInputs
 
 EXTRACTION = ExtractionInputs.template_id
 
@@ -165,6 +166,10 @@ async def estimate_run(
         for row in usage
     ]
 
+    if settings.generation.review:
+        stages, reviewed_as = _review_priced(
+            stages, usage, settings, scale, prices, embedding_model, remote_embeddings, batched
+        )
     approximations = [
         "output tokens are the offline simulator's answer lengths; a real model's answers differ in length",
         f"scaled linearly from {len(sample)} sample persona(s) to {planned_personas}",
@@ -184,6 +189,8 @@ async def estimate_run(
             f"Batch API prices for {', '.join(sorted(batched & {r.stage for r in usage}))}; "
             f"{', '.join(online)} online at the full price (endpoint.batch_stages)"
         )
+    if settings.generation.review:
+        approximations.append(reviewed_as)
     templates = tally.estimates(len(sample))
     if Stage.MEMORY.value in batched:
         steps = sum(t.calls_per_persona for t in templates if t.template_id == EXTRACTION)
@@ -210,6 +217,37 @@ async def estimate_run(
         sample_seconds=round(time.perf_counter() - started, 2),
         templates=templates,
     )
+
+
+def _review_priced(
+    stages: list[StageEstimate],
+    usage: list[StageUsage],
+    settings: Settings,
+    scale: float,
+    prices: PriceTable,
+    embedding_model: str,
+    remote_embeddings: bool,
+    batched: set[str],
+) -> tuple[list[StageEstimate], str]:
+    """The stages with the blind review (generation.review) priced as the model that answers it,
+    the judge model when one is set, and a note on how many reviews the dry run asked for."""
+    reviewer = settings.endpoint.judge_model or settings.endpoint.chat_model
+    stage = SessionReviewInputs.stage
+    priced = [
+        _scale_stage(
+            row, scale, prices, reviewer, embedding_model, remote_embeddings, row.stage in batched
+        )
+        if row.stage == stage
+        else estimate
+        for row, estimate in zip(usage, stages, strict=True)
+    ]
+    reviews = sum(row.requests for row in usage if row.stage == stage)
+    note = (
+        f"the blind review (generation.review) is priced as {reviewer}'s requests: one per "
+        f"conversation and attempt, {reviews} on the sample, at the simulator's flag rate (a real "
+        "reviewer that flags more asks for more regenerations)"
+    )
+    return priced, note
 
 
 def _scale_stage(

@@ -60,6 +60,14 @@ def prompt_versions() -> list[PromptVersion]:
     ]
 
 
+def grader_model(origin: Origin, settings: Settings) -> str:
+    """The model that answers judges' and the reviewer's requests: the simulator offline, else
+    ``endpoint.judge_model``, else the chat model (as :mod:`memoryquest.llm.factory` routes them)."""
+    if origin.simulated:
+        return origin.chat_model
+    return settings.endpoint.judge_model or origin.chat_model
+
+
 def manifest_for(
     dataset: GeneratedDataset,
     settings: Settings,
@@ -76,6 +84,11 @@ def manifest_for(
         usage=list(usage),
         total_cost_usd=round(sum(u.cost_usd for u in usage), 6),
         persona_ids=[p.persona_id for p in dataset.personas],
+        review=(
+            dataset.review.model_copy(update={"reviewer_model": grader_model(origin, settings)})
+            if dataset.review is not None
+            else None
+        ),
         wall_seconds=round(time.perf_counter() - started, 3),
         **origin.model_dump(),
     )

@@ -31,8 +31,9 @@ queries           stages/queries.py           query_generation,             simu
                                               reference_relevance           queries.py,     test_stages_query_gates.py,
                                                                             relevance.py    test_simulator_queries.py
 conversations     stages/conversations.py     timeline_synthesis,           simulator/      test_stages_timelines.py,
-                  → stages/timelines.py,      dialogue_expansion            timelines.py,   test_stages_dialogues.py,
-                  stages/dialogues.py,                                      dialogues.py    test_simulator_dialogues.py
+                  → stages/timelines.py,      dialogue_expansion,           timelines.py,   test_stages_dialogues.py,
+                  stages/dialogues.py,        session_review                dialogues.py,   test_simulator_dialogues.py,
+                  stages/review.py,                                         review.py       test_stages_review.py
                   stages/history.py
 memory            stages/memory.py            memory_extraction,            simulator/      test_memory_extraction.py,
                   → memory/extraction.py,     memory_consolidation          memory.py       test_memory_consolidation.py,
@@ -48,7 +49,7 @@ pgr-validation    stages/pgr_validation.py    pgr_augment, pgr_summary,     simu
 Each prompt template's typed inputs and output models are in a
 ``*_contracts`` module beside the module that asks for it
 (``stages/queries_contracts.py``, ``stages/timelines_contracts.py``,
-``stages/dialogues_contracts.py``, ``memory/extraction_contracts.py``,
+``stages/dialogues_contracts.py``, ``stages/review_contracts.py``, ``memory/extraction_contracts.py``,
 ``memory/consolidation_contracts.py``, ``pgr/prospection_contracts.py``,
 ``pgr/judges_contracts.py``, ``pgr/winrate_contracts.py``); the simulator's answer for a template takes its
 inputs model (:mod:`memoryquest.prompt_inputs`, ``test_prompt_contracts.py``).

@@ -151,6 +151,14 @@ class GenerationSettings(Section):
         True,
         description="Ask the relevance judge whether each reference would change the answer; drop it if not.",
     )
+    review: bool = Field(
+        False,
+        description="Have the judge model (endpoint.judge_model, else the chat model) read each "
+        "conversation that passed the dialogue gates, without its references or any label, and "
+        "list sentences that point ahead, announce themselves or retell an earlier conversation; "
+        "a flagged conversation is regenerated, and rejected as 'flagged' once max_regenerations "
+        "is spent. One more request per conversation and attempt, billed to the stage 'review'.",
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:

@@ -370,3 +370,41 @@ def test_dask_run_equals_the_in_process_pipeline(
     }
     assert dask_run.manifest.simulated and dask_run.manifest.settings["output_dir"] == str(output)
     assert sorted(p.source_user_id for p in load_published(output / "published").personas) == USERS
+
+
+def test_merged_shards_sum_the_blind_reviewers_tallies(tmp_path: Path) -> None:
+    """Each shard's manifest keeps what its reviewer read and flagged; the merge adds them up."""
+    from memoryquest.contracts import ReviewTally
+
+    try:
+        from tests.publish_fixture import build_publish_fixture
+    except ModuleNotFoundError:
+        from publish_fixture import build_publish_fixture
+
+    whole = build_publish_fixture(users=2, queries_per_user=1)
+    assert whole.manifest is not None
+    tallies = [
+        ReviewTally(sessions_reviewed=30, sessions_flagged=4),
+        ReviewTally(sessions_reviewed=20, sessions_flagged=1),
+    ]
+    parts = []
+    for index, (persona, tally) in enumerate(zip(whole.personas, tallies, strict=True)):
+        part = GeneratedDataset(personas=[persona])
+        for table in ("queries", "timelines", "sessions", "facts", "validation", "rejected"):
+            setattr(
+                part,
+                table,
+                [r for r in getattr(whole, table) if r.persona_id == persona.persona_id],
+            )
+        part.manifest = whole.manifest.model_copy(
+            update={"persona_ids": [persona.persona_id], "review": tally}
+        )
+        parts.append(GeneratedDataset.load(part.save(tmp_path / f"shard{index}")))
+    settings = load_settings(
+        overrides={**SMALL, "generation": {**SMALL["generation"], "review": True}}
+    )
+    merged = merge_parts(parts, ["shard 0", "shard 1"], settings, time.perf_counter())
+    assert merged.manifest is not None and merged.manifest.review is not None
+    review = merged.manifest.review
+    assert (review.sessions_reviewed, review.sessions_flagged) == (50, 5)
+    assert review.reviewer_model == merged.manifest.chat_model  # offline: the simulator

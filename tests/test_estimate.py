@@ -143,3 +143,34 @@ async def test_the_estimate_says_the_output_length_it_assumed_per_template(
     table = estimate_table(estimate)
     assert "output lengths assumed per template: the offline simulator's answers" in table
     assert "memory_extraction" in table
+
+
+async def test_the_blind_review_is_priced_as_the_judge_model_when_it_is_on(
+    sample, tmp_path
+) -> None:
+    """generation.review adds one request per conversation and attempt, billed to `review`
+    and priced as the model that answers it (endpoint.judge_model here)."""
+    base = {**SMALL, "output_dir": str(tmp_path)}
+    endpoint = {"chat_model": "gpt-4o", "judge_model": "gpt-4o-mini"}
+    off = await estimate_run(load_settings(overrides={**base, "endpoint": endpoint}), sample, 1)
+    reviewed = {**base, "generation": {**SMALL["generation"], "review": True}}
+    on = await estimate_run(load_settings(overrides={**reviewed, "endpoint": endpoint}), sample, 1)
+    assert "review" not in {s.stage for s in off.stages}
+    review = next(s for s in on.stages if s.stage == "review")
+    dialogues = next(s for s in on.stages if s.stage == "dialogues")
+    assert 0 < review.requests <= dialogues.requests  # each conversation that passed the gates
+    prices = PriceTable.load()
+    as_judge = prices.cost(
+        "gpt-4o-mini",
+        round(review.input_tokens),
+        round(review.output_tokens),
+        round(review.cached_input_tokens),
+    )
+    as_author = prices.cost(
+        "gpt-4o",
+        round(review.input_tokens),
+        round(review.output_tokens),
+        round(review.cached_input_tokens),
+    )
+    assert review.cost_usd == pytest.approx(as_judge) and as_judge < as_author
+    assert any("gpt-4o-mini" in note and "review" in note for note in on.approximations)

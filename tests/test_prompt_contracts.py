@@ -140,6 +140,7 @@ JUDGE_VERDICTS = {
     "reference_relevance": ("rationale", "relevant"),
     "judge_references": ("reason", "memories"),
     "judge_pairwise": ("reasoning", "choice"),
+    "session_review": ("reason", "kind"),
 }
 
 

@@ -13,6 +13,7 @@ from memoryquest.contracts import (
     JudgeKind,
     ReferenceJudgement,
     RetrievalMethod,
+    ReviewTally,
     ValidationResult,
 )
 from memoryquest.dataset import GeneratedDataset
@@ -328,3 +329,46 @@ def test_the_card_shows_the_win_rate_with_its_interval_beside_recall() -> None:
     )
     # Without a Win Rate report the card says nothing about answers.
     assert "Win Rate" not in card_for(dataset)
+
+
+# --------------------------------------------------------------------------- judges and the reviewer
+
+
+def graded_by(dataset: GeneratedDataset, **endpoint: str) -> GeneratedDataset:
+    """The fixture as if a real model had written it, with the review on and its tally kept."""
+    settings = Settings(generation={"review": True}, endpoint={"chat_model": "gpt-4o", **endpoint})
+    assert dataset.manifest is not None
+    copy = dataset.model_copy(deep=True)
+    copy.manifest = dataset.manifest.model_copy(
+        update={
+            "simulated": False,
+            "backend": "openai",
+            "chat_model": "gpt-4o",
+            "settings": settings.masked(),
+            "review": ReviewTally(sessions_reviewed=48, sessions_flagged=12),
+        }
+    )
+    return copy
+
+
+def test_the_card_names_the_reviewer_its_flag_rate_and_whether_the_author_graded_itself() -> None:
+    dataset = build_publish_fixture(users=2, queries_per_user=2)
+    section = "### Judges and the blind reviewer"
+
+    apart = card_for(graded_by(dataset, judge_model="gpt-4o-mini"))
+    assert section in apart
+    assert "| blind reviewer (`session_review`) | yes | `gpt-4o-mini` | no |" in apart
+    assert "`gpt-4o-mini` read 48 conversations" in apart and "in 12 (25.0%)" in apart
+    assert "also graded it" not in apart
+
+    itself = card_for(graded_by(dataset))
+    assert "| blind reviewer (`session_review`) | yes | `gpt-4o` | yes |" in itself
+    assert "| relevance judge (`reference_relevance`) | yes | `gpt-4o` | yes |" in itself
+    assert "**The model that wrote the data, `gpt-4o`, also graded it**" in itself
+
+    # Offline, the simulator wrote and graded everything; no review ran, so no flag rate.
+    assert dataset.manifest is not None and dataset.manifest.review is None
+    offline = card_for(dataset)
+    assert "| blind reviewer (`session_review`) | no |  |  |" in offline
+    assert f"**The model that wrote the data, `{dataset.manifest.chat_model}`" in offline
+    assert "Blind reviewer:" not in offline

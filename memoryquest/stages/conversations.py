@@ -19,7 +19,14 @@ import datetime as dt
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import Query, RejectedCandidate, Session, Stage, Timeline
+from memoryquest.contracts import (
+    Query,
+    RejectedCandidate,
+    ReviewTally,
+    Session,
+    Stage,
+    Timeline,
+)
 from memoryquest.llm.client import ModelClient
 from memoryquest.settings import Settings
 from memoryquest.stages.dialogues import expand_dialogues
@@ -39,6 +46,9 @@ class ConversationsResult(BaseModel):
     gamma_said: dict[str, float] = Field(
         default_factory=dict,
         description="Per standing query: mean cosine between it and the sentences its references are said with.",
+    )
+    review: ReviewTally | None = Field(
+        default=None, description="What the blind reviewer read and flagged (generation.review)."
     )
 
 
@@ -87,6 +97,8 @@ async def run(state: PersonaState, client: ModelClient, settings: Settings) -> C
         dialogue = dialogues.get(query.query_id)
         if dialogue is not None:
             result.rejected.extend(dialogue.rejected)
+            if dialogue.review is not None:
+                result.review = (result.review or ReviewTally()).plus(dialogue.review)
         if timeline is None or dialogue is None or len(dialogue.sessions) != len(timeline.events):
             result.dropped_query_ids.append(query.query_id)
             continue
@@ -137,4 +149,9 @@ def apply(state: PersonaState, result: ConversationsResult) -> PersonaState:
             ]
         }
     )
-    return said.add(timelines=result.timelines, sessions=result.sessions, rejected=result.rejected)
+    return said.add(
+        timelines=result.timelines,
+        sessions=result.sessions,
+        rejected=result.rejected,
+        review=result.review,
+    )

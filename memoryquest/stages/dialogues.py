@@ -32,6 +32,7 @@ from memoryquest.contracts import (
     ReferenceSpan,
     RejectedCandidate,
     RejectionReason,
+    ReviewTally,
     Role,
     Session,
     Stage,
@@ -58,6 +59,7 @@ from memoryquest.stages.dialogues_contracts import (
 )
 from memoryquest.stages.ledger import NO_LEDGER, Ledger, contradiction
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
+from memoryquest.stages.review import SessionReviewer
 from memoryquest.text import normalise_text, sentence_spans, split_sentences
 
 STAGE = Stage.DIALOGUES
@@ -66,6 +68,7 @@ STAGE = Stage.DIALOGUES
 class DialogueStageResult(BaseModel):
     sessions: list[Session]
     rejected: list[RejectedCandidate]
+    review: ReviewTally | None = None  # what the blind reviewer read (generation.review)
 
 
 @dataclass(frozen=True)
@@ -329,9 +332,11 @@ async def expand_dialogues(
                     "dropped",
                 )
             )
-        return DialogueStageResult(sessions=[], rejected=rejections)
+        return DialogueStageResult(sessions=[], rejected=rejections, review=job.review_tally())
     return DialogueStageResult(
-        sessions=[outcome.kept[i] for i in range(len(events))], rejected=rejections
+        sessions=[outcome.kept[i] for i in range(len(events))],
+        rejected=rejections,
+        review=job.review_tally(),
     )
 
 
@@ -350,6 +355,11 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
     ) -> None:
         self.persona, self.query, self.client = persona, query, client
         self.settings, self.seed, self.ledgers = settings, seed, ledgers
+        # generation.review: a blind reader of what passes the gates below (stages/review.py).
+        self.reviewer = SessionReviewer(persona.persona_id, client) if settings.review else None
+
+    def review_tally(self) -> ReviewTally | None:
+        return self.reviewer.tally if self.reviewer is not None else None
 
     async def ask(
         self, items: Sequence[TimelineEvent], round: Round
@@ -403,6 +413,8 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
                 verdicts.append((position, self._rejected(event, reason, detail, draft, round)))
             else:
                 verdicts.append((position, settled.get(session.session_id, session)))
+        if self.reviewer is not None:  # generation.review: flagged conversations become rejections
+            verdicts = await self.reviewer.review(verdicts, round.attempt)
         return verdicts
 
     def failed(self, item: TimelineEvent, error: LLMOutputError, round: Round) -> RejectedCandidate:

@@ -18,11 +18,12 @@ from memoryquest.contracts import (
     Persona,
     Query,
     RejectedCandidate,
+    ReviewTally,
     Session,
     Timeline,
     ValidationResult,
 )
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.dataset import GeneratedDataset, added_tally
 
 
 class PersonaState(BaseModel):
@@ -38,6 +39,9 @@ class PersonaState(BaseModel):
     facts: list[Fact] = Field(default_factory=list)
     validation: list[ValidationResult] = Field(default_factory=list)
     rejected: list[RejectedCandidate] = Field(default_factory=list)
+    review: ReviewTally | None = Field(
+        default=None, description="What the blind reviewer read and flagged (generation.review)."
+    )
 
     def add(
         self,
@@ -48,8 +52,9 @@ class PersonaState(BaseModel):
         facts: Sequence[Fact] = (),
         validation: Sequence[ValidationResult] = (),
         rejected: Sequence[RejectedCandidate] = (),
+        review: ReviewTally | None = None,
     ) -> PersonaState:
-        """A new state with these rows after the ones already there."""
+        """A new state with these rows after the ones already there (and ``review`` added to its tally)."""
         return self.model_copy(
             update={
                 "queries": [*self.queries, *queries],
@@ -58,6 +63,7 @@ class PersonaState(BaseModel):
                 "facts": [*self.facts, *facts],
                 "validation": [*self.validation, *validation],
                 "rejected": [*self.rejected, *rejected],
+                "review": added_tally(self.review, review),
             }
         )
 
@@ -79,4 +85,5 @@ class PersonaState(BaseModel):
             facts=self.facts,
             validation=self.validation,
             rejected=self.rejected,
+            review=self.review,
         )

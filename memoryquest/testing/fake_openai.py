@@ -48,6 +48,11 @@ batch line has no HTTP headers, the hints travel in the line's
 ``batch_expire_after = n`` lets only the first n lines run and expires the
 rest (``batch_expired`` in the error file).
 
+A test can answer one template as another model would
+(``server.answer_with(template_id, answer)``: ``answer(variables, model)``
+returns the reply, or None to leave it to the simulator), for example a
+reviewer that flags one conversation (``tests/test_stages_review.py``).
+
 Record and replay: ``FakeOpenAIServer(record=True)`` keeps every 200
 answer to a POST in ``server.recording``, keyed by the request's path and
 body bytes (:func:`request_key`); :class:`ReplayOpenAIServer` answers the
@@ -88,6 +93,9 @@ from memoryquest.llm.hints import decode_hints
 from memoryquest.llm.prompt_cache_model import PromptPrefixCache
 from memoryquest.llm.tokens import token_counter
 from memoryquest.simulator import simulate
+
+TemplateAnswer = Callable[[dict[str, Any], str], Any]
+"""A test's answer to one template: (the request's variables, its model) -> JSON-ready reply or None."""
 
 
 class FaultKind(StrEnum):
@@ -516,6 +524,7 @@ class FakeOpenAIServer(LoopbackServer):
         self.early_retries = 0
         # Prompt caching: earlier prompts per (model, prompt_cache_key).
         self._prompt_cache = PromptPrefixCache()
+        self._answers: dict[str, TemplateAnswer] = {}  # answer_with: a test's answer per template
         self._lock = threading.Lock()
         self._simulator_lock = threading.Lock()
         super().__init__()
@@ -579,6 +588,19 @@ class FakeOpenAIServer(LoopbackServer):
             self.requests.clear()
             self.max_in_flight = self.in_flight
 
+    def answer_with(self, template_id: str, answer: TemplateAnswer | None) -> None:
+        """Answer ``template_id``'s requests with ``answer(variables, model)`` (its JSON-ready reply,
+        or None to let the simulator answer), as another model would; None: the simulator again.
+
+        The model is the request's ``model`` field, so a test can tell the chat model's answers
+        from the judge model's.
+        """
+        with self._lock:
+            if answer is None:
+                self._answers.pop(template_id, None)
+            else:
+                self._answers[template_id] = answer
+
     def set_rate_limit(self, requests_per_minute: float | None) -> None:
         """Enforce (or, with None, stop enforcing) a requests/min limit."""
         self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
@@ -591,6 +613,7 @@ class FakeOpenAIServer(LoopbackServer):
             self._drawn = {}
             self._not_before.clear()
             self._prompt_cache.clear()
+            self._answers.clear()
             self.early_retries = 0
         self.set_rate_limit(self._default_rpm)
         for name, value in self._defaults.items():
@@ -751,7 +774,13 @@ class FakeOpenAIServer(LoopbackServer):
             with (
                 self._simulator_lock
             ):  # one answer at a time: its memos and stemmer are not thread-safe
-                answer = simulate(hints.template_id, hints.variables, seed=hints.seed)
+                chosen = self._answers.get(hints.template_id)
+                given = chosen(hints.variables, body["model"]) if chosen is not None else None
+                answer = (
+                    json.dumps(given, ensure_ascii=False)
+                    if given is not None
+                    else simulate(hints.template_id, hints.variables, seed=hints.seed)
+                )
         except KeyError as exc:
             raise _ErrorAnswer(400, str(exc.args[0]) if exc.args else str(exc)) from exc
         content: str | None = (
