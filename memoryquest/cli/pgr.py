@@ -50,6 +50,7 @@ from memoryquest.contracts import (
     Query,
     RetrievalMethod,
     RunManifest,
+    Session,
     StageUsage,
     ValidationResult,
 )
@@ -80,6 +81,7 @@ class PGRInputs:
     source: str
     manifest: RunManifest | None = None  # of the run that wrote the dataset, when it has one
     session_domains: dict[str, Domain] = field(default_factory=dict)  # for the judges' near misses
+    sessions: list[Session] = field(default_factory=list)  # the history, for memory systems
 
     @property
     def generator_model(self) -> str:
@@ -87,7 +89,7 @@ class PGRInputs:
         return self.manifest.chat_model if self.manifest is not None else ""
 
 
-def load_for_pgr(path: Path) -> PGRInputs:
+def load_for_pgr(path: Path, *, need_facts: bool = True) -> PGRInputs:
     """Queries, facts and personas from a dataset directory.
 
     Today: the working directory ``memoryquest generate`` writes (one JSONL
@@ -96,7 +98,7 @@ def load_for_pgr(path: Path) -> PGRInputs:
     """
     path = Path(path)
     dataset = load_generated(path)
-    if not dataset.facts:
+    if need_facts and not dataset.facts:
         raise ValueError(f"{path} has no facts.jsonl rows: run the memory stage before PGR")
     return PGRInputs(
         dataset.queries,
@@ -105,6 +107,7 @@ def load_for_pgr(path: Path) -> PGRInputs:
         f"generated dataset {path}",
         dataset.manifest,
         {session.session_id: session.domain for session in dataset.sessions},
+        dataset.sessions,
     )
 
 
@@ -392,6 +395,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"DATASET_DIR/{WIN_RATE_FILE}, where `memoryquest publish` and `memoryquest explore` find it",
     )
     run.add_argument(
+        "--memory",
+        dest="memories",
+        action="append",
+        metavar="NAME",
+        help="evaluate a memory system from the history alone instead of the PGR methods "
+        "(repeatable): facts, turns, long_context, a name from the memoryquest.memory_systems "
+        "entry points, or module:attribute; recall by the model judge, per query category",
+    )
+    run.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --memory: texts each system may return per query (default: pgr.query_only_k)",
+    )
+    run.add_argument(
         "--judge-sees-references",
         action="store_true",
         help="with --win-rate: show the pairwise judge each query's references (the answer key); "
@@ -411,6 +430,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.judge_sees_references and not args.win_rate:
         raise ValueError("--judge-sees-references goes with --win-rate")
+    if args.memories:
+        return _run_memories(args, settings)
+    if args.budget is not None:
+        raise ValueError("--budget goes with --memory")
     if args.win_rate:
         check_win_rate(settings.pgr)
     if args.output is not None:
@@ -489,6 +512,85 @@ def _run(args: argparse.Namespace) -> int:
         print(
             f"wrote the run record (dataset hash, models, prompt versions, seeds, cost) to {record_path}"
         )
+    return 0
+
+
+def _run_memories(args: argparse.Namespace, settings: Settings) -> int:
+    """``pgr run DATASET --memory NAME ...``: each system replays the history, then is asked."""
+    from memoryquest.llm.factory import build_client
+    from memoryquest.pgr.memory_systems import (
+        MemoryResources,
+        build_memory_system,
+        dated_sessions,
+        evaluate_memory,
+        memory_factory,
+        recall_cells,
+    )
+
+    if args.win_rate:
+        raise ValueError("--win-rate compares PGR's answers: it does not go with --memory")
+    budget = args.budget if args.budget is not None else settings.pgr.query_only_k
+    if budget < 1:
+        raise ValueError(f"--budget must be at least 1, got {budget}")
+    for name in args.memories:
+        memory_factory(name)  # an unknown name fails before any work
+    if args.output is not None:
+        check_output_target(args.output, directory=False)
+    dataset = dataset_dir(args)
+    inputs = load_for_pgr(dataset, need_facts="facts" in args.memories)
+    queries = select_users(inputs, PersonaSelection.parse(users=args.users).user_ids)
+    history = dated_sessions(inputs.sessions)
+
+    async def evaluate() -> tuple[list[Any], list[str], Any]:
+        client = build_client(settings)
+        try:
+            results: list[Any] = []
+            unjudged: list[str] = []
+            for name in args.memories:
+                system = build_memory_system(name, MemoryResources(client, inputs.facts))
+                rows, missed = await evaluate_memory(system, queries, history, budget, client)
+                results += rows
+                unjudged += missed
+            return results, unjudged, client
+        finally:
+            await client.aclose()
+
+    with command_log(args, log_dir_of_dataset(dataset) / PGR_LOG):
+        results, unjudged, client = asyncio.run(evaluate())
+    users = len({q.persona_id for q in queries})
+    print(
+        f"Memory systems over {len(queries)} queries of {users} user(s) from {inputs.source}, "
+        f"{budget} texts each (long_context: all); recall by the {client.judge_model_name} judge "
+        "against the references, 95% bootstrap intervals over queries (references for age)"
+    )
+    header = f"  {'system':<14} {'category':<34} {'n':>5} {'Recall [95% CI]':>22}"
+    print(header)
+    print("  " + "-" * (len(header) - 2))
+    for cell in recall_cells(results, queries, settings.pgr.bootstrap_samples):
+        rate = f"{cell.recall:.3f} [{cell.low:.3f},{cell.high:.3f}]"
+        print(f"  {cell.system:<14} {cell.category:<34} {cell.n:>5} {rate:>22}")
+    if unjudged:
+        print(f"  {len(unjudged)} retrieval(s) could not be judged; the first: {unjudged[0]}")
+    if args.output is not None:
+        write_atomically(args.output, [row.model_dump_json() + "\n" for row in results])
+        print(f"wrote {len(results)} results to {args.output}")
+        record_path = args.output.with_name(args.output.name.split(".")[0] + RUN_RECORD_SUFFIX)
+        record = evaluation_record(
+            command=["memoryquest", *args.argv],
+            dataset=dataset,
+            manifest=inputs.manifest,
+            settings=settings,
+            queries=len(queries),
+            users=users,
+            chat_model=client.chat_backend.model,
+            judge_model=client.judge_model_name,
+            embedder=client.embedder_name,
+            usage=client.usage(),
+            outputs=[args.output],
+            memory_systems={row.system: row.system_version for row in results},
+        )
+        write_atomically(record_path, [record.model_dump_json(indent=2) + "\n"])
+        print(f"wrote the run record to {record_path}")
     return 0
 
 

@@ -53,6 +53,9 @@ class EvaluationRecord(BaseModel):
     usage: list[StageUsage]
     total_cost_usd: float
     outputs: list[str] = Field(description="The files this evaluation wrote, beside this record.")
+    memory_systems: dict[str, str] = Field(
+        default_factory=dict, description="Memory systems evaluated (--memory), by name: version."
+    )
 
 
 def dataset_digest(directory: Path) -> str:
@@ -84,6 +87,7 @@ def evaluation_record(
     embedder: str,
     usage: Sequence[StageUsage],
     outputs: Sequence[Path],
+    memory_systems: dict[str, str] | None = None,
 ) -> EvaluationRecord:
     pgr = settings.pgr
     return EvaluationRecord(
@@ -110,4 +114,5 @@ def evaluation_record(
         usage=list(usage),
         total_cost_usd=round(sum(u.cost_usd for u in usage), 6),
         outputs=[path.name for path in outputs],
+        memory_systems=dict(memory_systems or {}),
     )
