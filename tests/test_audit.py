@@ -81,6 +81,15 @@ def test_report_has_every_check_and_counts_the_dataset(
         "classifier_auc_user_turns",
         "classifier_auc_assistant_turns",
         "classifier_auc_facts",
+        "structure_auc_turns",
+        "structure_auc_turn_index",
+        "structure_auc_turns_after",
+        "structure_auc_sessions",
+        "structure_auc_session_turns",
+        "structure_auc_session_news",
+        "structure_auc_event_index",
+        "structure_auc_events_after",
+        "structure_auc_same_domain",
         "bm25_query_only_recall",
         "dense_query_only_recall",
         "shared_content_words",
@@ -102,7 +111,7 @@ def test_report_has_every_check_and_counts_the_dataset(
     assert [c.name for c in report.checks if not c.passed] == [
         f.split(":")[0] for f in report.failures
     ]
-    for score in report.classifiers:
+    for score in [*report.classifiers, *report.structure]:
         assert score.scheme == "leave-one-user-out (2 users)" and not score.within_user
         assert score.auc is None or 0.0 <= score.auc <= 1.0
     assert report.leakage.queries == len(dataset.queries) and report.leakage.dense_queries == len(
