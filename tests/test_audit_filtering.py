@@ -281,6 +281,7 @@ def test_the_command_writes_the_filtered_dataset_and_leaves_the_input_alone(
         (["--output", "{tmp}/x"], "--output is for --filter"),
         (["--filter", "--output", "{tmp}/full"], "already exists and is not an empty directory"),
         (["--filter", "--output", "{saved}"], "already exists and is not an empty directory"),
+        (["--filter", "--output", "{saved}/filtered"], "--output must lie outside DATASET_DIR"),
     ],
 )
 def test_the_command_refuses_bad_options_in_one_line(
@@ -300,4 +301,4 @@ def test_the_command_refuses_bad_options_in_one_line(
     assert message in err and len(err.splitlines()) == 1
     assert _digest(saved) == before
     assert (tmp_path / "full" / "keep.txt").read_text(encoding="utf-8") == "mine"
-    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x").exists() and not (saved / "filtered").exists()

@@ -60,9 +60,9 @@ def _filter_output(args: argparse.Namespace) -> Path | None:
     output = Path(args.output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise ValueError(f"{output} already exists and is not an empty directory")
-    if output.resolve() == Path(args.dataset_dir).resolve():
+    if output.resolve().is_relative_to(Path(args.dataset_dir).resolve()):
         raise ValueError(
-            "--output must differ from DATASET_DIR: the input dataset is never changed"
+            "--output must lie outside DATASET_DIR: the input dataset is never changed"
         )
     return output
 
