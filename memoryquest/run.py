@@ -18,7 +18,8 @@ groups of :mod:`memoryquest.pipeline` execute. Around that they all:
 4. count what the run does in one :class:`~memoryquest.progress.RunFigures`
    (:func:`run_figures`), which the terminal, Prefect's artifacts and the
    end-of-run summary all read;
-5. save the dataset, show it in Prefect's UI and publish it (:func:`finish_run`).
+5. filter out the queries whose references stand out, save the dataset, show it in
+   Prefect's UI and publish it (:func:`finish_run`).
 """
 
 from __future__ import annotations
@@ -155,16 +156,36 @@ def summary_rows(dataset: GeneratedDataset) -> list[dict[str, Any]]:
     ]
 
 
+def _filtered(dataset: GeneratedDataset, settings: Settings) -> GeneratedDataset:
+    """``dataset`` without the queries whose reference items stand out (the manifest records it)."""
+    from memoryquest.audit.filtering import filter_tells
+
+    result = filter_tells(dataset, settings)
+    summary = result.summary
+    get_run_logger().info(
+        "tell filter: %d of %d queries withdrawn in %d round(s); %s",
+        summary.queries_removed,
+        summary.queries_before,
+        len(summary.rounds),
+        summary.stopped,
+    )
+    return result.dataset
+
+
 async def finish_run(
     run: Run, dataset: GeneratedDataset, *, publish: bool, allow_failed_audit: bool = False
 ) -> Path:
     """Save ``<output>/dataset``, add the per-persona table and the PGR summary to Prefect's UI, and
     publish ``<output>/published``; returns the dataset directory.
 
-    Publishing runs the validity audit and refuses a dataset that fails it
+    A run that publishes first withdraws the queries whose reference items stand out to the
+    audit's classifiers (``audit.filter_tells``, :mod:`memoryquest.audit.filtering`), so the
+    saved dataset is the filtered one. Publishing runs the validity audit and refuses a dataset that fails it
     (the saved dataset stays) unless ``allow_failed_audit``. A dataset without
     a single query is saved but not published: there is nothing to audit.
     """
+    if publish and dataset.queries and run.settings.audit.filter_tells:
+        dataset = _filtered(dataset, run.settings)
     dataset_dir = dataset.save(run.output_dir / DATASET_DIR)
     await acreate_table_artifact(
         table=summary_rows(dataset), key="memoryquest-personas", description="Per-persona output"

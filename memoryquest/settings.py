@@ -15,7 +15,7 @@ import stat
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -250,6 +250,13 @@ class PGRSettings(Section):
         return self
 
 
+FilterClassifier = Literal["user_turns", "facts", "structure_turns", "structure_sessions"]
+
+
+def _every_filter_classifier() -> list[FilterClassifier]:
+    return ["user_turns", "facts", "structure_turns", "structure_sessions"]
+
+
 class AuditSettings(Section):
     """Thresholds of ``memoryquest audit``; crossing one fails ``validate`` and ``publish``.
 
@@ -268,6 +275,35 @@ class AuditSettings(Section):
         ge=0.5,
         le=1,
         description="Fail when the cross-user classifier separates reference material above this AUC.",
+    )
+    structure_auc_max: float = Field(
+        0.60,
+        ge=0.5,
+        le=1,
+        description="Fail when a classifier on structural features (the reference turn's index, the "
+        "session's length and news items, the event's place in its timeline, the domain relative to "
+        "the query's) separates references above this AUC.",
+    )
+    filter_tells: bool = Field(
+        True,
+        description="Before a run publishes, withdraw (reason `tell`) the queries whose reference "
+        "items stand out to the audit's out-of-fold classifiers (`memoryquest audit --filter` does "
+        "the same to a dataset made elsewhere).",
+    )
+    filter_percentile: float = Field(
+        99.0,
+        ge=50,
+        le=100,
+        description="A reference item stands out when its out-of-fold score is above this percentile "
+        "of the scores of the other (non-reference) items of its fold.",
+    )
+    filter_classifiers: list[FilterClassifier] = Field(
+        default_factory=_every_filter_classifier,
+        min_length=1,
+        description="The audit's classifiers whose out-of-fold scores the filter reads.",
+    )
+    filter_rounds_max: int = Field(
+        5, ge=1, description="At most this many rounds of scoring and withdrawing."
     )
     uncovered_max: int = Field(
         0, ge=0, description="Fail when more references than this have no credited fact."

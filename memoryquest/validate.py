@@ -132,11 +132,12 @@ class _Checker:
         self.embedder = embedder
         self.out: list[Violation] = []
         self.personas = {p.persona_id: p for p in dataset.personas}
-        # Queries withdrawn as uncovered keep their timeline and sessions in the history.
+        # Queries withdrawn as uncovered, or by the audit's tell filter, keep their timeline and
+        # sessions in the history.
         withdrawn = [
             Query.model_validate_json(r.payload_json)
             for r in dataset.rejected
-            if r.reason == RejectionReason.UNCOVERED
+            if r.reason in (RejectionReason.UNCOVERED, RejectionReason.TELL)
         ]
         self.queries = {q.query_id: q for q in [*withdrawn, *dataset.queries]}
         self.references = {

@@ -18,7 +18,7 @@ import pytest
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown, load_dataset
 from memoryquest.audit.material import reference_turns
 from memoryquest.cli.main import main
-from memoryquest.contracts import Turn
+from memoryquest.contracts import Role, Session, Turn
 from memoryquest.dataset import DatasetError, GeneratedDataset
 from memoryquest.pipeline import generate_dataset
 from memoryquest.settings import AuditSettings, GenerationSettings, PGRSettings, Settings
@@ -34,6 +34,7 @@ MARKER_WORDS = set(words(MARKER))
 PERMISSIVE = [
     "--set", "audit.exclusive_ngram_share_max=1",
     "--set", "audit.classifier_auc_max=1",
+    "--set", "audit.structure_auc_max=1",
     "--set", "audit.uncovered_max=1000",
     "--set", "audit.stale_max=1000",
 ]  # fmt: skip
@@ -81,6 +82,15 @@ def test_report_has_every_check_and_counts_the_dataset(
         "classifier_auc_user_turns",
         "classifier_auc_assistant_turns",
         "classifier_auc_facts",
+        "structure_auc_turns",
+        "structure_auc_turn_index",
+        "structure_auc_turns_after",
+        "structure_auc_sessions",
+        "structure_auc_session_turns",
+        "structure_auc_session_news",
+        "structure_auc_event_index",
+        "structure_auc_events_after",
+        "structure_auc_same_domain",
         "bm25_query_only_recall",
         "dense_query_only_recall",
         "shared_content_words",
@@ -102,7 +112,7 @@ def test_report_has_every_check_and_counts_the_dataset(
     assert [c.name for c in report.checks if not c.passed] == [
         f.split(":")[0] for f in report.failures
     ]
-    for score in report.classifiers:
+    for score in [*report.classifiers, *report.structure]:
         assert score.scheme == "leave-one-user-out (2 users)" and not score.within_user
         assert score.auc is None or 0.0 <= score.auc <= 1.0
     assert report.leakage.queries == len(dataset.queries) and report.leakage.dense_queries == len(
@@ -222,6 +232,64 @@ def test_a_marker_planted_in_every_reference_turn_fails_exclusive_ngram(
     user_turns = next(c for c in after.classifiers if c.material == "user_turns")
     assert set(words(" ".join(user_turns.leans_on[:2]))) <= MARKER_WORDS
     assert f"leans on '{user_turns.leans_on[0]}'" in after.check("classifier_auc_user_turns").detail
+
+
+def test_structural_tells_are_scored_and_gated(report: AuditReport) -> None:
+    levels = {"structure_turns": "user turns", "structure_sessions": "sessions"}
+    assert [score.material for score in report.structure][:1] == ["structure_turns"]
+    for score in report.structure:
+        check = report.check(score.material.replace("structure_", "structure_auc_"))
+        assert check.threshold == 0.6 and check.fails_if == ">"
+        assert check.value == score.auc and check.passed == (score.auc is None or score.auc <= 0.6)
+        assert score.positives > 0 and score.scheme == "leave-one-user-out (2 users)"
+        if score.material in levels:
+            assert f"every structural feature of {levels[score.material]}" in check.detail
+
+
+def _reference_moved_to_the_last_user_turn(session: Session) -> Session:
+    """The session with its reference turn swapped with its last user turn (spans follow)."""
+    marked = sorted(reference_turns(session))
+    last = max(i for i, t in enumerate(session.turns) if t.role is Role.USER)
+    if not marked or marked[0] == last:
+        return session
+    first = marked[0]
+    turns = list(session.turns)
+    turns[first], turns[last] = turns[last], turns[first]
+    moved = {first: last, last: first}
+    return session.model_copy(
+        update={
+            "turns": turns,
+            "reference_turn_indices": [moved.get(i, i) for i in session.reference_turn_indices],
+            "reference_spans": [
+                span.model_copy(update={"turn_index": moved.get(span.turn_index, span.turn_index)})
+                for span in session.reference_spans
+            ],
+        }
+    )
+
+
+def test_a_reference_always_in_the_last_user_turn_is_a_structural_tell(
+    dataset: GeneratedDataset, report: AuditReport
+) -> None:
+    moved = copy(dataset)
+    moved.sessions = [_reference_moved_to_the_last_user_turn(s) for s in moved.sessions]
+    assert all(
+        max(reference_turns(s)) == max(i for i, t in enumerate(s.turns) if t.role is Role.USER)
+        for s in moved.sessions
+        if reference_turns(s)
+    )
+    after = audit_dataset(moved, Settings())
+    for name in ("structure_auc_turns_after", "structure_auc_turns"):
+        check, before = after.check(name), report.check(name)
+        assert check.value is not None and before.value is not None
+        assert check.value > 0.6 and not check.passed and check.value > before.value
+        assert any(f.startswith(f"{name}: ") for f in after.failures)
+    assert "leans on turns_after=1" in after.check("structure_auc_turns_after").detail
+    assert not after.passed
+    # the words did not change: the text classifier's verdict stays where it was
+    assert after.check("classifier_auc_user_turns").value == pytest.approx(
+        report.check("classifier_auc_user_turns").value, abs=0.05
+    )
 
 
 def test_a_reference_expired_before_its_query_is_stale(

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from memoryquest.audit.detectability import classifier_auc, exclusive_ngrams
+from memoryquest.audit.detectability import classifier_auc, exclusive_ngrams, structure_classifier
 from memoryquest.audit.material import Exchange, exchanges, reference_turns, session_halves
 from memoryquest.contracts import Domain, ReferenceSpan, Role, Session, Turn
 from memoryquest.ids import make_id
@@ -184,3 +184,36 @@ def test_within_user_split_is_named_as_such() -> None:
     halves = ["early" if i < 12 else "late" for i in range(24)]
     score = classifier_auc("user_turns", texts, labels, halves, within_user=True, seed=0)
     assert score.within_user and score.scheme.startswith("within-user") and score.folds == 2
+
+
+# --------------------------------------------------------------------------- structure classifier
+
+
+def test_a_structural_tell_need_not_be_monotone() -> None:
+    # references always in the middle turn (index 2 of 0..4): no threshold on the index finds them
+    features, labels, groups = [], [], []
+    for user in range(4):
+        for session in range(12):
+            for index in range(5):
+                features.append({"turn_index": index, "session": session % 3})
+                labels.append(index == 2 and session % 2 == 0)
+                groups.append(f"user{user}")
+    score, out_of_fold = structure_classifier(
+        "structure_turns", features, labels, groups, within_user=False, seed=0
+    )
+    assert score.auc is not None and score.auc > 0.85
+    assert score.leans_on[0] == "turn_index=2"
+    assert out_of_fold is not None and (out_of_fold.folds >= 0).all()
+    assert len(out_of_fold.rows) == len(
+        labels
+    )  # every row scored once, by a model without its user
+
+
+def test_structure_that_says_nothing_scores_one_half() -> None:
+    features = [{"turn_index": i % 3} for i in range(60)]
+    labels = [i % 4 == 0 for i in range(60)]  # independent of the feature's pattern across users
+    groups = [f"user{i // 15}" for i in range(60)]
+    score, _ = structure_classifier(
+        "structure_turns", features, labels, groups, within_user=False, seed=0
+    )
+    assert score.auc is not None and abs(score.auc - 0.5) < 0.15

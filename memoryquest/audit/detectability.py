@@ -11,14 +11,18 @@ the audit looks for tells two ways:
   reference exchanges they cover.
 * **a cross-user classifier** — TF-IDF (word 1-2 grams) and a class-balanced
   logistic regression, trained on some users and scored (ROC AUC) on others,
-  so what it learns is a generator habit, not one persona's topics.
+  so what it learns is a generator habit, not one persona's topics. The same
+  split scores structural features (where a reference sits, how long its
+  session is; :mod:`memoryquest.audit.structure`), and every row's
+  out-of-fold score is kept for the per-item filter (:mod:`memoryquest.audit.filtering`).
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -67,7 +71,10 @@ class ExclusiveNgrams(BaseModel):
 
 
 class ClassifierScore(BaseModel):
-    material: Material
+    material: str = Field(
+        description="What was classified: user_turns, assistant_turns or facts (text), or a structural"
+        " feature set (structure_turns, structure_sessions, structure_<feature>)."
+    )
     auc: float | None = Field(
         description="Mean ROC AUC over the folds that hold both classes; null when none does."
     )
@@ -188,7 +195,113 @@ def _capped(labels: Sequence[bool], groups: Sequence[str], cap: int, seed: int) 
     return sorted(kept)
 
 
-def _fit(counts: Any, y: np.ndarray, rows: np.ndarray, seed: int) -> tuple[Any, Any, np.ndarray]:
+@dataclass(frozen=True)
+class OutOfFold:
+    """Every kept row's decision score from a model that never saw its user (same index order)."""
+
+    rows: np.ndarray = field(repr=False)  # indices into the caller's sequences (after the cap)
+    labels: np.ndarray = field(repr=False)
+    folds: np.ndarray = field(repr=False)  # the fold each row was scored in; -1 when not scored
+    scores: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class _Split:
+    keep: list[int]
+    y: np.ndarray
+    g: np.ndarray
+    folds: int
+    scheme: str
+
+
+def _split(
+    labels: Sequence[bool], groups: Sequence[str], within_user: bool, seed: int, cap: int
+) -> _Split:
+    """The capped rows, their labels and groups, and how they are split into folds."""
+    keep = _capped(labels, groups, cap, seed)
+    y = np.array([bool(labels[i]) for i in keep], dtype=bool)
+    g = np.array([groups[i] for i in keep])
+    n_groups = len(set(g.tolist()))
+    folds = min(MAX_FOLDS, n_groups)
+    if within_user:
+        scheme = "within-user: one user, history split into early and late halves"
+    elif folds == n_groups:
+        scheme = f"leave-one-user-out ({n_groups} users)"
+    else:
+        scheme = f"group k-fold by user ({folds} folds, {n_groups} users)"
+    return _Split(keep, y, g, folds, scheme)
+
+
+FitScore = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""(features, labels, train rows, test rows) -> decision scores of the test rows."""
+
+
+def _cross_validate(
+    split: _Split, features: Any, fit_score: FitScore
+) -> tuple[list[float], OutOfFold]:
+    """Grouped k-fold: the AUC of each fold that holds both classes, and every row's out-of-fold score."""
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import GroupKFold
+
+    y = split.y
+    scores = np.zeros(len(y))
+    fold_of = np.full(len(y), -1)
+    aucs: list[float] = []
+    for number, (train, test) in enumerate(
+        GroupKFold(n_splits=split.folds).split(np.zeros(len(y)), y, split.g)
+    ):
+        if len(set(y[train].tolist())) < 2:
+            continue
+        scores[test] = fit_score(features, y, train, test)
+        fold_of[test] = number
+        if len(set(y[test].tolist())) == 2:
+            aucs.append(float(roc_auc_score(y[test], scores[test])))
+    return aucs, OutOfFold(np.array(split.keep, dtype=int), y, fold_of, scores)
+
+
+def _unmeasured(material: str, split: _Split, within_user: bool) -> tuple[ClassifierScore, None]:
+    positives, negatives = int(split.y.sum()), int((~split.y).sum())
+    score = ClassifierScore(
+        material=material,
+        auc=None,
+        scheme=split.scheme,
+        folds=0,
+        positives=positives,
+        negatives=negatives,
+        within_user=within_user,
+    )
+    return score, None
+
+
+def _measurable(split: _Split) -> bool:
+    return split.folds >= 2 and bool(split.y.any()) and bool((~split.y).any())
+
+
+def _score(
+    material: str,
+    split: _Split,
+    aucs: Sequence[float],
+    within_user: bool,
+    leans_on: list[str],
+) -> ClassifierScore:
+    return ClassifierScore(
+        material=material,
+        auc=float(np.mean(aucs)) if aucs else None,
+        scheme=split.scheme,
+        folds=len(aucs),
+        positives=int(split.y.sum()),
+        negatives=int((~split.y).sum()),
+        within_user=within_user,
+        leans_on=leans_on,
+    )
+
+
+# --------------------------------------------------------------------------- text classifier
+
+
+def _fit_text(
+    counts: Any, y: np.ndarray, rows: np.ndarray, seed: int
+) -> tuple[Any, Any, np.ndarray]:
     """TF-IDF and a class-balanced logistic regression fit on ``rows``; (tfidf, model, columns kept).
 
     Terms found in fewer than two of those texts are dropped and idf comes
@@ -208,21 +321,52 @@ def _fit(counts: Any, y: np.ndarray, rows: np.ndarray, seed: int) -> tuple[Any, 
     return tfidf, model, columns
 
 
-def _fold_scores(
-    counts: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray, seed: int
-) -> np.ndarray:
-    """Decision scores of ``test`` rows from a fit on ``train`` rows: nothing of the test users is learnt."""
-    tfidf, model, columns = _fit(counts, y, train, seed)
-    return np.asarray(model.decision_function(tfidf.transform(counts[test][:, columns])))
-
-
-def _leans_on(counts: Any, vocabulary: np.ndarray, y: np.ndarray, seed: int) -> list[str]:
+def _text_leans_on(counts: Any, vocabulary: np.ndarray, y: np.ndarray, seed: int) -> list[str]:
     """The terms with the largest positive weights in a fit on every row (only those that occur in a reference)."""
-    _, model, columns = _fit(counts, y, np.arange(len(y)), seed)
+    _, model, columns = _fit_text(counts, y, np.arange(len(y)), seed)
     weights = np.asarray(model.coef_).ravel()
     in_positive = np.asarray((counts[y][:, columns] > 0).sum(axis=0)).ravel() > 0
     order = [i for i in np.argsort(-weights, kind="stable") if weights[i] > 0 and in_positive[i]]
     return [str(vocabulary[columns[i]]) for i in order[:LEANS_ON_TERMS]]
+
+
+def text_classifier(
+    material: str,
+    texts: Sequence[str],
+    labels: Sequence[bool],
+    groups: Sequence[str],
+    *,
+    within_user: bool,
+    seed: int,
+    negatives_per_group: int = NEGATIVES_PER_GROUP,
+) -> tuple[ClassifierScore, OutOfFold | None]:
+    """Grouped cross-validated ROC AUC of TF-IDF + logistic regression separating positives from
+    negatives, and the out-of-fold score of every row kept (None when not measurable).
+
+    ``groups`` are users (or, for a one-user dataset, halves of that user's
+    history): no group is ever on both sides of a split. Five folds at most;
+    with five users or fewer each fold leaves one user out.
+    """
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    split = _split(labels, groups, within_user, seed, negatives_per_group)
+    if not _measurable(split):
+        return _unmeasured(material, split, within_user)
+    # Word 1-2 gram counts, tokenised once for all folds (vocabulary only; no label is looked at).
+    vectorizer = CountVectorizer(
+        tokenizer=words, lowercase=False, token_pattern=None, ngram_range=(1, 2)
+    )
+    counts = vectorizer.fit_transform([texts[i] for i in split.keep])
+
+    def fit_score(x: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        tfidf, model, columns = _fit_text(x, y, train, seed)
+        return np.asarray(model.decision_function(tfidf.transform(x[test][:, columns])))
+
+    aucs, out_of_fold = _cross_validate(split, counts, fit_score)
+    leans_on = (
+        _text_leans_on(counts, vectorizer.get_feature_names_out(), split.y, seed) if aucs else []
+    )
+    return _score(material, split, aucs, within_user, leans_on), out_of_fold
 
 
 def classifier_auc(
@@ -235,57 +379,66 @@ def classifier_auc(
     seed: int,
     negatives_per_group: int = NEGATIVES_PER_GROUP,
 ) -> ClassifierScore:
-    """Grouped cross-validated ROC AUC of TF-IDF + logistic regression separating positives from negatives.
-
-    ``groups`` are users (or, for a one-user dataset, halves of that user's
-    history): no group is ever on both sides of a split. Five folds at most;
-    with five users or fewer each fold leaves one user out.
-    """
-    from sklearn.feature_extraction.text import CountVectorizer
-    from sklearn.metrics import roc_auc_score
-    from sklearn.model_selection import GroupKFold
-
-    keep = _capped(labels, groups, negatives_per_group, seed)
-    x = np.array([texts[i] for i in keep], dtype=object)
-    y = np.array([bool(labels[i]) for i in keep])
-    g = np.array([groups[i] for i in keep])
-    positives, negatives = int(y.sum()), int((~y).sum())
-    n_groups = len(set(g.tolist()))
-    folds = min(MAX_FOLDS, n_groups)
-    if within_user:
-        scheme = "within-user: one user, history split into early and late halves"
-    elif folds == n_groups:
-        scheme = f"leave-one-user-out ({n_groups} users)"
-    else:
-        scheme = f"group k-fold by user ({folds} folds, {n_groups} users)"
-    if folds < 2 or positives == 0 or negatives == 0:
-        return ClassifierScore(
-            material=material,
-            auc=None,
-            scheme=scheme,
-            folds=0,
-            positives=positives,
-            negatives=negatives,
-            within_user=within_user,
-        )
-    # Word 1-2 gram counts, tokenised once for all folds (vocabulary only; no label is looked at).
-    vectorizer = CountVectorizer(
-        tokenizer=words, lowercase=False, token_pattern=None, ngram_range=(1, 2)
-    )
-    counts = vectorizer.fit_transform(x)
-    aucs: list[float] = []
-    for train, test in GroupKFold(n_splits=folds).split(x, y, g):
-        if len(set(y[train].tolist())) < 2 or len(set(y[test].tolist())) < 2:
-            continue
-        aucs.append(float(roc_auc_score(y[test], _fold_scores(counts, y, train, test, seed))))
-    leans_on = _leans_on(counts, vectorizer.get_feature_names_out(), y, seed) if aucs else []
-    return ClassifierScore(
-        material=material,
-        auc=float(np.mean(aucs)) if aucs else None,
-        scheme=scheme,
-        folds=len(aucs),
-        positives=positives,
-        negatives=negatives,
+    """The score alone of :func:`text_classifier`."""
+    score, _ = text_classifier(
+        material,
+        texts,
+        labels,
+        groups,
         within_user=within_user,
-        leans_on=leans_on,
+        seed=seed,
+        negatives_per_group=negatives_per_group,
     )
+    return score
+
+
+# --------------------------------------------------------------------------- structure classifier
+
+
+def structure_classifier(
+    material: str,
+    features: Sequence[Mapping[str, object]],
+    labels: Sequence[bool],
+    groups: Sequence[str],
+    *,
+    within_user: bool,
+    seed: int,
+    negatives_per_group: int = NEGATIVES_PER_GROUP,
+) -> tuple[ClassifierScore, OutOfFold | None]:
+    """Like :func:`text_classifier`, on categorical features (every value its own indicator).
+
+    Each value of each feature gets its own weight, so a tell need not be
+    monotone (the reference always in the middle turn is found as surely as
+    always in the last); what it leans on reads ``feature=value``.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import OneHotEncoder
+
+    split = _split(labels, groups, within_user, seed, negatives_per_group)
+    if not _measurable(split):
+        return _unmeasured(material, split, within_user)
+    names = sorted({name for row in features for name in row})
+    table = [[str(features[i].get(name, "")) for name in names] for i in split.keep]
+    # Every value seen is a column (no label is looked at); one unseen in training weighs nothing.
+    encoder = OneHotEncoder(handle_unknown="ignore", feature_name_combiner=_value_name)
+    matrix = encoder.fit_transform(np.array(table, dtype=object).reshape(len(table), len(names)))
+
+    def fit(x: Any, y: np.ndarray, rows: np.ndarray) -> Any:
+        model = LogisticRegression(class_weight="balanced", solver="liblinear", random_state=seed)
+        return model.fit(x[rows], y[rows])
+
+    def fit_score(x: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        return np.asarray(fit(x, y, train).decision_function(x[test]))
+
+    aucs, out_of_fold = _cross_validate(split, matrix, fit_score)
+    leans_on: list[str] = []
+    if aucs:
+        weights = np.asarray(fit(matrix, split.y, np.arange(len(split.y))).coef_).ravel()
+        columns = encoder.get_feature_names_out(names)
+        order = [i for i in np.argsort(-weights, kind="stable") if weights[i] > 0]
+        leans_on = [str(columns[i]) for i in order[:LEANS_ON_TERMS]]
+    return _score(material, split, aucs, within_user, leans_on), out_of_fold
+
+
+def _value_name(feature: str, value: object) -> str:
+    return f"{feature}={value}"

@@ -8,7 +8,7 @@ sessions and the other turns of reference sessions — is "filler material".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
 from memoryquest.contracts import Role, Session
@@ -23,14 +23,19 @@ class Exchange:
     user: str
     assistant: str
     reference: bool
+    reference_id: str | None = None  # the reference it states, when it does
 
 
-def reference_turns(session: Session) -> set[int]:
+def reference_turns(session: Session, standing: Set[str] | None = None) -> set[int]:
     """User turns that state the session's reference: the listed indices plus the turns of its spans.
 
-    Older data has no spans; the listed turn indices alone then mark the whole turn.
+    Older data has no spans; the listed turn indices alone then mark the whole turn. With
+    ``standing`` (the references of the dataset's queries), a withdrawn query's session is
+    an ordinary one: its reference is no longer ground truth.
     """
-    if session.reference_id is None:
+    if session.reference_id is None or (
+        standing is not None and session.reference_id not in standing
+    ):
         return set()
     marked = set(session.reference_turn_indices) | {
         span.turn_index for span in session.reference_spans
@@ -38,11 +43,12 @@ def reference_turns(session: Session) -> set[int]:
     return {i for i in marked if i < len(session.turns) and session.turns[i].role is Role.USER}
 
 
-def exchanges(sessions: Sequence[Session]) -> list[Exchange]:
-    """Every user turn of every session with its reply, in history order."""
+def exchanges(sessions: Sequence[Session], standing: Set[str] | None = None) -> list[Exchange]:
+    """Every user turn of every session with its reply, in history order (``standing``: see
+    :func:`reference_turns`)."""
     result: list[Exchange] = []
     for session in sorted(sessions, key=lambda s: (s.persona_id, s.position, s.session_id)):
-        marked = reference_turns(session)
+        marked = reference_turns(session, standing)
         turns = session.turns
         for index, turn in enumerate(turns):
             if turn.role is not Role.USER:
@@ -53,9 +59,15 @@ def exchanges(sessions: Sequence[Session]) -> list[Exchange]:
                 if following is not None and following.role is Role.ASSISTANT
                 else ""
             )
+            stated = index in marked
             result.append(
                 Exchange(
-                    session.persona_id, session.session_id, turn.content, reply, index in marked
+                    session.persona_id,
+                    session.session_id,
+                    turn.content,
+                    reply,
+                    stated,
+                    session.reference_id if stated else None,
                 )
             )
     return result

@@ -52,6 +52,31 @@ class DatasetSize(BaseModel):
     facts: int
 
 
+class FilterRound(BaseModel):
+    round: int = Field(ge=1)
+    aucs: dict[str, float | None] = Field(
+        description="Each gated AUC (check name -> value) measured at the start of the round."
+    )
+    flagged_items: dict[str, int] = Field(
+        description="Per classifier, the reference items whose out-of-fold score stood out."
+    )
+    queries_removed: list[str] = Field(description="The queries of those items, withdrawn.")
+
+
+class FilterSummary(BaseModel):
+    """What the per-item tell filter (:mod:`memoryquest.audit.filtering`) did to a dataset."""
+
+    percentile: float = Field(
+        description="An item stands out above this percentile of the other items' out-of-fold scores."
+    )
+    queries_before: int
+    queries_removed: int
+    rounds: list[FilterRound]
+    aucs_before: dict[str, float | None]
+    aucs_after: dict[str, float | None]
+    stopped: str = Field(description="Why the rounds ended.")
+
+
 class AuditReport(BaseModel):
     passed: bool
     failures: list[str] = Field(description="One line per failed check: '<check>: <reason>'.")
@@ -63,9 +88,18 @@ class AuditReport(BaseModel):
     size: DatasetSize
     exclusive_ngrams: ExclusiveNgrams
     classifiers: list[ClassifierScore]
+    structure: list[ClassifierScore] = Field(
+        default_factory=list,
+        description="Classifiers on where references sit (turn index, session length, news items, "
+        "timeline position, domain relative to the query), combined per level and one feature at a time.",
+    )
     leakage: Leakage
     diversity: list[Diversity]
     ground_truth: GroundTruth
+    filtering: FilterSummary | None = Field(
+        default=None,
+        description="The per-item tell filter that made this dataset, as its manifest records it.",
+    )
     seconds: float | None = Field(
         default=None,
         description="Wall time of the audit; left out where output must be reproducible.",
@@ -132,6 +166,8 @@ def audit_markdown(report: AuditReport) -> str:
         lines.append(
             f"| {check.name} | {_number(check.value)} | {_limit(check)} | {_result(check)} | {_cell(check.detail)} |"
         )
+    if report.filtering is not None:
+        lines += ["", *filtering_markdown(report.filtering)]
     top = report.exclusive_ngrams.top[:MARKDOWN_NGRAMS]
     if top:
         lines += [
@@ -143,3 +179,22 @@ def audit_markdown(report: AuditReport) -> str:
         ]
         lines += [f"| {_cell(item.ngram)} | {item.units} | {item.share:.1%} |" for item in top]
     return "\n".join(lines) + "\n"
+
+
+def filtering_markdown(summary: FilterSummary) -> list[str]:
+    """The tell filter's lines: queries removed, rounds, and each gated AUC before and after."""
+    rounds = len(summary.rounds)
+    lines = [
+        f"Per-item tell filter: {summary.queries_removed} of {summary.queries_before} queries withdrawn "
+        f"(reason `tell`) in {rounds} round{'s' * (rounds != 1)}; a reference item stood out above the "
+        f"{summary.percentile:g}th percentile of the other items' out-of-fold scores, alone or with "
+        f"the rest of its query's. {summary.stopped[:1].upper()}{summary.stopped[1:]}.",
+        "",
+        "| AUC | Before filtering | After |",
+        "|---|---:|---:|",
+    ]
+    lines += [
+        f"| {name} | {_number(before)} | {_number(summary.aucs_after.get(name))} |"
+        for name, before in summary.aucs_before.items()
+    ]
+    return lines

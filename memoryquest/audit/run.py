@@ -13,19 +13,29 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memoryquest.audit.detectability import (
     ClassifierScore,
     ExclusiveNgrams,
     Material,
-    classifier_auc,
+    OutOfFold,
     exclusive_ngrams,
+    structure_classifier,
+    text_classifier,
 )
 from memoryquest.audit.diversity import Diversity, diversity
 from memoryquest.audit.ground_truth import GroundTruth, ReferenceIssue, ground_truth
 from memoryquest.audit.leakage import SHARED_WORDS_NOTED, Leakage, leakage
 from memoryquest.audit.material import Exchange, exchanges, session_halves
-from memoryquest.audit.report import AuditCheck, AuditReport, DatasetSize
+from memoryquest.audit.report import AuditCheck, AuditReport, DatasetSize, FilterSummary
+from memoryquest.audit.structure import (
+    SESSION_FEATURES,
+    TURN_FEATURES,
+    query_domains,
+    session_units,
+    turn_units,
+)
 from memoryquest.contracts import Fact, RejectedCandidate, Role, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
@@ -36,6 +46,12 @@ MATERIAL_NOUNS = {
     "assistant_turns": "assistant turns",
     "facts": "facts",
 }
+STRUCTURE_NOUNS = {
+    **dict.fromkeys(("turns", *TURN_FEATURES), "user turns"),
+    **dict.fromkeys(("sessions", *SESSION_FEATURES), "sessions"),
+}
+FILTERING_KEY = "filtering"
+"""Where a dataset's manifest (``audit``) records the tell filter that made it (:mod:`memoryquest.audit.filtering`)."""
 
 
 class AuditError(ValueError):
@@ -47,44 +63,117 @@ def _percent(share: float) -> str:
     return f"{text}%"
 
 
-def _classifiers(
-    units: Sequence[Exchange], facts: Sequence[Fact], dataset: GeneratedDataset, seed: int
-) -> list[ClassifierScore]:
-    """One score per material; a one-user dataset is split into early and late halves of its history."""
-    users = {s.persona_id for s in dataset.sessions} | {f.persona_id for f in facts}
-    within = len(users) == 1
-    halves = session_halves(dataset.sessions) if within else {}
+@dataclass(frozen=True)
+class ScoredMaterial:
+    """One classifier's out-of-fold scores, each row with the references it carries (none for the rest)."""
 
-    def group(persona_id: str, session_id: str | None) -> str:
-        return halves.get(session_id or "", "early") if within else persona_id
+    material: str
+    out_of_fold: OutOfFold
+    references: list[tuple[str, ...]]  # one per row of the out-of-fold scores, same order
+
+
+def standing_references(dataset: GeneratedDataset) -> set[str]:
+    """The references of the dataset's queries: the ground truth (a withdrawn query's are not)."""
+    return {r.reference_id for q in dataset.queries for r in q.references}
+
+
+class _Grouping:
+    """Users as groups; a one-user dataset is split into early and late halves of its history."""
+
+    def __init__(self, dataset: GeneratedDataset) -> None:
+        users = {s.persona_id for s in dataset.sessions} | {f.persona_id for f in dataset.facts}
+        self.within = len(users) == 1
+        self.halves = session_halves(dataset.sessions) if self.within else {}
+
+    def __call__(self, persona_id: str, session_id: str | None) -> str:
+        return self.halves.get(session_id or "", "early") if self.within else persona_id
+
+
+def _scored(
+    material: str, out_of_fold: OutOfFold | None, references: Sequence[tuple[str, ...]]
+) -> list[ScoredMaterial]:
+    if out_of_fold is None:
+        return []
+    return [ScoredMaterial(material, out_of_fold, [references[i] for i in out_of_fold.rows])]
+
+
+def _classifiers(
+    units: Sequence[Exchange], dataset: GeneratedDataset, standing: set[str], seed: int
+) -> tuple[list[ClassifierScore], list[ScoredMaterial]]:
+    """One score per text material, and the out-of-fold scores the filter reads (user turns, facts)."""
+    group = _Grouping(dataset)
 
     def exchange_score(
         material: Material, chosen: Sequence[Exchange], text: Callable[[Exchange], str]
-    ) -> ClassifierScore:
+    ) -> tuple[ClassifierScore, OutOfFold | None]:
         """The score of one side (``text``) of the ``chosen`` exchanges."""
-        return classifier_auc(
+        return text_classifier(
             material,
             [text(u) for u in chosen],
             [u.reference for u in chosen],
             [group(u.persona_id, u.session_id) for u in chosen],
-            within_user=within,
+            within_user=group.within,
             seed=seed,
         )
 
-    replies = [u for u in units if u.assistant]
-    fact_groups = [group(f.persona_id, f.session_ids[0] if f.session_ids else None) for f in facts]
-    return [
-        exchange_score("user_turns", units, lambda u: u.user),
-        exchange_score("assistant_turns", replies, lambda u: u.assistant),
-        classifier_auc(
-            "facts",
-            [f.info for f in facts],
-            [bool(f.source_reference_ids) for f in facts],
-            fact_groups,
-            within_user=within,
-            seed=seed,
+    facts = dataset.facts
+    fact_references = [tuple(r for r in f.source_reference_ids if r in standing) for f in facts]
+    user_turns, user_scores = exchange_score("user_turns", units, lambda u: u.user)
+    replies, _ = exchange_score(
+        "assistant_turns", [u for u in units if u.assistant], lambda u: u.assistant
+    )
+    fact_score, fact_scores = text_classifier(
+        "facts",
+        [f.info for f in facts],
+        [bool(refs) for refs in fact_references],
+        [group(f.persona_id, f.session_ids[0] if f.session_ids else None) for f in facts],
+        within_user=group.within,
+        seed=seed,
+    )
+    turn_references = [(u.reference_id,) if u.reference_id else () for u in units]
+    return [user_turns, replies, fact_score], [
+        *_scored("user_turns", user_scores, turn_references),
+        *_scored("facts", fact_scores, fact_references),
+    ]
+
+
+def _structure(
+    dataset: GeneratedDataset, standing: set[str], seed: int
+) -> tuple[list[ClassifierScore], list[ScoredMaterial]]:
+    """Structural features of user turns and of sessions, all together and one at a time; the
+    out-of-fold scores of the two combined classifiers go to the filter."""
+    group = _Grouping(dataset)
+    domains = query_domains(dataset.queries, dataset.rejected)
+    levels = [
+        ("turns", TURN_FEATURES, turn_units(dataset.sessions, standing)),
+        (
+            "sessions",
+            SESSION_FEATURES,
+            session_units(dataset.sessions, dataset.timelines, domains, standing),
         ),
     ]
+    scores: list[ClassifierScore] = []
+    scored: list[ScoredMaterial] = []
+    for level, names, units in levels:
+        labels = [u.reference for u in units]
+        groups = [group(u.persona_id, u.session_id) for u in units]
+        references = [(u.reference_id,) if u.reference_id else () for u in units]
+        for material, chosen in [
+            (f"structure_{level}", names),
+            *((f"structure_{n}", (n,)) for n in names),
+        ]:
+            score, out_of_fold = structure_classifier(
+                material,
+                [{n: u.features[n] for n in chosen} for u in units],
+                labels,
+                groups,
+                within_user=group.within,
+                seed=seed,
+            )
+            scores.append(score)
+            if len(chosen) > 1:
+                scored += _scored(material, out_of_fold, references)
+    return scores, scored
 
 
 def _memories(dataset: GeneratedDataset) -> dict[str, list[MemoryItem]]:
@@ -139,6 +228,35 @@ def _classifier_check(score: ClassifierScore, settings: AuditSettings) -> AuditC
     leans_on = ", ".join(f"'{term}'" for term in score.leans_on)
     detail = (
         f"{noun} AUC {score.auc:.3f}"
+        + ("" if passed else f" (> {limit:g})")
+        + f"; {score.scheme}; {counts}"
+        + (f"; leans on {leans_on}" if leans_on else "")
+    )
+    return AuditCheck(
+        name=name, value=score.auc, threshold=limit, fails_if=">", passed=passed, detail=detail
+    )
+
+
+def _structure_check(score: ClassifierScore, settings: AuditSettings) -> AuditCheck:
+    limit = settings.structure_auc_max
+    level = score.material.removeprefix("structure_")
+    noun = STRUCTURE_NOUNS[level]
+    name = f"structure_auc_{level}"
+    what = (
+        f"every structural feature of {noun}"
+        if level in ("turns", "sessions")
+        else f"{level} of {noun}"
+    )
+    counts = f"{score.positives} reference vs {score.negatives} other {noun}"
+    if score.auc is None:
+        detail = f"{what}: not measurable: {counts}, {score.scheme}"
+        return AuditCheck(
+            name=name, value=None, threshold=limit, fails_if=">", passed=True, detail=detail
+        )
+    passed = score.auc <= limit
+    leans_on = ", ".join(score.leans_on[:3])
+    detail = (
+        f"{what} AUC {score.auc:.3f}"
         + ("" if passed else f" (> {limit:g})")
         + f"; {score.scheme}; {counts}"
         + (f"; leans on {leans_on}" if leans_on else "")
@@ -294,8 +412,28 @@ def reasked_references(rejected: Sequence[RejectedCandidate]) -> set[str]:
     return reasked
 
 
+@dataclass(frozen=True)
+class ScoredAudit:
+    """An audit's report, and the out-of-fold scores behind its classifiers (what the filter reads)."""
+
+    report: AuditReport
+    scored: list[ScoredMaterial]
+
+
+def recorded_filtering(dataset: GeneratedDataset) -> FilterSummary | None:
+    """The tell filter that made ``dataset``, as its manifest records it (None when none did)."""
+    audit = dataset.manifest.audit if dataset.manifest is not None else None
+    recorded = audit.get(FILTERING_KEY) if isinstance(audit, dict) else None
+    return FilterSummary.model_validate(recorded) if isinstance(recorded, dict) else None
+
+
 def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
     """Detectability, leakage, diversity and ground-truth checks of ``dataset`` under ``settings.audit``."""
+    return audit_with_scores(dataset, settings).report
+
+
+def audit_with_scores(dataset: GeneratedDataset, settings: Settings) -> ScoredAudit:
+    """:func:`audit_dataset`, with the out-of-fold scores of its classifiers."""
     started = time.perf_counter()
     config = settings.audit
     if config.ngram_min > config.ngram_max:
@@ -304,9 +442,11 @@ def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
         )
     if not dataset.sessions and not dataset.queries:
         raise AuditError("nothing to audit: the dataset has no sessions and no queries")
-    units = exchanges(dataset.sessions)
+    standing = standing_references(dataset)
+    units = exchanges(dataset.sessions, standing)
     ngram_result = exclusive_ngrams(units, config.ngram_min, config.ngram_max)
-    classifiers = _classifiers(units, dataset.facts, dataset, settings.seed)
+    classifiers, scored = _classifiers(units, dataset, standing, settings.seed)
+    structure, structure_scored = _structure(dataset, standing, settings.seed)
     memories = _memories(dataset)
     leak = leakage(dataset.queries, memories, dataset.validation, settings.pgr.query_only_k)
     diversities = [
@@ -321,6 +461,7 @@ def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
     checks = [
         _ngram_check(ngram_result, config),
         *(_classifier_check(score, config) for score in classifiers),
+        *(_structure_check(score, config) for score in structure),
         *_leakage_checks(leak, config),
         *(check for result in diversities for check in _diversity_checks(result, config)),
         *_ground_truth_checks(truth, config),
@@ -344,7 +485,7 @@ def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
         turns=sum(len(s.turns) for s in dataset.sessions),
         facts=len(dataset.facts),
     )
-    return AuditReport(
+    report = AuditReport(
         passed=not failures,
         failures=failures,
         targets_missed=targets_missed,
@@ -352,8 +493,11 @@ def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
         size=size,
         exclusive_ngrams=ngram_result,
         classifiers=classifiers,
+        structure=structure,
         leakage=leak,
         diversity=diversities,
         ground_truth=truth,
+        filtering=recorded_filtering(dataset),
         seconds=round(time.perf_counter() - started, 3),
     )
+    return ScoredAudit(report, [*scored, *structure_scored])

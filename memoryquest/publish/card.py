@@ -876,13 +876,18 @@ def _audit_section(inputs: CardInputs) -> list[str]:
         "",
         f"The dataset {verdict} `memoryquest audit`, which looks for shortcuts a generator can leave without "
         "breaking any invariant: wording that marks the turns stating a reference (n-grams found only there, "
-        "and a classifier trained on other users), query words that already point at the references "
+        "and a classifier trained on other users), where references sit (classifiers on the reference "
+        "turn's index, the session's length and news items, the event's place in its timeline and the "
+        "domain relative to the query's), query words that already point at the references "
         "(BM25 beside dense query-only recall), templated text (distinct n-grams, repeated sentences), and "
         "references that memory does not cover on the query date or that expired before it."
         + targets
         + ": dense query-only recall inside a band (below it the query finds its references hardly better "
         "than chance, so the set measures noise; above it the set is trivial), and varied user turns "
-        "(distinct-2 on a fixed-size sample, few repeated sentences). A missed target fails nothing.",
+        "(distinct-2 on a fixed-size sample, few repeated sentences). A missed target fails nothing. "
+        "When the table is followed by the per-item tell filter's lines, queries whose reference items "
+        "stood out to those classifiers, one by one, were withdrawn (reason `tell`, in the rejected "
+        "table) before publishing; the lines give how many, in how many rounds, and each AUC before and after.",
         "",
         inputs.audit_markdown.strip(),
         "",
