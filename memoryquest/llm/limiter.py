@@ -24,7 +24,8 @@ order of its first try: a retried request keeps its place ahead of newer
 ones instead of rejoining the back. The state is shared, behind a thread
 lock, by every event loop and thread of the process. An optional
 :class:`RequestGate` (``memoryquest.llm.shared_limit``) adds a limit held
-outside the process, for runs that span workers.
+outside the process, for runs that span workers. Time is read from, and
+waited on, the limiter's :class:`~memoryquest.llm.clock.Clock`.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ import bisect
 import itertools
 import random
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from memoryquest.llm.clock import SYSTEM_CLOCK, Clock, wait_until_set
 from memoryquest.llm.errors import CircuitOpenError
 
 
@@ -137,6 +138,7 @@ class RateLimiter:
         recovery_per_second: float = 0.05,
         poll_seconds: float = 0.05,
         gate: RequestGate | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if requests_per_minute <= 0 or tokens_per_minute <= 0 or max_concurrency < 1:
             raise ValueError(
@@ -154,12 +156,13 @@ class RateLimiter:
         self.recovery_per_second = recovery_per_second
         self.poll_seconds = poll_seconds
         self.gate = gate
+        self.clock = clock
         self.factor = 1.0  # share of the rate currently used
         self.window = float(max_concurrency)  # concurrency currently allowed
         self.paused_until = 0.0
         self.streak = 0  # 429s since the last success
         self._last_cut = -1e9
-        self._last_recovery = time.monotonic()
+        self._last_recovery = clock.monotonic()
         self._lock = threading.Lock()
         self._tickets = itertools.count()
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
@@ -180,7 +183,7 @@ class RateLimiter:
     def _try_admit(self, tokens: int) -> float:
         """Admit one request with ``tokens`` if the window and both rates allow now (0), else the seconds to wait."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if self.in_flight >= max(self.min_concurrency, int(self.window)):
                 return self.poll_seconds  # a release wakes the queue sooner
             ready_at = max(
@@ -206,7 +209,7 @@ class RateLimiter:
         queue = self._queue()
         ticket = next(self._tickets) if retry_of is None else retry_of
         me = queue.join((1 if retry_of is None else 0, ticket))
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             while True:
                 me.clear()
@@ -215,8 +218,7 @@ class RateLimiter:
                     if wait == 0:
                         break
                     # Wake at least every poll_seconds: a refund, a lifted pause or another loop's release.
-                    with suppress(TimeoutError):
-                        await asyncio.wait_for(me.wait(), min(wait, self.poll_seconds))
+                    await wait_until_set(me, min(wait, self.poll_seconds), self.clock)
                 else:
                     await me.wait()  # set when this request becomes the first
         finally:
@@ -228,7 +230,7 @@ class RateLimiter:
             with self._lock:
                 self.stats.acquired += 1
                 self.stats.retries += retry_of is not None
-                self.stats.waited_seconds += time.monotonic() - started
+                self.stats.waited_seconds += self.clock.monotonic() - started
             yield permit
         finally:
             permit.settle(0)  # an attempt that failed used nothing; a settled one is unchanged
@@ -263,7 +265,7 @@ class RateLimiter:
         """Record a 429; a quota slows everyone down and pauses them until Retry-After. Returns: quota?"""
         quota = self.is_quota(signal)
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self.streak += 1
             self.stats.rate_limited += 1
             if not quota:
@@ -289,7 +291,7 @@ class RateLimiter:
     def on_success(self) -> None:
         """Additive increase: the rate recovers with time, the window by one per window of answers."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self.streak = 0
             if self.factor < 1.0:
                 self.factor = min(
