@@ -11,8 +11,10 @@ import random
 import pytest
 from virtual_clock import VirtualClock
 
-from memoryquest.llm.errors import CircuitOpenError
+from memoryquest.llm.errors import CircuitOpenError, TransientBackendError
+from memoryquest.llm.exchange import ChatExchange
 from memoryquest.llm.limiter import CircuitBreaker, RateLimiter, RateLimitSignal, RetryPolicy
+from memoryquest.llm.simulated import SimulatedChatBackend
 
 
 async def take(limiter: RateLimiter, count: int, tokens: int = 1, hold: float = 0.0) -> list[float]:
@@ -196,16 +198,74 @@ def test_settling_keeps_what_was_used_and_refunds_the_rest() -> None:
     assert clock.run(take(limiter, 1)) == pytest.approx([0.4], abs=1e-9)
 
 
-def test_a_refused_request_is_given_back_to_the_rate() -> None:
+class ScriptedEndpoint:
+    """Attempt n (0-based) is refused with a 429 (Retry-After 1 s, no quota headers) when
+    n % 5 == 0 and fails with a 500 when n % 20 == 1: 20 % and 5 %, the send times kept."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.sent: list[float] = []
+        self.answered = self.refused = self.failed = 0
+
+    async def send(self) -> str:
+        attempt = len(self.sent)
+        self.sent.append(self.clock.elapsed())
+        if attempt % 5 == 0:
+            self.refused += 1
+            raise TransientBackendError("HTTP 429", kind="rate_limit", status=429, retry_after=1.0)
+        if attempt % 20 == 1:
+            self.failed += 1
+            raise TransientBackendError("HTTP 500", kind="server", status=500)
+        self.answered += 1
+        return "answer"
+
+
+def test_every_attempt_counts_against_requests_per_minute() -> None:
+    """A 429 without quota headers keeps its place in the request budget: the provider counts it."""
     clock = VirtualClock()
-    limiter = RateLimiter(60, 10**9, 10, burst_seconds=0.0, clock=clock)  # one request per second
+    limiter = RateLimiter(60, 10**9, 8, burst_seconds=0.0, clock=clock)  # one attempt a second
+    exchange = ChatExchange(
+        SimulatedChatBackend(seed=0),
+        limiter=limiter,
+        retry=RetryPolicy(max_retries=8, base_delay=0.5, max_delay=2.0),
+        rng=random.Random(0),
+    )
+    endpoint = ScriptedEndpoint(clock)
 
-    async def refused() -> None:
-        async with limiter.slot(1) as permit:
-            permit.give_back_request()
+    async def run(count: int) -> list[str]:
+        calls = (exchange.call_endpoint(endpoint.send, where="test") for _ in range(count))
+        return list(await asyncio.gather(*calls))
 
-    clock.run(refused())
-    assert clock.run(take(limiter, 1)) == [0.0]
+    answers = clock.run(run(120))
+    assert answers == ["answer"] * 120 and endpoint.answered == 120
+    assert limiter.stats.rate_limited == endpoint.refused > 0 and endpoint.failed > 0
+    assert limiter.stats.quota_limited == 0  # noise, not a quota: no slowdown
+    assert limiter.stats.acquired == len(endpoint.sent) == 120 + endpoint.refused + endpoint.failed
+    # One attempt a second, refused ones included: never two within a second, at most 60 a minute.
+    gaps = [b - a for a, b in zip(endpoint.sent, endpoint.sent[1:], strict=False)]
+    assert min(gaps) == pytest.approx(1.0, abs=1e-9)
+    for start in endpoint.sent:
+        assert sum(1 for t in endpoint.sent if start <= t < start + 60.0) <= 60
+    # While requests wait, the budget is used in full: 60 attempts in the first minute, of
+    # which the script answers 3 in 4.
+    assert sum(1 for t in endpoint.sent if t < 60.0) == 60
+
+
+def test_a_retry_waits_for_retry_after_on_the_clock() -> None:
+    clock = VirtualClock()
+    limiter = RateLimiter(10**6, 10**9, 8, clock=clock)
+    exchange = ChatExchange(SimulatedChatBackend(seed=0), limiter=limiter, rng=random.Random(0))
+    sent: list[float] = []
+
+    async def send() -> str:
+        sent.append(clock.elapsed())
+        if len(sent) == 1:
+            raise TransientBackendError("HTTP 429", kind="rate_limit", status=429, retry_after=2.0)
+        return "answer"
+
+    assert clock.run(exchange.call_endpoint(send, where="test")) == "answer"
+    # Never sooner than the Retry-After, at most 10 % later (RetryPolicy.delay).
+    assert sent[0] == 0.0 and 2.0 <= sent[1] <= 2.2
 
 
 def test_the_limiter_works_across_event_loops() -> None:

@@ -598,8 +598,11 @@ class ChatExchange:
                     try:
                         result = await send()
                     except TransientBackendError as exc:
-                        if exc.rate_limited and not limiter.on_rate_limited(_signal(exc)):
-                            permit.give_back_request()  # noise: the server did no work for it
+                        if exc.rate_limited:
+                            # Counted against requests/min all the same: providers count
+                            # refused attempts, so giving the place back would send more
+                            # than the limit whenever 429s come at random.
+                            limiter.on_rate_limited(_signal(exc))
                         raise
                     permit.settle(used(result))
             except FieldRejectedError:

@@ -16,8 +16,9 @@ evidence of a quota (``x-ratelimit-remaining-*`` at 0, a Retry-After of at
 least ``quota_retry_after`` seconds, or ``quota_streak`` 429s in a row with
 no success between them). Such a 429 also pauses every request until its
 Retry-After, since the quota is everyone's. An isolated 429 (a busy server,
-noise) only delays its own request, whose place in the request budget is
-given back because the server did no work for it.
+noise) only delays its own request. Every attempt, refused or not, keeps its
+place in the request budget: providers count failed requests against
+requests/min, so attempts stay within the limit however many are refused.
 
 Waiting requests form one queue per event loop, retries first, each in the
 order of its first try: a retried request keeps its place ahead of newer
@@ -251,11 +252,6 @@ class RateLimiter:
             with self._lock:
                 self.tokens.tat -= tokens * self.tokens.interval(self.factor)
 
-    def give_back_request(self) -> None:
-        """The server refused an attempt without doing its work: it does not count against the rate."""
-        with self._lock:
-            self.requests.tat -= self.requests.interval(self.factor)
-
     def is_quota(self, signal: RateLimitSignal) -> bool:
         """Whether a 429 is the quota speaking rather than noise (see the module docstring)."""
         long_wait = signal.retry_after is not None and signal.retry_after >= self.quota_retry_after
@@ -314,10 +310,6 @@ class Permit:
         if not self.settled:
             self.settled = True
             self.limiter.refund(self.reserved_tokens - used_tokens)
-
-    def give_back_request(self) -> None:
-        """This attempt does not count against requests/min (see ``RateLimiter.give_back_request``)."""
-        self.limiter.give_back_request()
 
 
 @dataclass(frozen=True)
