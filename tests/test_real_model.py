@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 WINDOW = 8192
 # A command-line run over one persona on SmolLM2 takes minutes; one still running after this long
 # has hung, and fails with the output it printed so far (the test's own limit is slow_timeout).
-CLI_SECONDS = 1200
+CLI_SECONDS = 1500
 
 
 def run_cli(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
