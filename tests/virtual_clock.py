@@ -49,7 +49,7 @@ class VirtualClock:
             loop.close()
 
 
-class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class _JumpingSelector(selectors.DefaultSelector):
     """Instead of blocking until the next timer is due, moves the clock there."""
 
     def __init__(self, clock: VirtualClock) -> None:
