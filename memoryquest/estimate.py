@@ -3,7 +3,11 @@
 The estimate replays the real pipeline on a small sample of personas with the
 offline simulator (no network, no key): every prompt is rendered from the real
 templates and counted with the target model's tokenizer, so the number of calls
-per stage and the input tokens are what the real run would send. Output tokens
+per stage and the input tokens are what the real run would send. A request asked
+again with the same prompt (both PGR methods augment a query the same way) is
+counted once, as a real run's response cache or its sharing of identical
+requests in flight answers the repeat without sending it (unless the cache is
+off and the stage goes online). Output tokens
 come from the simulator's answers, which is the main approximation, and is
 flagged as such. Cached input tokens follow the provider's prefix-caching rule
 (``memoryquest.llm.prompt_cache_model``) and are priced at the cached-input
@@ -16,8 +20,10 @@ with the estimate (:class:`TemplateEstimate`).
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +72,18 @@ class TemplateEstimate(BaseModel):
 
 
 class _TemplateTally:
-    """The dry run's chat backend, counting calls and tokens per template on the way."""
+    """The dry run's chat backend, counting calls and tokens per template on the way.
 
-    def __init__(self, inner: ChatBackend) -> None:
+    The simulator answers every call, a repeated one too; ``repeats`` keeps, per
+    stage, what the repeats a real run does not send added to the dry run's usage.
+    """
+
+    def __init__(self, inner: ChatBackend, repeats_answered: Callable[[str], bool]) -> None:
         self.inner = inner
+        self.repeats_answered = repeats_answered  # by stage: is a repeat answered without sending?
         self.rows: dict[str, dict[str, Any]] = {}
+        self.repeats: dict[str, StageUsage] = {}
+        self._seen: set[tuple[Any, ...]] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -78,6 +91,22 @@ class _TemplateTally:
     async def chat(self, call: ChatCall) -> ChatResult:
         result = await self.inner.chat(call)
         request = call.request
+        # What the response cache keys an answer by, as far as the simulator's answer depends on it.
+        sent = (
+            request.template_id,
+            call.template_version,
+            json.dumps(call.messages, sort_keys=True),
+            call.seed,
+            call.max_output_tokens,
+        )
+        if sent in self._seen and self.repeats_answered(request.stage):
+            repeat = self.repeats.setdefault(request.stage, StageUsage(stage=request.stage))
+            repeat.requests += 1
+            repeat.input_tokens += result.input_tokens
+            repeat.output_tokens += result.output_tokens
+            repeat.cached_tokens += result.cached_tokens
+            return result
+        self._seen.add(sent)
         row = self.rows.setdefault(
             request.template_id,
             {"stage": request.stage, "calls": 0, "input": 0, "cached": 0, "output": 0},
@@ -135,6 +164,10 @@ async def estimate_run(
         raise ValueError("the estimate needs at least one sample persona")
     if planned_personas < 1:
         raise ValueError("planned personas must be at least 1")
+    batch = settings.endpoint.batch
+    # In Batch API mode only the stages of endpoint.batch_stages travel in batches; the
+    # others go online at the full price.
+    batched = set(settings.endpoint.batch_stages) if batch else set()
     dry = settings.model_copy(deep=True)
     dry.endpoint.backend = Backend.SIMULATED
     dry.endpoint.api_key = None
@@ -143,10 +176,14 @@ async def estimate_run(
     with tempfile.TemporaryDirectory(prefix="memoryquest-estimate-") as cold:
         dry.cache.directory = Path(cold)
         client = build_client(dry)
-        tally = _TemplateTally(client.chat_backend)
+        tally = _TemplateTally(
+            client.chat_backend,
+            # The Batch API collector sends a repeat once even without the cache.
+            lambda stage: settings.cache.enabled or stage in batched,
+        )
         client.chat_backend = tally
         await generate_dataset(sample, client, dry, observer)
-        usage = client.usage()
+        usage = [_less(row, tally.repeats.get(row.stage)) for row in client.usage()]
 
     prices = PriceTable.load(settings.prices_file)
     chat_model = settings.endpoint.chat_model
@@ -154,11 +191,7 @@ async def estimate_run(
     embedding_model = (
         settings.endpoint.embedding_model if remote_embeddings else client.embedder_name
     )
-    batch = settings.endpoint.batch
     scale = planned_personas / len(sample)
-    # In Batch API mode only the stages of endpoint.batch_stages travel in batches; the
-    # others go online at the full price.
-    batched = set(settings.endpoint.batch_stages) if batch else set()
     stages = [
         _scale_stage(
             row, scale, prices, chat_model, embedding_model, remote_embeddings, row.stage in batched
@@ -250,6 +283,20 @@ def _review_priced(
     return priced, note
 
 
+def _less(row: StageUsage, repeats: StageUsage | None) -> StageUsage:
+    """``row`` without the repeated requests a real run does not send."""
+    if repeats is None:
+        return row
+    return row.model_copy(
+        update={
+            "requests": row.requests - repeats.requests,
+            "input_tokens": row.input_tokens - repeats.input_tokens,
+            "output_tokens": row.output_tokens - repeats.output_tokens,
+            "cached_tokens": row.cached_tokens - repeats.cached_tokens,
+        }
+    )
+
+
 def _scale_stage(
     row: StageUsage,
     scale: float,
@@ -259,8 +306,9 @@ def _scale_stage(
     remote_embeddings: bool,
     batch: bool,
 ) -> StageEstimate:
-    # Simulator answers are never cached, so the dry run's requests are every chat request a
-    # real run sends; the ledger's cache hits are embedded texts served from the cache.
+    # Simulator answers are never cached, so the dry run's requests, less the repeats (see
+    # _TemplateTally), are every chat request a real run sends; the ledger's cache hits are
+    # embedded texts served from the cache.
     requests = row.requests * scale
     input_tokens = row.input_tokens * scale
     cached_tokens = row.cached_tokens * scale

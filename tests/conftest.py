@@ -17,6 +17,28 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# --------------------------------------------------------------------------- time limits
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "slow_timeout",
+        "seconds a test marked slow may take (the others: pytest-timeout's `timeout`)",
+        default="1800",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked slow get ``slow_timeout`` instead of the default limit, unless they set their
+    own or ``--timeout`` was given on the command line (which then applies to every test)."""
+    if config.getoption("timeout", None) is not None:
+        return
+    limit = pytest.mark.timeout(float(config.getini("slow_timeout")))
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(limit)
+
+
 # --------------------------------------------------------------------------- isolation
 
 

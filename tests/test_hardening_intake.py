@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -230,6 +229,7 @@ PERSONALENS_CORPUS: dict[str, Callable[[Path], tuple[Path, str | None, str]]] = 
 }
 
 
+@pytest.mark.timeout(60)  # each case once kept intake busy for minutes
 @pytest.mark.parametrize("case", list(PERSONALENS_CORPUS), ids=list(PERSONALENS_CORPUS))
 def test_a_broken_personalens_user_is_reported_and_the_others_load(
     case: str, source: Path, monkeypatch: pytest.MonkeyPatch
@@ -244,9 +244,7 @@ def test_a_broken_personalens_user_is_reported_and_the_others_load(
             return real(user_id, *args)
 
         monkeypatch.setattr(personalens_module, "map_personalens_user", planted)
-    started = time.perf_counter()
     result = load_personas(source)
-    assert time.perf_counter() - started < 10
     assert_user1_reported(result, file, field, message)
 
 
@@ -259,30 +257,31 @@ def test_a_symlink_that_stays_inside_the_source_is_followed(source: Path) -> Non
     assert [p.source_user_id for p in result.personas] == ["user0", "user1"]
 
 
+@pytest.mark.timeout(30)
 def test_a_300k_value_list_is_refused_in_seconds(source: Path) -> None:
-    """The probe's 3.2 MB profile kept `personas list` busy for over 300 s; now it is one error at once."""
+    """The probe's 3.2 MB profile kept `personas list` busy for over 300 s; now it is one error at
+    once (the test's own time limit, not a wall-clock assertion, bounds it)."""
     _long_list(source)
-    started = time.perf_counter()
     result = load_personas(source)
-    elapsed = time.perf_counter() - started
     assert [p.source_user_id for p in result.personas] == ["user0"]
-    assert elapsed < 5, f"{elapsed:.1f} s"
+    (error,) = result.errors
+    assert error.field == "affinities.Books.Genre"
+    assert "300000 items, above the 10000 limit" in error.message
 
 
+@pytest.mark.timeout(30)
 def test_affinity_dedup_is_linear() -> None:
-    """Beyond the limits, the mapper itself: 300k values (half repeated) in well under the old 0.85 s per 10k."""
+    """Beyond the limits, the mapper itself: 300k values (half repeated), where the old quadratic
+    de-duplication (0.85 s per 10k) would take many minutes: the test's time limit bounds it."""
     values = [f"value {i % 150_000}" for i in range(300_000)]
     errors = ErrorCollector("profile.json")
-    started = time.perf_counter()
     affinities = map_affinities(
         {"Books": {"Genre": values, "Favourite Genre": ["value 1", "new"]}}, errors
     )
-    elapsed = time.perf_counter() - started
     assert errors.errors == []
     assert affinities is not None
     genre = [a for a in affinities if a.name == "Genre"][0]
     assert len(genre.values) == 150_000 and genre.values[:2] == ["value 0", "value 1"]
-    assert elapsed < 2, f"{elapsed:.2f} s"
 
 
 def test_explicitly_selected_bad_ids_never_touch_the_file_system(source: Path) -> None:
@@ -396,6 +395,7 @@ CUSTOM_CORPUS: dict[str, Callable[[list[dict[str, Any]]], tuple[str | None, str]
 }
 
 
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", list(CUSTOM_CORPUS), ids=list(CUSTOM_CORPUS))
 def test_one_bad_custom_persona_keeps_the_good_one_beside_it(
     case: str, example: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -414,9 +414,7 @@ def test_one_bad_custom_persona_keeps_the_good_one_beside_it(
         monkeypatch.setattr(custom_module, "to_persona", planted)
     path = tmp_path / "personas.json"
     path.write_text(json.dumps(example), encoding="utf-8")
-    started = time.perf_counter()
     result = load_custom_personas(path)
-    assert time.perf_counter() - started < 10
     assert [p.source_user_id for p in result.personas] == ["maya-okafor"], [
         str(e) for e in result.errors
     ]
@@ -461,15 +459,14 @@ def test_a_custom_file_must_be_a_regular_file(tmp_path: Path) -> None:
     assert [str(e) for e in result.errors] == [f"{fifo}: not a regular file"]
 
 
+@pytest.mark.timeout(30)
 def test_custom_affinity_dedup_is_linear(example: list[dict[str, Any]], tmp_path: Path) -> None:
     example[0]["affinities"]["Books"]["Genre"] = [f"genre {i % 5000}" for i in range(10_000)]
     path = tmp_path / "personas.json"
     path.write_text(json.dumps(example), encoding="utf-8")
-    started = time.perf_counter()
     result = load_custom_personas(path)
     assert result.errors == []
     genre = [
         a for a in result.personas[0].affinities if a.domain is Domain.BOOKS and a.name == "Genre"
     ][0]
     assert len(genre.values) == 5000
-    assert time.perf_counter() - started < 2

@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -75,7 +74,8 @@ def test_the_lock_is_reentrant_within_a_process(tmp_path: Path) -> None:
 
 def test_a_second_process_fails_at_once_naming_the_owner(tmp_path: Path) -> None:
     with RunLock.acquire(tmp_path, command="first run"):
-        started = time.perf_counter()
+        # This process holds the lock until the second one has ended: had the second waited for
+        # it, it would never have ended (subprocess.run's timeout would fail the test).
         result = subprocess.run(
             [sys.executable, "-c", HOLDER, str(tmp_path), "0"],
             capture_output=True,
@@ -83,7 +83,6 @@ def test_a_second_process_fails_at_once_naming_the_owner(tmp_path: Path) -> None
             timeout=60,
         )
         assert result.returncode == 3, result.stderr
-        assert time.perf_counter() - started < 20
         assert (
             f"in use by another memoryquest run (pid {os.getpid()} on {socket.gethostname()}"
             in result.stdout
@@ -151,9 +150,8 @@ def test_generate_refuses_a_busy_output_before_any_work(
     output.mkdir()
     holder = hold(output)
     try:
-        started = time.perf_counter()
         code = main(["generate", "--count", "1", "--output", str(output)])
-        elapsed = time.perf_counter() - started
+        holding = holder.poll() is None  # refused while the holder still held the lock
     finally:
         stop(holder)
     err = capsys.readouterr().err
@@ -166,7 +164,7 @@ def test_generate_refuses_a_busy_output_before_any_work(
     assert line.endswith(
         f": holder); wait for it to finish or choose another --output (lock file: {output / LOCK_FILE})"
     )
-    assert elapsed < 5
+    assert holding
     assert sorted(p.name for p in output.iterdir()) == [LOCK_FILE]  # nothing else was written
 
 

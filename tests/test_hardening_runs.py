@@ -302,18 +302,17 @@ def test_one_writer_kill_resume_and_an_accurate_bill(
         wait_for(lambda: owner() == first.pid, "lock taken over by the first run", proc=first)
 
         # Run 2 into the same directory fails at once, naming run 1.
-        started = time.perf_counter()
         second = subprocess.run(
             generate_args(server, output), env=env, capture_output=True, timeout=120
         )
-        refused_in = time.perf_counter() - started
+        refused_while_running = first.poll() is None
         lines = second.stderr.decode().splitlines()
         assert second.returncode == 2, lines
         assert len(lines) == 1 and lines[0].startswith(
             f"memoryquest: error: output directory {output} is in use by another memoryquest run "
             f"(pid {first.pid} on {host}, since "
         ), lines
-        assert refused_in < 20
+        assert refused_while_running  # it did not wait for run 1 to end
 
         # Let run 1 pay for some answers, then hold new ones until every answer given is on its bill.
         wait_for(lambda: len(chat_answers(server.requests)) >= 6, "six paid answers", proc=first)
@@ -405,9 +404,7 @@ def test_one_writer_kill_resume_and_an_accurate_bill(
     assert f"total cost ${manifest['total_cost_usd']:.4f}" in card
     # And the key, used all along, was written down nowhere.
     assert files_holding(API_KEY, logs, output, prefect_home) == []
-    print(
-        f"second run refused in {refused_in:.1f} s; resumed run {resumed_in:.1f} s; {len(paid)} paid answers"
-    )
+    print(f"resumed run {resumed_in:.1f} s; {len(paid)} paid answers")
 
 
 def test_the_dns_recorder_works(dns_log: Path, tmp_path: Path) -> None:

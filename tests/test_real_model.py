@@ -40,6 +40,24 @@ from memoryquest.stages.timelines import synthesise_timeline
 pytestmark = pytest.mark.slow
 
 WINDOW = 8192
+# A command-line run over one persona on SmolLM2 takes minutes; one still running after this long
+# has hung, and fails with the output it printed so far (the test's own limit is slow_timeout).
+CLI_SECONDS = 1500
+
+
+def run_cli(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``command`` run to its end, or a failure naming it once ``CLI_SECONDS`` have passed."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=CLI_SECONDS)
+    except subprocess.TimeoutExpired as exc:
+        said = [
+            part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+            for part in (exc.stdout, exc.stderr)
+        ]
+        pytest.fail(
+            f"`memoryquest {' '.join(command[3:6])}` did not finish within {CLI_SECONDS} s "
+            f"and was killed; its last output:\n{said[0][-2000:]}\n{said[1][-3000:]}"
+        )
 
 
 def smollm2_gguf() -> Path:
@@ -287,7 +305,7 @@ def test_generate_over_one_bundled_persona_ends_cleanly(
     for item in overrides:
         command += ["--set", item]
     env = {**os.environ, "OPENAI_BASE_URL": llama_server, "CI": "true"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3000)
+    result = run_cli(command, env)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "run summary" in result.stdout
@@ -318,7 +336,7 @@ def test_win_rate_runs_on_the_real_model(
     ):
         command += ["--set", item]
     env = {**os.environ, "OPENAI_BASE_URL": llama_server, "CI": "true"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3000)
+    result = run_cli(command, env)
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Win Rate" in result.stdout, result.stdout[-3000:]

@@ -29,7 +29,7 @@ def test_every_data_file_in_the_package_has_a_schema_and_every_schema_a_file() -
 @pytest.mark.parametrize("schema", TABLES, ids=lambda schema: schema.file)
 def test_every_data_file_loads_once(schema: type[Table]) -> None:
     table = load(schema)
-    assert isinstance(table, schema)
+    assert table.model_dump(exclude_defaults=True), f"{schema.file} loads as an empty table"
     assert load(schema) is table
 
 

@@ -181,7 +181,8 @@ class _Collector:
     rows: dict[str, _Row] = field(default_factory=dict)  # every unsettled row, queued or sent
     orphans: dict[str, _Group] = field(default_factory=dict)
     groups: set[_Group] = field(default_factory=set)
-    timer: asyncio.TimerHandle | None = None
+    timer: asyncio.Task[None] | None = None  # sends once the clock reaches quiet_at
+    quiet_at: float = 0.0
     # The lockstep walks requests came from (memoryquest.lockstep), and since when a send is held for them.
     locksteps: weakref.WeakSet[Lockstep] = field(default_factory=weakref.WeakSet)
     held_since: float | None = None
@@ -319,9 +320,7 @@ class BatchProcessor:
         if len(collector.queue) >= self.options.collect_max:
             self._flush(collector)
         else:
-            if collector.timer is not None:
-                collector.timer.cancel()
-            collector.timer = loop.call_later(self.options.collect_seconds, self._quiet, collector)
+            self._arm(collector)
         return row
 
     async def _wait(self, rows: list[_Row]) -> None:
@@ -363,6 +362,18 @@ class BatchProcessor:
         ):
             group.task.cancel()  # the state file stays: the set resumes when asked again
 
+    def _arm(self, collector: _Collector) -> None:
+        """Call :meth:`_quiet` once ``collect_seconds`` pass on the clock without a new request."""
+        collector.quiet_at = self.exchange.clock.monotonic() + self.options.collect_seconds
+        if collector.timer is None:
+            collector.timer = asyncio.ensure_future(self._when_quiet(collector))
+
+    async def _when_quiet(self, collector: _Collector) -> None:
+        clock = self.exchange.clock
+        while (left := collector.quiet_at - clock.monotonic()) > 0:
+            await clock.sleep(left)
+        self._quiet(collector)
+
     def _quiet(self, collector: _Collector) -> None:
         """No request for ``collect_seconds``: send, unless a persona in lockstep is still on its way.
 
@@ -371,20 +382,18 @@ class BatchProcessor:
         one of its own; the send waits for it, up to ``hold_seconds``.
         """
         collector.timer = None
-        loop = asyncio.get_running_loop()
+        now = self.exchange.clock.monotonic()
         busy = any(not lockstep.all_idle() for lockstep in collector.locksteps)
         if busy and collector.queue:
             if collector.held_since is None:
-                collector.held_since = loop.time()
-            if loop.time() - collector.held_since < self.options.hold_seconds:
-                collector.timer = loop.call_later(
-                    self.options.collect_seconds, self._quiet, collector
-                )
+                collector.held_since = now
+            if now - collector.held_since < self.options.hold_seconds:
+                self._arm(collector)
                 return
             log.info(
                 "sending %d requests without waiting longer for every persona (held %.0f s)",
                 len(collector.queue),
-                loop.time() - collector.held_since,
+                now - collector.held_since,
             )
         self._flush(collector)
 
@@ -696,7 +705,7 @@ class BatchProcessor:
                 batch.status,
                 f" ({counts.completed + counts.failed}/{counts.total} done)" if counts else "",
             )
-            await asyncio.sleep(delay)
+            await self.exchange.clock.sleep(delay)
             delay = min(self.options.max_poll_seconds, delay * self.options.poll_backoff)
 
     async def _collect(self, batch: Any, custom_ids: list[str], group: _Group) -> None:

@@ -12,11 +12,9 @@ both send through it and neither knows the other. Backends make single attempts.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +26,7 @@ from memoryquest.llm.accounting import UsageLedger
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult, OutputMode
 from memoryquest.llm.budget import Fit, PromptMeter, Throughput
 from memoryquest.llm.cache import ResponseCache, chat_key
+from memoryquest.llm.clock import SYSTEM_CLOCK, Clock
 from memoryquest.llm.errors import (
     AuthenticationBackendError,
     BackendError,
@@ -198,6 +197,11 @@ class ChatExchange:
     @property
     def simulated(self) -> bool:
         return self.chat_backend.simulated
+
+    @property
+    def clock(self) -> Clock:
+        """The limiter's clock: retries wait on it and answers are timed by it."""
+        return self.limiter.clock if self.limiter is not None else SYSTEM_CLOCK
 
     @property
     def caching(self) -> bool:
@@ -481,7 +485,7 @@ class ChatExchange:
         started: list[float] = []
 
         async def send() -> ChatResult:
-            started.append(time.monotonic())
+            started.append(self.clock.monotonic())
             return await self.chat_backend.chat(call)
 
         result = await self.call_endpoint(
@@ -491,7 +495,7 @@ class ChatExchange:
             where=where,
         )
         if result.usage_reported:
-            self.throughput.observe(result.output_tokens, time.monotonic() - started[-1])
+            self.throughput.observe(result.output_tokens, self.clock.monotonic() - started[-1])
             self.prompt_meter.observe(prompt_tokens, result.input_tokens)
         return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
 
@@ -594,8 +598,11 @@ class ChatExchange:
                     try:
                         result = await send()
                     except TransientBackendError as exc:
-                        if exc.rate_limited and not limiter.on_rate_limited(_signal(exc)):
-                            permit.give_back_request()  # noise: the server did no work for it
+                        if exc.rate_limited:
+                            # Counted against requests/min all the same: providers count
+                            # refused attempts, so giving the place back would send more
+                            # than the limit whenever 429s come at random.
+                            limiter.on_rate_limited(_signal(exc))
                         raise
                     permit.settle(used(result))
             except FieldRejectedError:
@@ -632,7 +639,7 @@ class ChatExchange:
                     raise LLMTransportError(
                         f"{where}: {why}; last error: {one_line(str(exc))}", attempt, exc
                     ) from exc
-                await asyncio.sleep(self.retry.delay(attempt, retry_after, self.rng))
+                await limiter.clock.sleep(self.retry.delay(attempt, retry_after, self.rng))
                 continue
             limiter.on_success()
             self.breaker.success()

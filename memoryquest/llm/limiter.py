@@ -16,15 +16,17 @@ evidence of a quota (``x-ratelimit-remaining-*`` at 0, a Retry-After of at
 least ``quota_retry_after`` seconds, or ``quota_streak`` 429s in a row with
 no success between them). Such a 429 also pauses every request until its
 Retry-After, since the quota is everyone's. An isolated 429 (a busy server,
-noise) only delays its own request, whose place in the request budget is
-given back because the server did no work for it.
+noise) only delays its own request. Every attempt, refused or not, keeps its
+place in the request budget: providers count failed requests against
+requests/min, so attempts stay within the limit however many are refused.
 
 Waiting requests form one queue per event loop, retries first, each in the
 order of its first try: a retried request keeps its place ahead of newer
 ones instead of rejoining the back. The state is shared, behind a thread
 lock, by every event loop and thread of the process. An optional
 :class:`RequestGate` (``memoryquest.llm.shared_limit``) adds a limit held
-outside the process, for runs that span workers.
+outside the process, for runs that span workers. Time is read from, and
+waited on, the limiter's :class:`~memoryquest.llm.clock.Clock`.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ import bisect
 import itertools
 import random
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from memoryquest.llm.clock import SYSTEM_CLOCK, Clock, wait_until_set
 from memoryquest.llm.errors import CircuitOpenError
 
 
@@ -137,6 +139,7 @@ class RateLimiter:
         recovery_per_second: float = 0.05,
         poll_seconds: float = 0.05,
         gate: RequestGate | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if requests_per_minute <= 0 or tokens_per_minute <= 0 or max_concurrency < 1:
             raise ValueError(
@@ -154,12 +157,13 @@ class RateLimiter:
         self.recovery_per_second = recovery_per_second
         self.poll_seconds = poll_seconds
         self.gate = gate
+        self.clock = clock
         self.factor = 1.0  # share of the rate currently used
         self.window = float(max_concurrency)  # concurrency currently allowed
         self.paused_until = 0.0
         self.streak = 0  # 429s since the last success
         self._last_cut = -1e9
-        self._last_recovery = time.monotonic()
+        self._last_recovery = clock.monotonic()
         self._lock = threading.Lock()
         self._tickets = itertools.count()
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
@@ -180,7 +184,7 @@ class RateLimiter:
     def _try_admit(self, tokens: int) -> float:
         """Admit one request with ``tokens`` if the window and both rates allow now (0), else the seconds to wait."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if self.in_flight >= max(self.min_concurrency, int(self.window)):
                 return self.poll_seconds  # a release wakes the queue sooner
             ready_at = max(
@@ -206,7 +210,7 @@ class RateLimiter:
         queue = self._queue()
         ticket = next(self._tickets) if retry_of is None else retry_of
         me = queue.join((1 if retry_of is None else 0, ticket))
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             while True:
                 me.clear()
@@ -215,8 +219,7 @@ class RateLimiter:
                     if wait == 0:
                         break
                     # Wake at least every poll_seconds: a refund, a lifted pause or another loop's release.
-                    with suppress(TimeoutError):
-                        await asyncio.wait_for(me.wait(), min(wait, self.poll_seconds))
+                    await wait_until_set(me, min(wait, self.poll_seconds), self.clock)
                 else:
                     await me.wait()  # set when this request becomes the first
         finally:
@@ -228,7 +231,7 @@ class RateLimiter:
             with self._lock:
                 self.stats.acquired += 1
                 self.stats.retries += retry_of is not None
-                self.stats.waited_seconds += time.monotonic() - started
+                self.stats.waited_seconds += self.clock.monotonic() - started
             yield permit
         finally:
             permit.settle(0)  # an attempt that failed used nothing; a settled one is unchanged
@@ -249,11 +252,6 @@ class RateLimiter:
             with self._lock:
                 self.tokens.tat -= tokens * self.tokens.interval(self.factor)
 
-    def give_back_request(self) -> None:
-        """The server refused an attempt without doing its work: it does not count against the rate."""
-        with self._lock:
-            self.requests.tat -= self.requests.interval(self.factor)
-
     def is_quota(self, signal: RateLimitSignal) -> bool:
         """Whether a 429 is the quota speaking rather than noise (see the module docstring)."""
         long_wait = signal.retry_after is not None and signal.retry_after >= self.quota_retry_after
@@ -263,7 +261,7 @@ class RateLimiter:
         """Record a 429; a quota slows everyone down and pauses them until Retry-After. Returns: quota?"""
         quota = self.is_quota(signal)
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self.streak += 1
             self.stats.rate_limited += 1
             if not quota:
@@ -289,7 +287,7 @@ class RateLimiter:
     def on_success(self) -> None:
         """Additive increase: the rate recovers with time, the window by one per window of answers."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self.streak = 0
             if self.factor < 1.0:
                 self.factor = min(
@@ -312,10 +310,6 @@ class Permit:
         if not self.settled:
             self.settled = True
             self.limiter.refund(self.reserved_tokens - used_tokens)
-
-    def give_back_request(self) -> None:
-        """This attempt does not count against requests/min (see ``RateLimiter.give_back_request``)."""
-        self.limiter.give_back_request()
 
 
 @dataclass(frozen=True)

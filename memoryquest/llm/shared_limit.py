@@ -23,6 +23,7 @@ import math
 import weakref
 from typing import Any
 
+from memoryquest.llm.clock import SYSTEM_CLOCK, Clock
 from memoryquest.llm.errors import LLMConfigurationError
 
 # Slots one request occupies. The server decays whole slots from the time of the
@@ -35,13 +36,19 @@ class SharedRequestLimit:
     """A :class:`memoryquest.llm.limiter.RequestGate` backed by a Prefect global concurrency limit."""
 
     def __init__(
-        self, name: str, requests_per_minute: float, *, burst_seconds: float = 1.0
+        self,
+        name: str,
+        requests_per_minute: float,
+        *,
+        burst_seconds: float = 1.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if requests_per_minute <= 0:
             raise ValueError("requests_per_minute must be positive")
         self.name = name
         self.requests_per_minute = requests_per_minute
         self.per_second = requests_per_minute / 60.0
+        self.clock = clock  # a refusal is asked again after waiting on it
         # The burst: at least one request, else about burst_seconds of the rate.
         self.slots = max(1, math.ceil(self.per_second * burst_seconds))
         self._ready = False
@@ -96,7 +103,7 @@ class SharedRequestLimit:
                     if exc.response.status_code != 423:
                         raise self._failed(exc) from exc
                     hint = float(exc.response.headers.get("Retry-After") or 0.0)
-                    await asyncio.sleep(min(max(hint, 0.0), 1.0 / self.per_second))
+                    await self.clock.sleep(min(max(hint, 0.0), 1.0 / self.per_second))
                     continue
                 except httpx.HTTPError as exc:
                     raise self._failed(exc) from exc
