@@ -20,7 +20,9 @@ with the estimate (:class:`TemplateEstimate`).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -71,6 +73,52 @@ class TemplateEstimate(BaseModel):
     allowance: int
 
 
+class _Rounds:
+    """The batch rounds one persona's run takes, found the way the Batch API collector forms them:
+    requests are held until none has been asked for a moment (``QUIET_SECONDS``), then answered
+    together as one round. A request that needs an earlier answer is asked in a later round, so
+    memory's sequential extractions take a round each while a stage's parallel requests share
+    one. In Batch API mode the personas move in lockstep and a round carries the same step of
+    every persona, so one persona's rounds are the run's, whatever its number of personas."""
+
+    QUIET_SECONDS = 0.02
+
+    def __init__(self) -> None:
+        self.by_stage: dict[str, int] = {}
+        self.rounds: list[set[str]] = []
+        self._waiting: list[asyncio.Future[None]] = []
+        self._stages: set[str] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def wait(self, stage: str) -> None:
+        """Hold a request until its round closes."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(future)
+        self._stages.add(stage)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(self.QUIET_SECONDS, self._close)
+        await future
+
+    def _close(self) -> None:
+        self._timer = None
+        waiting, self._waiting = self._waiting, []
+        self.rounds.append(self._stages)
+        for stage in self._stages:
+            self.by_stage[stage] = self.by_stage.get(stage, 0) + 1
+        self._stages = set()
+        for future in waiting:
+            if not future.done():
+                future.set_result(None)
+
+    def start_persona(self) -> tuple[dict[str, int], list[set[str]]]:
+        """The rounds counted so far (the previous persona's), and a fresh count."""
+        counted = (self.by_stage, self.rounds)
+        self.by_stage, self.rounds = {}, []
+        return counted
+
+
 class _TemplateTally:
     """The dry run's chat backend, counting calls and tokens per template on the way.
 
@@ -84,11 +132,13 @@ class _TemplateTally:
         self.rows: dict[str, dict[str, Any]] = {}
         self.repeats: dict[str, StageUsage] = {}
         self._seen: set[tuple[Any, ...]] = set()
+        self.rounds = _Rounds()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     async def chat(self, call: ChatCall) -> ChatResult:
+        await self.rounds.wait(call.request.stage)
         result = await self.inner.chat(call)
         request = call.request
         # What the response cache keys an answer by, as far as the simulator's answer depends on it.
@@ -135,6 +185,18 @@ class _TemplateTally:
         ]
 
 
+class ModeEstimate(BaseModel):
+    """The whole run sent one way: online, or through the Batch API (``endpoint.batch_stages``)."""
+
+    mode: str  # "online" or "batch"
+    requests: float
+    input_tokens: float
+    output_tokens: float
+    cost_usd: float
+    wall_hours: float
+    wall_basis: str = Field(description="What the wall time follows, in words.")
+
+
 class RunEstimate(BaseModel):
     planned_personas: int
     sample_personas: list[str]
@@ -151,6 +213,15 @@ class RunEstimate(BaseModel):
     approximations: list[str] = Field(default_factory=list)
     sample_seconds: float
     templates: list[TemplateEstimate] = Field(default_factory=list)
+    rounds: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per stage, the batch rounds holding its requests in one persona's run (the "
+        "most of any sample persona): in Batch API mode, the whole run's.",
+    )
+    modes: list[ModeEstimate] = Field(
+        default_factory=list, description="Online and Batch API side by side, with wall time."
+    )
+    memory_online_note: str = ""
 
 
 async def estimate_run(
@@ -182,7 +253,10 @@ async def estimate_run(
             lambda stage: settings.cache.enabled or stage in batched,
         )
         client.chat_backend = tally
-        await generate_dataset(sample, client, dry, observer)
+        counted: list[tuple[dict[str, int], list[set[str]]]] = []
+        for persona in sample:  # one at a time: each persona's rounds are counted alone
+            await generate_dataset([persona], client, dry, observer)
+            counted.append(tally.rounds.start_persona())
         usage = [_less(row, tally.repeats.get(row.stage)) for row in client.usage()]
 
     prices = PriceTable.load(settings.prices_file)
@@ -233,6 +307,25 @@ async def estimate_run(
             "personas run in lockstep, so a round carries the same step of every persona"
         )
     total_cost = sum(s.cost_usd for s in stages)
+    rounds = {row.stage: max(c[0].get(row.stage, 0) for c in counted) for row in usage}
+    batched_stages = set(settings.endpoint.batch_stages)
+    batch_rounds = max(sum(1 for r in c[1] if r & batched_stages) for c in counted)
+    priced = {
+        mode: [
+            _scale_stage(
+                row,
+                scale,
+                prices,
+                chat_model,
+                embedding_model,
+                remote_embeddings,
+                mode == "batch" and row.stage in set(settings.endpoint.batch_stages),
+            )
+            for row in usage
+        ]
+        for mode in ("online", "batch")
+    }
+    modes, memory_note = _modes(priced, rounds, batch_rounds, usage, settings)
     return RunEstimate(
         planned_personas=planned_personas,
         sample_personas=[p.source_user_id for p in sample],
@@ -249,7 +342,84 @@ async def estimate_run(
         approximations=approximations,
         sample_seconds=round(time.perf_counter() - started, 2),
         templates=templates,
+        rounds=rounds,
+        modes=modes,
+        memory_online_note=memory_note,
     )
+
+
+def _quota_hours(stages: list[StageEstimate], settings: Settings) -> tuple[float, str]:
+    """Hours the requests and tokens take at the configured quota, and which limit binds."""
+    requests = sum(s.requests for s in stages)
+    tokens = sum(s.input_tokens + s.output_tokens for s in stages)
+    by_requests = requests / settings.limits.requests_per_minute / 60
+    by_tokens = tokens / settings.limits.tokens_per_minute / 60
+    if by_requests >= by_tokens:
+        return by_requests, f"{settings.limits.requests_per_minute:,} requests/min"
+    return by_tokens, f"{settings.limits.tokens_per_minute:,} tokens/min"
+
+
+def _modes(
+    priced: dict[str, list[StageEstimate]],
+    rounds: dict[str, int],
+    batch_rounds: int,
+    usage: list[StageUsage],
+    settings: Settings,
+) -> tuple[list[ModeEstimate], str]:
+    """Online and batch side by side, and what sending memory online instead would change."""
+    online = priced["online"]
+    online_hours, binds = _quota_hours(online, settings)
+    batched = set(settings.endpoint.batch_stages)
+    turnaround = settings.endpoint.batch_turnaround_minutes
+    left_online = [s for s in priced["batch"] if s.stage not in batched]
+    left_hours, _ = _quota_hours(left_online, settings) if left_online else (0.0, "")
+    batch_hours = batch_rounds * turnaround / 60 + left_hours
+
+    def totals(stages: list[StageEstimate]) -> dict[str, float]:
+        return {
+            "requests": sum(s.requests for s in stages),
+            "input_tokens": sum(s.input_tokens for s in stages),
+            "output_tokens": sum(s.output_tokens for s in stages),
+            "cost_usd": sum(s.cost_usd for s in stages),
+        }
+
+    modes = [
+        ModeEstimate(
+            mode="online",
+            **totals(online),
+            wall_hours=online_hours,
+            wall_basis=f"the quota ({binds} binds; limits.*), every persona at once",
+        ),
+        ModeEstimate(
+            mode="batch",
+            **totals(priced["batch"]),
+            wall_hours=batch_hours,
+            wall_basis=f"{batch_rounds} batch rounds × {turnaround:g} min "
+            "(endpoint.batch_turnaround_minutes)"
+            + (f", plus {', '.join(s.stage for s in left_online)} online" if left_online else ""),
+        ),
+    ]
+    memory = Stage.MEMORY.value
+    if memory not in batched or memory not in rounds:
+        return modes, ""
+    memory_rounds = rounds[memory]
+    full = next(s for s in online if s.stage == memory)
+    discounted = next(s for s in priced["batch"] if s.stage == memory)
+    calls = next((row for row in usage if row.stage == memory), None)
+    per_call = calls.output_tokens / calls.requests if calls and calls.requests else 0.0
+    chain_hours = memory_rounds * per_call / settings.endpoint.tokens_per_second / 3600
+    quota_hours, _ = _quota_hours([full], settings)
+    online_memory_hours = max(chain_hours, quota_hours)
+    note = (
+        f"memory takes {memory_rounds} of the {batch_rounds} batch rounds (a persona's "
+        "extractions are sequential: each sees the facts so far); sent online instead it would "
+        f"cost ${full.cost_usd - discounted.cost_usd:,.2f} more and take about "
+        f"{online_memory_hours:,.1f} h instead of {memory_rounds * turnaround / 60:,.1f} h "
+        f"({memory_rounds} answers in turn at endpoint.tokens_per_second = "
+        f"{settings.endpoint.tokens_per_second:g}, or the quota if slower): "
+        "--set endpoint.batch_stages=[...] without memory"
+    )
+    return modes, note
 
 
 def _review_priced(
@@ -367,8 +537,31 @@ def estimate_table(estimate: RunEstimate) -> str:
                 f"{t.input_tokens_per_call:>11,.0f}{t.cached_share:>8.0%}"
                 f"{t.output_tokens_per_call:>12,.0f}{t.output_tokens_max:>7,}{t.allowance:>11,}"
             )
+    if estimate.modes:
+        lines.append("")
+        lines.append(
+            f"{'':<14}{'requests':>12}{'input tok':>16}{'output tok':>16}{'cost USD':>14}{'wall time':>12}"
+        )
+        for mode in estimate.modes:
+            lines.append(
+                f"{mode.mode:<14}{mode.requests:>12,.0f}{mode.input_tokens:>16,.0f}"
+                f"{mode.output_tokens:>16,.0f}{mode.cost_usd:>14,.2f}{_hours(mode.wall_hours):>12}"
+                f"  ({mode.wall_basis})"
+            )
+        lines.append(
+            "batch rounds holding each stage's requests (a round may hold two stages): "
+            + ", ".join(f"{stage} {n}" for stage, n in estimate.rounds.items())
+        )
+        if estimate.memory_online_note:
+            lines.append(estimate.memory_online_note)
     lines.extend(f"approximation: {note}" for note in estimate.approximations)
     return "\n".join(lines)
+
+
+def _hours(hours: float) -> str:
+    if hours < 1:
+        return f"{math.ceil(hours * 60):.0f} min"
+    return f"{hours:,.1f} h" if hours < 48 else f"{hours / 24:,.1f} d"
 
 
 def default_sample_dir() -> Path:

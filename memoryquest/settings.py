@@ -436,6 +436,12 @@ class EndpointSettings(Section):
         ge=1,
         description="Batches per request set (the first plus resends of failed rows); the rest goes online.",
     )
+    batch_turnaround_minutes: float = Field(
+        60.0,
+        gt=0,
+        description="Batch mode, for the estimate's wall time: minutes from submitting a batch "
+        "to its results (the Batch API promises 24 h; small batches usually come back sooner).",
+    )
     batch_collect_seconds: float = Field(
         2.0,
         ge=0,

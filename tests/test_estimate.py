@@ -54,6 +54,43 @@ async def test_estimate_scales_the_dry_run_and_prices_it(sample, tmp_path) -> No
     assert "per persona" in estimate_table(ten)
 
 
+async def test_online_and_batch_side_by_side_with_wall_time(sample, tmp_path) -> None:
+    """Both ways of sending the run, from one dry run: the same requests and tokens, batch at half
+    the price of its stages, online time from the quota, batch time from the rounds one persona
+    takes (memory's extractions one round each: each waits for the facts so far)."""
+    settings = load_settings(
+        overrides={
+            **SMALL,
+            "output_dir": str(tmp_path),
+            "endpoint": {"chat_model": "gpt-4o", "batch_turnaround_minutes": 30},
+            "limits": {"requests_per_minute": 100, "tokens_per_minute": 10**9},
+        }
+    )
+    estimate = await estimate_run(settings, sample, planned_personas=200)
+    online, batch = estimate.modes
+    assert (online.mode, batch.mode) == ("online", "batch")
+    assert online.requests == batch.requests == pytest.approx(estimate.total_requests)
+    assert batch.cost_usd == pytest.approx(online.cost_usd / 2, rel=0.02)
+    # 100 requests a minute binds: the whole run's requests at that pace.
+    assert online.wall_hours == pytest.approx(online.requests / 100 / 60)
+    assert "100 requests/min" in online.wall_basis
+    extractions = next(
+        t.calls_per_persona for t in estimate.templates if t.template_id == "memory_extraction"
+    )
+    assert estimate.rounds["memory"] >= extractions  # sequential, a round each
+    assert estimate.rounds["dialogues"] < next(
+        t.calls_per_persona for t in estimate.templates if t.template_id == "dialogue_expansion"
+    )  # asked together, a few rounds for many requests
+    rounds = int(batch.wall_basis.split(" batch rounds")[0])
+    assert rounds >= max(estimate.rounds.values())
+    assert batch.wall_hours == pytest.approx(rounds * 30 / 60)
+    assert f"memory takes {estimate.rounds['memory']} of the {rounds} batch rounds" in (
+        estimate.memory_online_note
+    )
+    table = estimate_table(estimate)
+    assert "online" in table and "batch" in table and "wall time" in table
+
+
 async def test_batch_pricing_halves_the_cost_of_the_batched_stages(sample, tmp_path) -> None:
     online = load_settings(
         overrides={**SMALL, "output_dir": str(tmp_path), "endpoint": {"chat_model": "gpt-4o"}}
