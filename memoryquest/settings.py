@@ -80,12 +80,12 @@ class GenerationSettings(Section):
     events_min: int = Field(5, ge=1)
     events_max: int = Field(10, ge=1)
     news_per_event_min: int = Field(
-        1,
+        2,
         ge=1,
         description="Each timeline event carries at least this many news items (a reference "
         "event's reference among them; every event is planned alike).",
     )
-    news_per_event_max: int = Field(3, ge=1, description="... and at most this many.")
+    news_per_event_max: int = Field(5, ge=1, description="... and at most this many.")
     news_words_min: int = Field(
         4,
         ge=1,

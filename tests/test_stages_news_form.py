@@ -22,7 +22,9 @@ IN_FORM = [
 @pytest.mark.parametrize("text", IN_FORM)
 def test_statements_in_the_form_pass(text: str) -> None:
     assert news_form_problem(text, SETTINGS) is None
-    assert news_form_problem(f" {text}. ", SETTINGS) is None  # spacing and a full stop are normalised
+    assert (
+        news_form_problem(f" {text}. ", SETTINGS) is None
+    )  # spacing and a full stop are normalised
 
 
 @pytest.mark.parametrize(
