@@ -83,16 +83,24 @@ class GenerationSettings(Section):
         3,
         ge=1,
         description="Each timeline event carries at least this many news items (a reference "
-        "event's reference among them; every event is planned alike).",
+        "event's reference among them; every event is planned alike). With 3-7 most user turns "
+        "carry news, so the one that carries a reference is not the odd one out.",
     )
-    news_per_event_max: int = Field(7, ge=1, description="... and at most this many.")
+    news_per_event_max: int = Field(
+        7, ge=1, description="Each timeline event carries at most this many news items."
+    )
     news_words_min: int = Field(
         4,
         ge=1,
         description="A news item, reference or filler, has at least this many words (one form "
         "for all, so length does not tell a reference).",
     )
-    news_words_max: int = Field(45, ge=1, description="... and at most this many.")
+    news_words_max: int = Field(
+        45,
+        ge=1,
+        description="A news item, reference or filler, has at most this many words (the offline "
+        "simulator's references, with their bridge clauses, reach 45).",
+    )
     turns_min: int = Field(5, ge=2)
     turns_max: int = Field(30, ge=2)
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")

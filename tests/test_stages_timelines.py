@@ -318,6 +318,18 @@ def test_broken_timelines_are_caught(real_pair: tuple, corrupt, words: str) -> N
     assert any(words in p for p in problems), problems
 
 
+def test_more_references_than_events_allowed_is_refused(
+    run: GeneratedRun, real_pair: tuple
+) -> None:
+    q, _, draft, _ = real_pair
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    settings = GenerationSettings(events_min=2, events_max=len(q.references) - 1)
+    slots = plan_slots(persona, q, settings)
+    assert len(slots) == len(q.references)  # one per reference, no filler: one too many
+    problems = build_events(draft, slots, q, settings).problems
+    assert f"{len(slots)} events; need 2-{len(q.references) - 1}" in problems
+
+
 def test_what_the_model_wrote_where_a_reference_goes_is_not_held_to_the_form(
     real_pair: tuple,
 ) -> None:

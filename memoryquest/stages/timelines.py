@@ -240,6 +240,9 @@ def build_events(
 ) -> _Built:
     """Events with ids, each reference in its slot's news, and every rule the draft breaks."""
     problems: list[str] = []
+    if not settings.events_min <= len(slots) <= settings.events_max:
+        # Only when the query has more references than events_max allows events.
+        problems.append(f"{len(slots)} events; need {settings.events_min}-{settings.events_max}")
     answered: dict[int, list[EventDraft]] = {}
     for item in draft.events:
         answered.setdefault(item.slot, []).append(item)
