@@ -80,14 +80,14 @@ class GenerationSettings(Section):
     events_min: int = Field(5, ge=1)
     events_max: int = Field(10, ge=1)
     news_per_event_min: int = Field(
-        3,
+        2,
         ge=1,
         description="Each timeline event carries at least this many news items (a reference "
-        "event's reference among them; every event is planned alike). With 3-7 most user turns "
+        "event's reference among them; every event is planned alike). With 2-6 most user turns "
         "carry news, so the one that carries a reference is not the odd one out.",
     )
     news_per_event_max: int = Field(
-        7, ge=1, description="Each timeline event carries at most this many news items."
+        6, ge=1, description="Each timeline event carries at most this many news items."
     )
     news_words_min: int = Field(
         4,
