@@ -113,10 +113,13 @@ def _draw(*parts: object) -> int:
 
 
 def filler_domains(persona: Persona, query: Query) -> list[Domain]:
-    """The domains of the persona's single-domain tasks (its affinities' when it has none),
-    without the query's own: references are never in it, so filler there would mark itself."""
+    """The domains of the persona's single-domain tasks (its affinities' when it has none) and of
+    the query's references, so that no domain hosts references only; without the query's own:
+    references are never in it, so filler there would mark itself."""
     tasks = [t.domains[0] for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN and t.domains]
-    found = set(tasks) or {a.domain for a in persona.affinities}
+    found = (set(tasks) or {a.domain for a in persona.affinities}) | {
+        r.domain for r in query.references
+    }
     found.discard(query.domain)
     return sorted(found or set(Domain) - {query.domain}, key=lambda d: d.value)
 
