@@ -82,6 +82,28 @@ class GenerationSettings(Section):
     references_max: int = Field(5, ge=1)
     events_min: int = Field(5, ge=1)
     events_max: int = Field(10, ge=1)
+    news_per_event_min: int = Field(
+        2,
+        ge=1,
+        description="Each timeline event carries at least this many news items (a reference "
+        "event's reference among them; every event is planned alike). With 2-6 most user turns "
+        "carry news, so the one that carries a reference is not the odd one out.",
+    )
+    news_per_event_max: int = Field(
+        6, ge=1, description="Each timeline event carries at most this many news items."
+    )
+    news_words_min: int = Field(
+        4,
+        ge=1,
+        description="A news item, reference or filler, has at least this many words (one form "
+        "for all, so length does not tell a reference).",
+    )
+    news_words_max: int = Field(
+        45,
+        ge=1,
+        description="A news item, reference or filler, has at most this many words (the offline "
+        "simulator's references, with their bridge clauses, reach 45).",
+    )
     turns_min: int = Field(5, ge=2)
     turns_max: int = Field(30, ge=2)
     memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
@@ -165,6 +187,8 @@ class GenerationSettings(Section):
         for low, high in (
             ("references_min", "references_max"),
             ("events_min", "events_max"),
+            ("news_per_event_min", "news_per_event_max"),
+            ("news_words_min", "news_words_max"),
             ("turns_min", "turns_max"),
         ):
             if getattr(self, low) > getattr(self, high):

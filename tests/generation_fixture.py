@@ -9,24 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memoryquest.contracts import Persona, Query
+from memoryquest.contracts import Persona, Query, Reference
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import PersonaSelection, load_personas
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.settings import GenerationSettings, Settings
+from memoryquest.simulator import simulate
 from memoryquest.simulator.grammar import Person, shift_person
 from memoryquest.simulator.persona_grounding import split_sentences
 from memoryquest.stages.dialogues import DialogueStageResult, expand_dialogues
 from memoryquest.stages.history import merge_history
 from memoryquest.stages.queries import QueryStageResult, generate_queries
-from memoryquest.stages.timelines import TimelineStageResult, synthesise_timeline
+from memoryquest.stages.timelines import (
+    Slot,
+    TimelineStageResult,
+    plan_slots,
+    synthesise_timeline,
+    timeline_inputs,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USERS = ("user0", "user3")
@@ -44,6 +52,47 @@ def load_users(*users: str) -> list[Persona]:
     )
     assert not result.errors, result.errors
     return result.personas
+
+
+def candidate_query(persona: Persona, candidate: dict, number: int = 0) -> Query:
+    """A simulated query candidate (as the model answered it) as the query the stage keeps."""
+    return Query(
+        query_id=f"q_{number:016x}",
+        persona_id=persona.persona_id,
+        query_date=candidate["query_date"],
+        text=candidate["query"],
+        reasoning=candidate["reasoning"],
+        domain=candidate["domain"],
+        references=[
+            Reference(
+                reference_id=f"r_{number:08x}{i:08x}",
+                date=r["date"],
+                text=r["text"],
+                domain=r["domain"],
+                cosine=0.0,
+            )
+            for i, r in enumerate(candidate["references"])
+        ],
+        gamma=0.0,
+        embedder="none",
+        rank=0,
+    )
+
+
+def simulated_timeline(
+    persona: Persona, candidate: dict, settings: GenerationSettings, seed: int = 0
+) -> list[tuple[Slot, dict]]:
+    """The simulator's timeline for a candidate over the stage's own slots: each slot with its
+    answered event (the slot's date and domain merged in), as the model wrote it."""
+    query = candidate_query(persona, candidate)
+    slots = plan_slots(persona, query, settings)
+    variables = timeline_inputs(persona, query, slots, settings, [query]).variables()
+    events = json.loads(simulate("timeline_synthesis", variables, seed=seed))["events"]
+    shown = variables["slots"]
+    return [
+        (slot, {"date": row["date"], "domain": row["domain"], **event})
+        for slot, row, event in zip(slots, shown, events, strict=True)
+    ]
 
 
 @dataclass

@@ -398,15 +398,12 @@ def test_answer_schemas_state_iso_dates_and_the_domains_for_servers_that_enforce
     from memoryquest.contracts import Domain
     from memoryquest.llm.schema import strict_json_schema
     from memoryquest.stages.queries_contracts import QueryCandidateDraft, QueryCandidatesDraft
-    from memoryquest.stages.timelines_contracts import TimelineDraft
 
     for model, item in (("QueryCandidateDraft", "query_date"), ("ReferenceDraft", "date")):
         schema = strict_json_schema(QueryCandidatesDraft)
         assert schema is not None
         assert schema["$defs"][model]["properties"][item]["format"] == "date"
         assert schema["$defs"][model]["properties"]["domain"]["enum"] == [d.value for d in Domain]
-    timeline = strict_json_schema(TimelineDraft)
-    assert timeline is not None and timeline["$defs"]["EventDraft"]["properties"]["date"]["format"]
     loose = QueryCandidateDraft(
         query="q", query_date="soon", reasoning="r", domain="x", references=[]
     )

@@ -157,3 +157,16 @@ def test_every_judge_gives_its_reasons_before_its_verdict(template_id: str) -> N
     )
     names = list(properties)
     assert names.index(reason) < names.index(verdict), names
+
+
+def test_the_timeline_contract_names_no_reference_slot() -> None:
+    """Code places the references: neither the slots the model is given nor the events it
+    answers have a field that could say which slot carries one."""
+    from memoryquest.stages.timelines_contracts import EventDraft, TimelineInputs, TimelineSlot
+
+    assert set(TimelineSlot.__annotations__) == {"slot", "date", "domain", "news"}
+    assert set(EventDraft.model_fields) == {"slot", "description", "news"}
+    template = TimelineInputs.template()
+    shown = placeholders(template)
+    assert "references" not in TimelineInputs.model_fields and "references" not in shown
+    assert "own_references" in TimelineInputs.not_in_prompt and "own_references" not in shown

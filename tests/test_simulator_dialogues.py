@@ -37,14 +37,14 @@ from memoryquest.simulator.phrasing import (
     title,
     with_lead,
 )
-from memoryquest.stages.common import persona_variables, task_variables
-from memoryquest.stages.timelines import event_news
+from memoryquest.stages.common import persona_variables
+from memoryquest.stages.timelines import Slot, event_news
 from memoryquest.text import contains_verbatim, ngrams, normalise_text, split_sentences, words
 
 try:
-    from tests.generation_fixture import interaction_sentences, load_users
+    from tests.generation_fixture import interaction_sentences, load_users, simulated_timeline
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
-    from generation_fixture import interaction_sentences, load_users
+    from generation_fixture import interaction_sentences, load_users, simulated_timeline
 
 USERS = tuple(f"user{i}" for i in range(6))
 QUERIES_PER_USER = 6
@@ -63,16 +63,21 @@ class Session:
         roles = ("user", "assistant")
         return [{"role": roles[i % 2], "content": t} for i, t in enumerate(self.answer["turns"])]
 
+    slot: Slot | None = None
+
     @property
     def reference(self) -> dict | None:
-        index = self.event["reference_index"]
-        return None if index is None else self.query["references"][index]
+        carried = self.slot and self.slot.reference
+        if not carried:
+            return None
+        return next(r for r in self.query["references"] if r["text"] == carried.text)
 
     @property
     def news(self) -> list[str]:
         """The event's news as the stage gives it (the reference word for word among it)."""
-        reference = self.reference
-        return event_news(self.event["news"], reference and reference["text"], "event")
+        return (
+            self.event["news"] if self.slot is None else event_news(self.event["news"], self.slot)
+        )
 
     @property
     def reference_said(self) -> tuple[int, str]:
@@ -94,29 +99,12 @@ def _query_variables(persona: Persona, settings: GenerationSettings) -> dict:
         query_date_start=settings.query_date_start.isoformat(),
         query_date_end=settings.query_date_end.isoformat(),
         reference_window_days=settings.reference_window_days,
+        news_words_min=settings.news_words_min,
+        news_words_max=settings.news_words_max,
         domains=[d.value for d in Domain],
         already_proposed=[],
     )
     return variables
-
-
-def _timeline_variables(persona: Persona, candidate: dict, settings: GenerationSettings) -> dict:
-    return {
-        "query": {
-            "query_id": "q_0000000000000000",
-            "text": candidate["query"],
-            "query_date": candidate["query_date"],
-            "domain": candidate["domain"],
-            "reasoning": candidate["reasoning"],
-        },
-        "references": [dict(r, index=i) for i, r in enumerate(candidate["references"])],
-        "demographics": persona.demographics.model_dump(mode="json"),
-        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
-        "tasks": [task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
-        "events_min": settings.events_min,
-        "events_max": settings.events_max,
-        "lead_days_max": settings.lead_days_max,
-    }
 
 
 def _dialogue_variables(
@@ -158,11 +146,8 @@ def sessions() -> tuple[Session, ...]:
             "candidates"
         ]
         for candidate in candidates[:QUERIES_PER_USER]:
-            timeline = json.loads(
-                simulate("timeline_synthesis", _timeline_variables(persona, candidate, settings))
-            )
-            for event in timeline["events"]:
-                session = Session(persona, candidate, event, {})
+            for slot, event in simulated_timeline(persona, candidate, settings):
+                session = Session(persona, candidate, event, {}, slot)
                 variables = _dialogue_variables(persona, event, session.news, settings)
                 session.answer = json.loads(simulate("dialogue_expansion", variables))
                 out.append(session)
@@ -198,7 +183,8 @@ def test_turns_alternate_from_the_user_with_about_one_exchange_per_update(
     with_news = sum(min(n, c) for n, c in zip(news, counts, strict=True))
     assert with_news / sum(counts) >= 0.85
     by_news = {n: [c for c, k in zip(counts, news, strict=True) if k == n] for n in set(news)}
-    assert sum(by_news[1]) / len(by_news[1]) < sum(by_news[5]) / len(by_news[5])
+    fewest, most = by_news[min(by_news)], by_news[max(by_news)]
+    assert min(by_news) < max(by_news) and sum(fewest) / len(fewest) < sum(most) / len(most)
 
 
 def test_the_reference_sentence_is_one_sentence_of_the_named_user_turn(
@@ -372,7 +358,6 @@ def test_the_user_opens_with_the_request_and_the_assistant_works_on_it(
     event = {
         "date": "2024-05-10",
         "domain": "Messaging",
-        "reference_index": None,
         "description": "The user is part of a group chat and wants to mute or leave the conversation temporarily "
         "without causing offense. Chatting in Toronto, Canada on their smartphone in the evening.",
     }

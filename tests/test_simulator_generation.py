@@ -23,13 +23,14 @@ from memoryquest.simulator.persona_grounding import (
     split_sentences,
     task_scenarios,
 )
-from memoryquest.stages.common import persona_variables, task_variables
+from memoryquest.stages.common import persona_variables
+from memoryquest.stages.news_form import news_form_problem
 from memoryquest.text import contains_verbatim, shared_content_words
 
 try:
-    from tests.generation_fixture import interaction_sentences, load_users
+    from tests.generation_fixture import interaction_sentences, load_users, simulated_timeline
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
-    from generation_fixture import interaction_sentences, load_users
+    from generation_fixture import interaction_sentences, load_users, simulated_timeline
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,8 @@ def query_variables(
         query_date_start=settings.query_date_start.isoformat(),
         query_date_end=settings.query_date_end.isoformat(),
         reference_window_days=settings.reference_window_days,
+        news_words_min=settings.news_words_min,
+        news_words_max=settings.news_words_max,
         domains=[d.value for d in Domain],
         already_proposed=proposed or [],
     )
@@ -106,55 +109,31 @@ def test_task_scenarios_turn_intents_into_in_situ_requests(user0: Persona) -> No
 # --------------------------------------------------------------------------- timeline_synthesis
 
 
-def timeline_variables(persona: Persona, candidate: dict, settings: GenerationSettings) -> dict:
-    return {
-        "query": {
-            "query_id": "q_0000000000000000",
-            "text": candidate["query"],
-            "query_date": candidate["query_date"],
-            "domain": candidate["domain"],
-            "reasoning": candidate["reasoning"],
-        },
-        "references": [dict(r, index=i) for i, r in enumerate(candidate["references"])],
-        "demographics": persona.demographics.model_dump(mode="json"),
-        "affinities": [a.model_dump(mode="json") for a in persona.affinities],
-        "tasks": [task_variables(t) for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN],
-        "events_min": settings.events_min,
-        "events_max": settings.events_max,
-        "lead_days_max": settings.lead_days_max,
-    }
-
-
-def test_simulated_timelines_place_each_reference_once_and_ground_the_filler(
+def test_simulated_timelines_write_every_slot_alike_and_ground_it_in_the_persona(
     personas: list[Persona],
 ) -> None:
     settings = GenerationSettings()
+    written = 0
     for persona in personas[:4]:
         candidates = json.loads(
             simulate("query_generation", query_variables(persona, settings), seed=0)
         )["candidates"]
         descriptions = {split_sentences(t.description)[0] for t in persona.tasks}
+        task_domains = {t.domains[0] for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN}
         for candidate in candidates[:6]:
-            events = json.loads(
-                simulate("timeline_synthesis", timeline_variables(persona, candidate, settings))
-            )["events"]
-            assert settings.events_min <= len(events) <= settings.events_max
-            dates = [e["date"] for e in events]
-            assert dates == sorted(dates)
-            query_date = candidate["query_date"]
-            assert dates[-1] < query_date
-            carried = sorted(
-                e["reference_index"] for e in events if e["reference_index"] is not None
-            )
-            assert carried == list(range(len(candidate["references"])))
-            earliest = dt.date.fromisoformat(min(r["date"] for r in candidate["references"]))
-            assert 0 <= (earliest - dt.date.fromisoformat(dates[0])).days <= settings.lead_days_max
-            ref_domains = {r["domain"] for r in candidate["references"]}
-            for e in events:
-                if e["reference_index"] is None:
-                    assert e["domain"] not in ref_domains
-                    # filler is one of the persona's own tasks, in its real situation
-                    assert e["description"].split(" Chatting ")[0] in descriptions, e["description"]
+            refs = [r["text"] for r in candidate["references"]]
+            answered = simulated_timeline(persona, candidate, settings)
+            assert [event["slot"] for _, event in answered] == list(range(len(answered)))
+            for slot, event in answered:
+                assert len(event["news"]) == slot.news_count
+                for item in event["news"]:
+                    written += 1
+                    assert news_form_problem(item, settings) is None, item
+                    assert not any(contains_verbatim(item, r) for r in refs)
+                if slot.domain in task_domains:
+                    # one of the persona's own tasks, in its real situation, whatever the slot carries
+                    assert event["description"].split(" Chatting ")[0] in descriptions
+    assert written > 100
 
 
 # --------------------------------------------------------------------------- dialogue_expansion

@@ -51,6 +51,8 @@ def query_variables(persona: Persona, proposed: list[str] | None = None) -> dict
         query_date_start=SETTINGS.query_date_start.isoformat(),
         query_date_end=SETTINGS.query_date_end.isoformat(),
         reference_window_days=SETTINGS.reference_window_days,
+        news_words_min=SETTINGS.news_words_min,
+        news_words_max=SETTINGS.news_words_max,
         domains=[d.value for d in Domain],
         already_proposed=proposed or [],
     )

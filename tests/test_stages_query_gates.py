@@ -31,7 +31,7 @@ from memoryquest.stages.queries_contracts import (
     RelevanceAnswer,
     RelevanceVerdict,
 )
-from memoryquest.text import shared_content_words
+from memoryquest.text import content_words, shared_content_words
 
 try:
     from tests.generation_fixture import load_users
@@ -52,6 +52,8 @@ def candidates() -> list[QueryCandidateDraft]:
         query_date_start=SETTINGS.query_date_start.isoformat(),
         query_date_end=SETTINGS.query_date_end.isoformat(),
         reference_window_days=SETTINGS.reference_window_days,
+        news_words_min=SETTINGS.news_words_min,
+        news_words_max=SETTINGS.news_words_max,
         domains=[],
         already_proposed=[],
     )
@@ -98,10 +100,13 @@ def test_a_reference_still_valid_on_the_query_date_passes(candidate: QueryCandid
     assert isinstance(check_candidate(candidate, SETTINGS), CheckedCandidate)
 
 
+def _echo(query: str) -> str:
+    """A reference in the news form that repeats the query's content words."""
+    return f"Asked friends for tips on {' '.join(content_words(query))}"
+
+
 def test_an_echo_of_the_query_is_a_word_overlap(candidate: QueryCandidateDraft) -> None:
-    candidate.references[
-        1
-    ].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
+    candidate.references[1].text = _echo(candidate.query)
     assert (
         len(shared_content_words(candidate.query, candidate.references[1].text))
         > SETTINGS.shared_words_max
@@ -112,11 +117,40 @@ def test_an_echo_of_the_query_is_a_word_overlap(candidate: QueryCandidateDraft) 
 
 
 def test_the_word_overlap_limit_is_a_setting(candidate: QueryCandidateDraft) -> None:
-    candidate.references[
-        1
-    ].text = f"Asked friends for tips on how to {candidate.query.rstrip('?.!')}"
+    candidate.references[1].text = _echo(candidate.query)
     loose = SETTINGS.model_copy(update={"shared_words_max": 100})
     assert isinstance(check_candidate(candidate, loose), CheckedCandidate)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "words"),
+    [
+        (lambda text: f"I {text[0].lower()}{text[1:]}", "first or second person"),
+        (lambda text: f"The user {text[0].lower()}{text[1:]}", "names its subject"),
+        (lambda text: f"{text} and will keep it up", "stated as a plan"),
+        (lambda text: " ".join([text, *["again"] * SETTINGS.news_words_max]), "words; the band"),
+        (lambda text: " ".join(text.split()[: SETTINGS.news_words_min - 1]), "words; the band"),
+        (lambda text: f"{text}. Feels good about it", "more than one statement"),
+    ],
+)
+def test_a_reference_out_of_the_news_form_is_refused(
+    candidate: QueryCandidateDraft, mutate, words: str
+) -> None:
+    """Timelines put references among news written in one form; a reference out of it would
+    stand out there, so the query stage refuses it."""
+    candidate.references[2].text = mutate(candidate.references[2].text)
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert found.reason == RejectionReason.INVARIANT
+    assert "reference 2 is out of the news form" in found.detail and words in found.detail
+
+
+def test_a_reference_keeps_its_words_without_a_closing_full_stop(
+    candidate: QueryCandidateDraft,
+) -> None:
+    text = candidate.references[0].text
+    candidate.references[0].text = f"  {text}. "
+    checked = check_candidate(candidate, SETTINGS)
+    assert isinstance(checked, CheckedCandidate) and checked.references[0].text == text
 
 
 def test_one_close_reference_leaks_even_when_the_mean_is_low() -> None:

@@ -194,9 +194,15 @@ def timeline_of(d: GeneratedDataset, query_id: str):
 
 
 def drop_reference_event(d: GeneratedDataset) -> None:
-    # A timeline with events to spare, so that only the reference rules can fire.
-    t = next(t for t in d.timelines if len(t.events) > GenerationSettings().events_min)
-    event = next(e for e in t.events if e.reference_id)
+    # A timeline with events to spare, and not its first event (which may open the timeline on
+    # the earliest reference's date), so that only the reference rules can fire.
+    t = next(
+        t
+        for t in d.timelines
+        if len(t.events) > GenerationSettings().events_min
+        and any(e.reference_id for e in t.events[1:])
+    )
+    event = next(e for e in t.events[1:] if e.reference_id)
     t.events = [e for e in t.events if e is not event]
     d.sessions = [s for s in d.sessions if s.event_id != event.event_id]
     d.facts = [f for f in d.facts if event.reference_id not in f.source_reference_ids]

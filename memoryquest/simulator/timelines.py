@@ -1,9 +1,10 @@
 """Simulated answer for ``timeline_synthesis``: the weeks before a query, as the persona lived them.
 
-Reference events sit on their reference's date inside one of the persona's tasks of that
-domain; filler events are other tasks. Every event's news also carries distractors, drawn
-as references of the user's other requests would be, so a reference is one piece of
-personal news among many.
+Every slot, whatever code will put in it, becomes one of the persona's tasks of the slot's
+domain, and its news are distractors drawn as references of the user's other requests would
+be, as many as the slot asks for; so a reference code puts among them is one piece of
+personal news among many, in the same form. The simulator knows which statements are this
+query's (to keep its news off their needs), never which slot carries one.
 """
 
 from __future__ import annotations
@@ -19,17 +20,10 @@ from memoryquest.simulator.needs.bridges import bridged_domain
 from memoryquest.simulator.persona_grounding import PersonaMaterial, TaskScenario, task_scenarios
 from memoryquest.simulator.queries import compose_query, planning_scenarios
 from memoryquest.stages.timelines_contracts import TimelineInputs
-from memoryquest.text import shared_content_words
+from memoryquest.text import normalise_text, shared_content_words
 
-FILLER_EVENT_DISTRACTORS = (0, 0, 0, 3, 4, 4, 3, 2)
-"""Weights of 0..7 distractor updates on a filler event (when the persona can ground them).
-
-Nearly every user turn carries some piece of personal news (a conversation has
-three exchanges at least), so a turn that carries a reference is one of many
-such turns, not the odd one out."""
-REFERENCE_EVENT_DISTRACTORS = (0, 0, 3, 4, 3, 2)
-"""Weights of 0..5 distractor updates next to the reference on a reference event (two at least, so
-its three or more exchanges each have some news)."""
+DISTRACTOR_ATTEMPTS = 6
+"""Draws per news item before the slot is left short (the stage then asks again)."""
 DISTRACTOR_SHARED_WORDS_MAX = 1
 """A distractor may share at most this many content words with any reference of the query."""
 
@@ -50,31 +44,19 @@ def _generic_activity(domain: Domain) -> str:
     return f"The user checks in with the assistant about {domain.value.lower()} plans."
 
 
-def _free_days(start: dt.date, end: dt.date, taken: set[dt.date]) -> list[dt.date]:
-    days = (start + dt.timedelta(days=n) for n in range((end - start).days + 1))
-    return [day for day in days if day not in taken]
-
-
 @simulates(TimelineInputs)
 def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, Any]:
     query = inputs.query
     query_date = dt.date.fromisoformat(query["query_date"])
-    references = sorted(inputs.references, key=lambda r: (r["date"], r["index"]))
-    events_min, events_max = int(inputs.events_min), int(inputs.events_max)
-    lead = int(inputs.lead_days_max)
     tasks = [TaskBrief.model_validate(t) for t in inputs.tasks or []]
     scenarios = task_scenarios(tasks)
     by_domain: dict[Domain, list[TaskScenario]] = {}
     for scenario in scenarios:
         by_domain.setdefault(scenario.primary_domain, []).append(scenario)
 
-    n_refs = len(references)
-    n_events = rng.randint(min(max(events_min, n_refs + 1), events_max), events_max)
-    n_fill = max(n_events - n_refs, 0)
-
     material = PersonaMaterial.from_variables(inputs.model_dump())
     world = World(material)
-    reference_texts = [str(r["text"]) for r in references]
+    reference_texts = [str(t) for t in inputs.own_references]
     avoid_needs = {need for need in (classify_need(t) for t in reference_texts) if need}
     # Every request's references and every request are given, this one's too: leave them out.
     own = set(reference_texts)
@@ -103,90 +85,53 @@ def lay_out_timeline(inputs: TimelineInputs, rng: random.Random) -> dict[str, An
                 phantom_requests.setdefault(scenario.primary_domain, []).append(
                     compose_query(material, scenario, query_date, rng)
                 )
+    words_min, words_max = int(inputs.news_words_min), int(inputs.news_words_max)
 
-    def distractor(domain: Domain, date: dt.date) -> str | None:
-        """A minor update: about no reference's need, sharing almost no words with a reference."""
-        for _ in range(3):
+    statements = set(avoid_texts)  # the user's: their groups stay off limits
+
+    def distractor(domain: Domain, date: dt.date, avoid: set[str]) -> str | None:
+        """A minor update: about no reference's need, of no group behind ``avoid``, sharing almost
+        no words with a reference, within the news length band, not said before."""
+        for _ in range(DISTRACTOR_ATTEMPTS):
             update = distractor_update(
                 world,
                 domain,
                 date,
                 rng,
                 avoid_needs=set(avoid_needs),
-                avoid_texts=set(avoid_texts),
+                avoid_texts=set(avoid),
                 bridge_domains=bridge_domains,
                 reference_needs=reference_needs,
                 phantom_requests=phantom_requests,
             )
             if update is None:
                 return None
+            text = str(update.text).strip().rstrip(".")
             limit = DISTRACTOR_SHARED_WORDS_MAX
-            if all(len(shared_content_words(update.text, r)) <= limit for r in reference_texts):
-                return str(update.text)
-            avoid_texts.add(update.text)
+            fresh = normalise_text(text) not in {normalise_text(t) for t in avoid_texts}
+            if (
+                fresh
+                and words_min <= len(text.split()) <= words_max
+                and all(len(shared_content_words(text, r)) <= limit for r in reference_texts)
+            ):
+                return text
+            avoid = avoid | {update.text}
         return None
 
-    def distractors(domain: Domain, date: dt.date, weights: tuple[int, ...]) -> list[str]:
-        found: list[str] = []
-        for _ in range(rng.choices(range(len(weights)), weights=weights)[0]):
-            if (update := distractor(domain, date)) is None:
-                break
-            avoid_texts.add(update)
-            found.append(update)
-        return found
-
     events: list[dict[str, Any]] = []
-    for ref in references:
-        domain = Domain(ref["domain"])
+    for slot in inputs.slots:
+        domain = Domain(slot["domain"])
+        date = dt.date.fromisoformat(slot["date"])
         options = by_domain.get(domain, [])
         activity = _activity(rng.choice(options)) if options else _generic_activity(domain)
-        date = dt.date.fromisoformat(ref["date"])
-        updates = [
-            ref["text"].strip().rstrip("."),
-            *distractors(domain, date, REFERENCE_EVENT_DISTRACTORS),
-        ]
-        rng.shuffle(updates)
-        events.append(
-            {
-                "date": ref["date"],
-                "domain": domain.value,
-                "description": activity,
-                "reference_index": ref["index"],
-                "news": updates,
-            }
-        )
-
-    if n_fill:
-        reference_domains = {r["domain"] for r in references}
-        filler_domains = [d for d in by_domain if d.value not in reference_domains]
-        rng.shuffle(filler_domains)
-        month_before = query_date - dt.timedelta(days=30)
-        earliest = dt.date.fromisoformat(references[0]["date"]) if references else month_before
-        first = earliest - dt.timedelta(days=rng.randint(1, lead))
-        taken = {dt.date.fromisoformat(r["date"]) for r in references} | {first}
-        free = _free_days(first + dt.timedelta(days=1), query_date - dt.timedelta(days=1), taken)
-        others = (
-            sorted(rng.sample(free, n_fill - 1))
-            if len(free) >= n_fill - 1
-            else sorted(rng.choices(free or [first], k=n_fill - 1))
-        )
-        for position, date in enumerate([first, *others]):
-            if filler_domains:
-                domain = filler_domains[position % len(filler_domains)]
-                activity = _activity(rng.choice(by_domain[domain]))
-            else:
-                domain = Domain(query["domain"])
-                activity = _generic_activity(domain)
-            updates = distractors(domain, date, FILLER_EVENT_DISTRACTORS)
-            events.append(
-                {
-                    "date": date.isoformat(),
-                    "domain": domain.value,
-                    "description": activity,
-                    "reference_index": None,
-                    "news": updates,
-                }
-            )
-
-    events.sort(key=lambda e: (e["date"], e["reference_index"] is None))
+        news: list[str] = []
+        for _ in range(int(slot["news"])):
+            # Groups this timeline has used once come back when the fresh ones run out (a
+            # timeline asks for more news than the bank has groups the user has not used).
+            update = distractor(domain, date, avoid_texts) or distractor(domain, date, statements)
+            if update is None:
+                break
+            avoid_texts.add(update)
+            news.append(update)
+        events.append({"slot": slot["slot"], "description": activity, "news": news})
     return {"events": events}

@@ -5,7 +5,10 @@ checked against the rules of SPEC §2 (reference count, dates before the query,
 domains other than the query's) and against gates that keep single references
 from leaking: a time-bounded reference must still hold on the query date
 (``stale``), and no reference may share more than ``shared_words_max`` content
-words with its request (``word_overlap``). Survivors are embedded in one
+words with its request (``word_overlap``). Each reference must be in the one
+form every news item of a timeline shares (subject-less, what is or was,
+within the length band; :mod:`memoryquest.stages.news_form`), or it would
+stand out among them (``invariant``). Survivors are embedded in one
 batched call; γ = mean cosine(query, reference) must stay within ``gamma_max``
 (``similarity``, the paper's rule) and no single reference may come closer
 than ``reference_cosine_max`` (``reference_leak``), because a mean hides one
@@ -52,6 +55,7 @@ from memoryquest.stages.common import (
     persona_variables,
     rejected,
 )
+from memoryquest.stages.news_form import news_form_problem, normalise_news
 from memoryquest.stages.queries_contracts import (
     QueryCandidateDraft,
     QueryCandidatesDraft,
@@ -190,9 +194,13 @@ def check_candidate(
                 RejectionReason.WORD_OVERLAP,
                 f"reference {index} shares {len(shared)} content words with the query ({', '.join(sorted(shared))}; at most {settings.shared_words_max})",
             )
+        if (form := news_form_problem(ref.text, settings)) is not None:
+            return CandidateProblem(
+                RejectionReason.INVARIANT, f"reference {index} is out of the news form: {form}"
+            )
         parsed.append(
             CheckedReference(
-                ref.text.strip(), ref_date, ref_domain, ref.rationale.strip(), valid_until
+                normalise_news(ref.text), ref_date, ref_domain, ref.rationale.strip(), valid_until
             )
         )
     texts = [normalise_text(r.text) for r in parsed]
@@ -295,6 +303,8 @@ def generation_request(
         query_date_start=settings.query_date_start.isoformat(),
         query_date_end=settings.query_date_end.isoformat(),
         reference_window_days=settings.reference_window_days,
+        news_words_min=settings.news_words_min,
+        news_words_max=settings.news_words_max,
         domains=[d.value for d in Domain],
         already_proposed=proposed,
     )

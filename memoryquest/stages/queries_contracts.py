@@ -87,6 +87,10 @@ class QueryGenerationInputs(PromptInputs):
         "persona_id": "groups one persona's requests in the provider's prompt cache",
         "interests": "the simulator grounds requests in them; the prompt shows the affinities",
     }
+    unread_offline: ClassVar[dict[str, str]] = {
+        "news_words_min": "the simulator's references are written in the news form already",
+        "news_words_max": "the simulator's references are written in the news form already",
+    }
 
     persona_id: str
     demographics: dict[str, Any]
@@ -100,6 +104,8 @@ class QueryGenerationInputs(PromptInputs):
     query_date_start: str
     query_date_end: str
     reference_window_days: int
+    news_words_min: int
+    news_words_max: int
     domains: list[str]
     already_proposed: list[str]
 

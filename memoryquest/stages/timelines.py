@@ -1,25 +1,34 @@
 """The ``timelines`` stage: a dated timeline of events leading up to one query.
 
-The model lays out ``events_min..events_max`` events in ascending date order:
-the first shortly before the earliest reference (at most ``lead_days_max``
-days), the last before the query date. Each required reference is carried by
-exactly one event, on the reference's own date and in its domain (the model
-names the reference by index); every other event is filler drawn from the
-persona's life.
+Code plans the timeline before any prompt, from ids alone (:func:`plan_slots`):
+``events_min..events_max`` slots, one per reference on the reference's own date
+and in its domain, the rest filler on days spread over the window the settings
+allow (from ``lead_days_max`` days before the earliest reference to the day
+before the query) in domains of the persona's own tasks, which may be the
+references' domains too. Every slot gets ``news_per_event_min..max`` news
+items, and each reference a position among its slot's news. Counts, order and
+positions come from hashes of ids, so none of them says which slot is a
+reference. The model is given the dated slots (date, domain, number of news
+items), never which carry a reference, and writes a description and news for
+each; code then puts each reference into its slot's news at its position, in
+place of what the model wrote there.
 
-Filler must neither contain nor contradict a reference. Contradiction cannot
-be checked in general, so the stage enforces two checkable guards: filler
-never shares a domain with any of the query's references (a change in one
-domain cannot be contradicted from another), and no filler text repeats a
-reference, and no sentence of it comes closer to one than
-``filler_similarity_max`` in cosine (sentence by sentence, so a paraphrase is
-not diluted by the rest of a long description). Measured with
-all-MiniLM-L6-v2 on the bundled personas: first-person paraphrases of a
-reference score 0.52-0.95 against it (mean 0.77), while the persona's other
-tasks used as filler score at most 0.49 against the references of the same
-query (mean 0.19), and the offline simulator's filler sentences at most 0.48
-(median of each event's closest 0.31, 40 timelines); 0.6 sits between "says
-the same thing" and "same person, different matter".
+Every news item is held to the references' own form
+(:mod:`memoryquest.stages.news_form`): the same person, tense and length band,
+so a reader cannot tell the inserted reference from the model's own updates by
+its wording.
+
+No news may contain or contradict a reference. Contradiction cannot be checked
+in general; the stage checks that no text the model wrote repeats a reference,
+and that no sentence of it comes closer to one than ``filler_similarity_max``
+in cosine (sentence by sentence, so a paraphrase is not diluted by the rest of
+a long description). Measured with all-MiniLM-L6-v2 on the bundled personas:
+first-person paraphrases of a reference score 0.52-0.95 against it (mean
+0.77), while the persona's other tasks used as filler score at most 0.49
+against the references of the same query (mean 0.19), and the offline
+simulator's filler sentences at most 0.48 (median of each event's closest
+0.31, 40 timelines); 0.6 sits between "says the same thing" and "same person,
+different matter".
 
 A broken timeline is asked for again with another seed, at most
 ``max_regenerations`` times; each failed attempt is kept as a rejected
@@ -28,6 +37,7 @@ candidate, and if none succeeds the stage returns no timeline.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,9 +46,11 @@ import numpy as np
 from pydantic import BaseModel
 
 from memoryquest.contracts import (
+    Domain,
     EventKind,
     Persona,
     Query,
+    Reference,
     RejectedCandidate,
     RejectionReason,
     Stage,
@@ -54,15 +66,18 @@ from memoryquest.stages.common import (
     TRIM_LEVELS,
     contains_verbatim,
     failure_reason,
-    parse_date,
-    parse_domain,
     rejected,
     spread,
     task_variables,
 )
-from memoryquest.stages.ledger import restates
+from memoryquest.stages.news_form import news_form_problem, normalise_news
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
-from memoryquest.stages.timelines_contracts import EventDraft, TimelineDraft, TimelineInputs
+from memoryquest.stages.timelines_contracts import (
+    EventDraft,
+    TimelineDraft,
+    TimelineInputs,
+    TimelineSlot,
+)
 from memoryquest.text import normalise_text, split_sentences, without_lead_in
 
 STAGE = Stage.TIMELINES
@@ -74,26 +89,136 @@ class TimelineStageResult(BaseModel):
 
 
 @dataclass(frozen=True)
+class Slot:
+    """One conversation as code plans it. ``reference`` and ``reference_position`` (where among
+    the slot's news the reference goes) stay with code: the prompt shows the rest."""
+
+    event_id: str
+    date: dt.date
+    domain: Domain
+    news_count: int
+    reference: Reference | None = None
+    reference_position: int | None = None
+
+
+@dataclass(frozen=True)
 class _Built:
     events: list[TimelineEvent]
     problems: list[str]
 
 
-def query_variables(query: Query) -> dict[str, object]:
-    return {
-        "query_id": query.query_id,
-        "text": query.text,
-        "query_date": query.query_date.isoformat(),
-        "domain": query.domain.value,
-        "reasoning": query.reasoning,
+def _draw(*parts: object) -> int:
+    """A number fixed by ``parts`` (ids), the same on every run and machine."""
+    return int(hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest(), 16)
+
+
+def filler_domains(persona: Persona, query: Query) -> list[Domain]:
+    """The domains of the persona's single-domain tasks (its affinities' when it has none) and of
+    the query's references, so that no domain hosts references only; without the query's own:
+    references are never in it, so filler there would mark itself."""
+    tasks = [t.domains[0] for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN and t.domains]
+    found = (set(tasks) or {a.domain for a in persona.affinities}) | {
+        r.domain for r in query.references
     }
+    found.discard(query.domain)
+    return sorted(found or set(Domain) - {query.domain}, key=lambda d: d.value)
 
 
-def reference_variables(query: Query) -> list[dict[str, object]]:
-    return [
-        {"index": index, "text": ref.text, "date": ref.date.isoformat(), "domain": ref.domain.value}
-        for index, ref in enumerate(query.references)
+def plan_slots(persona: Persona, query: Query, settings: GenerationSettings) -> list[Slot]:
+    """The timeline's slots in date order, each reference's among them, chosen from ids.
+
+    Filler days are drawn without replacement from the window (the references' days left out
+    while others remain); filler domains go round the persona's domains in an order drawn
+    per query; the number of news items is drawn per slot index and the reference's position
+    per reference, so neither depends on which slot carries a reference.
+    """
+    key = query.query_id
+    references = sorted(query.references, key=lambda r: r.reference_id)
+    low = min(max(settings.events_min, len(references) + 1), settings.events_max)
+    count = max(low + _draw(key, "events") % (settings.events_max - low + 1), len(references))
+    earliest = min(r.date for r in references)
+    first_day = earliest - dt.timedelta(days=settings.lead_days_max)
+    window = [first_day + dt.timedelta(days=n) for n in range((query.query_date - first_day).days)]
+    taken = {r.date for r in references}
+    free = [day for day in window if day not in taken] or window
+    by_draw = sorted(free, key=lambda day: _draw(key, "day", day.isoformat()))
+    filler_count = count - len(references)
+    days = [by_draw[n % len(by_draw)] for n in range(filler_count)]
+    domains = sorted(filler_domains(persona, query), key=lambda d: _draw(key, "domain", d.value))
+    planned: list[tuple[dt.date, Domain, Reference | None, int]] = [
+        (r.date, r.domain, r, _draw(key, "order", r.reference_id)) for r in references
     ]
+    planned += [
+        (day, domains[n % len(domains)], None, _draw(key, "order", "filler", n))
+        for n, day in enumerate(days)
+    ]
+    planned.sort(key=lambda p: (p[0], p[3]))
+    spread_news = settings.news_per_event_max - settings.news_per_event_min + 1
+    slots = []
+    for index, (date, domain, reference, _) in enumerate(planned):
+        news_count = settings.news_per_event_min + _draw(key, "news", index) % spread_news
+        position = (
+            None
+            if reference is None
+            else _draw(key, "position", reference.reference_id) % news_count
+        )
+        slots.append(
+            Slot(
+                event_id=make_id("event", key, index),
+                date=date,
+                domain=domain,
+                news_count=news_count,
+                reference=reference,
+                reference_position=position,
+            )
+        )
+    return slots
+
+
+def slot_variables(slots: Sequence[Slot]) -> list[TimelineSlot]:
+    """What the prompt shows of the slots: no reference, no position."""
+    return [
+        {"slot": index, "date": s.date.isoformat(), "domain": s.domain.value, "news": s.news_count}
+        for index, s in enumerate(slots)
+    ]
+
+
+def timeline_inputs(
+    persona: Persona,
+    query: Query,
+    slots: Sequence[Slot],
+    settings: GenerationSettings,
+    user_queries: Sequence[Query] = (),
+    keep: int | None = None,
+) -> TimelineInputs:
+    """What the ``timeline_synthesis`` call is given for ``query``'s ``slots``: nothing of which
+    slot carries a reference.
+
+    ``keep``: at most this many of the persona's tasks, three times as many
+    affinities, and of the user's other requests (this one always stays), for a
+    model whose window the whole prompt does not fit.
+    """
+    others = [q for q in user_queries if q.query_id != query.query_id]
+    shown = [*spread(others, keep), query] if keep is not None else user_queries
+    tasks = [t for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN]
+    affinities = spread(persona.affinities, None if keep is None else 3 * keep)
+    return TimelineInputs(
+        query={
+            "query_id": query.query_id,
+            "text": query.text,
+            "query_date": query.query_date.isoformat(),
+            "domain": query.domain.value,
+        },
+        slots=slot_variables(slots),
+        user_references=[ref.text for other in shown for ref in other.references],
+        own_references=sorted(ref.text for ref in query.references),
+        user_requests=[{"domain": q.domain.value, "text": q.text} for q in shown],
+        demographics=persona.demographics.model_dump(mode="json"),
+        affinities=[a.model_dump(mode="json") for a in affinities],
+        tasks=[task_variables(t) for t in spread(tasks, keep)],
+        news_words_min=settings.news_words_min,
+        news_words_max=settings.news_words_max,
+    )
 
 
 def timeline_request(
@@ -104,149 +229,83 @@ def timeline_request(
     user_queries: Sequence[Query] = (),
     keep: int | None = None,
 ) -> LLMRequest[TimelineDraft]:
-    """The ``timeline_synthesis`` call for ``query``.
-
-    ``keep``: at most this many of the persona's tasks, three times as many
-    affinities, and of the user's other requests (this one always stays), for a
-    model whose window the whole prompt does not fit.
-    """
-    others = [q for q in user_queries if q.query_id != query.query_id]
-    shown = [*spread(others, keep), query] if keep is not None else user_queries
-    tasks = [t for t in persona.tasks if t.kind == TaskKind.SINGLE_DOMAIN]
-    affinities = spread(persona.affinities, None if keep is None else 3 * keep)
-    inputs = TimelineInputs(
-        query=query_variables(query),
-        references=reference_variables(query),
-        user_references=[ref.text for other in shown for ref in other.references],
-        user_requests=[{"domain": q.domain.value, "text": q.text} for q in shown],
-        demographics=persona.demographics.model_dump(mode="json"),
-        affinities=[a.model_dump(mode="json") for a in affinities],
-        tasks=[task_variables(t) for t in spread(tasks, keep)],
-        events_min=settings.events_min,
-        events_max=settings.events_max,
-        lead_days_max=settings.lead_days_max,
-    )
+    """The ``timeline_synthesis`` call for ``query``, over the slots code planned for it."""
+    slots = plan_slots(persona, query, settings)
+    inputs = timeline_inputs(persona, query, slots, settings, user_queries, keep)
     return inputs.request(
         seed=seed,
         cache_scope=f"persona:{persona.persona_id}",  # its timelines share the persona block
     )
 
 
-def build_events(draft: TimelineDraft, query: Query, settings: GenerationSettings) -> _Built:
-    """Events with ids, and every structural rule the draft breaks."""
+def build_events(
+    draft: TimelineDraft, slots: Sequence[Slot], query: Query, settings: GenerationSettings
+) -> _Built:
+    """Events with ids, each reference in its slot's news, and every rule the draft breaks."""
     problems: list[str] = []
+    if not settings.events_min <= len(slots) <= settings.events_max:
+        # Only when the query has more references than events_max allows events.
+        problems.append(f"{len(slots)} events; need {settings.events_min}-{settings.events_max}")
+    answered: dict[int, list[EventDraft]] = {}
+    for item in draft.events:
+        answered.setdefault(item.slot, []).append(item)
+    unknown = sorted(set(answered) - set(range(len(slots))))
+    if unknown:
+        problems.append(f"events for slots {unknown}, which were not asked for")
     events: list[TimelineEvent] = []
-    count = len(draft.events)
-    if not settings.events_min <= count <= settings.events_max:
-        problems.append(f"{count} events; need {settings.events_min}-{settings.events_max}")
-    carried: dict[int, int] = {}
-    reference_domains = {ref.domain for ref in query.references}
-    for index, item in enumerate(draft.events):
-        date = parse_date(item.date)
-        domain = parse_domain(item.domain)
-        if date is None:
-            problems.append(f"event {index}: date {item.date!r} is not an ISO date")
-        if domain is None:
-            problems.append(f"event {index}: domain {item.domain!r} is not a PersonaLens domain")
-        if not item.description.strip():
-            problems.append(f"event {index}: empty description")
-        ref_index = item.reference_index
-        reference_id = None
-        if ref_index is not None:
-            if not 0 <= ref_index < len(query.references):
-                problems.append(f"event {index}: reference_index {ref_index} does not exist")
-                ref_index = None
-            else:
-                carried[ref_index] = carried.get(ref_index, 0) + 1
-                ref = query.references[ref_index]
-                reference_id = ref.reference_id
-                if date is not None and date != ref.date:
-                    problems.append(
-                        f"event {index}: carries reference {ref_index} dated {ref.date} but is dated {date}"
-                    )
-                if domain is not None and domain != ref.domain:
-                    problems.append(
-                        f"event {index}: carries a {ref.domain.value} reference but is in {domain.value}"
-                    )
-        else:
-            if domain is not None and domain in reference_domains:
-                problems.append(
-                    f"event {index}: filler in {domain.value}, a domain one of the references is about"
-                )
-            for ref_position, ref in enumerate(query.references):
-                if any(
-                    contains_verbatim(text, ref.text) for text in [item.description, *item.news]
-                ):
-                    problems.append(f"event {index}: filler repeats reference {ref_position}")
-        if date is None or domain is None or not item.description.strip():
+    for index, slot in enumerate(slots):
+        items = answered.get(index, [])
+        if len(items) != 1:
+            problems.append(f"slot {index} is written {len(items)} times; must be exactly once")
             continue
-        event_id = make_id("event", query.query_id, index)
-        carried_text = query.references[ref_index].text if ref_index is not None else None
+        (item,) = items
+        description = " ".join(item.description.split())
+        if not description:
+            problems.append(f"slot {index}: empty description")
+        news = [normalise_news(text) for text in item.news if text.strip()]
+        if len(news) != slot.news_count:
+            problems.append(f"slot {index}: {len(news)} news items; asked for {slot.news_count}")
+            continue
+        written = [
+            (position, text)
+            for position, text in enumerate(news)
+            if position != slot.reference_position
+        ]
+        for position, text in written:
+            if (reason := news_form_problem(text, settings)) is not None:
+                problems.append(
+                    f"slot {index}: news item {position} out of form ({reason}): {text!r}"
+                )
+        for ref_index, ref in enumerate(query.references):
+            if any(contains_verbatim(t, ref.text) for t in [description, *(t for _, t in written)]):
+                problems.append(f"slot {index}: repeats reference {ref_index}")
         events.append(
             TimelineEvent(
-                event_id=event_id,
-                date=date,
-                domain=domain,
-                kind=EventKind.REFERENCE if reference_id else EventKind.FILLER,
-                description=item.description.strip(),
-                reference_id=reference_id,
-                news=event_news(item.news, carried_text, event_id),
+                event_id=slot.event_id,
+                date=slot.date,
+                domain=slot.domain,
+                kind=EventKind.FILLER if slot.reference is None else EventKind.REFERENCE,
+                description=description or "-",
+                reference_id=None if slot.reference is None else slot.reference.reference_id,
+                news=event_news(news, slot),
             )
         )
-    for ref_index in range(len(query.references)):
-        times = carried.get(ref_index, 0)
-        if times != 1:
-            problems.append(
-                f"reference {ref_index} is carried by {times} events; must be exactly one"
-            )
-    dates = [e.date for e in events]
-    if any(later < earlier for earlier, later in zip(dates, dates[1:], strict=False)):
-        problems.append("event dates are not in ascending order")
-    if events:
-        earliest_reference = min(ref.date for ref in query.references)
-        first = events[0].date
-        if first > earliest_reference:
-            problems.append(
-                f"first event {first} is after the earliest reference {earliest_reference}"
-            )
-        if (earliest_reference - first).days > settings.lead_days_max:
-            problems.append(
-                f"first event {first} is more than {settings.lead_days_max} days before the earliest reference {earliest_reference}"
-            )
-        if events[-1].date >= query.query_date:
-            problems.append(
-                f"last event {events[-1].date} is not before the query date {query.query_date}"
-            )
-    fillers = [e for e in events if e.kind == EventKind.FILLER]
-    if len(fillers) >= 2 and len({e.domain for e in fillers}) < 2:
-        problems.append("filler events all come from one domain")
     return _Built(events=events, problems=problems)
 
 
-def event_news(drafted: Sequence[str], reference: str | None, event_id: str) -> list[str]:
-    """The event's news as its conversation is asked to tell it: the reference, when the event
-    carries one, word for word among the rest.
-
-    The model was asked to list the reference with the other updates; what it wrote for it
-    (the text, or a restatement of it) is replaced by the reference itself, since the gates
-    checked that text. If it left the reference out, the reference goes in at a place drawn
-    from the event id, so its position says nothing about it.
-    """
-    news = [" ".join(text.split()) for text in drafted if text.strip()]
-    if reference is None:
-        return news
-    saying = [contains_verbatim(t, reference) or restates(t, reference) for t in news]
-    kept = [text for text, says in zip(news, saying, strict=True) if not says]
-    if any(saying):
-        place = saying.index(True)
-    else:
-        place = int(hashlib.sha256(event_id.encode()).hexdigest(), 16) % (len(news) + 1)
-    return [*kept[:place], reference, *kept[place:]]
+def event_news(written: Sequence[str], slot: Slot) -> list[str]:
+    """The slot's news as its conversation is asked to tell it: the reference, when the slot
+    carries one, word for word in place of the item the model wrote at its position."""
+    news = list(written)
+    if slot.reference is not None and slot.reference_position is not None:
+        news[slot.reference_position] = slot.reference.text
+    return news
 
 
-def _filler_sentences(event: TimelineEvent) -> list[str]:
-    """The description's sentences and the news items, each once (a news item the description
-    says as well is read once)."""
+def _written_sentences(event: TimelineEvent) -> list[str]:
+    """What the model wrote for the event: the description's sentences and the news items
+    (the reference left out), each once (a news item the description says as well is read
+    once)."""
     unique: dict[str, str] = {}
     for sentence in [*split_sentences(event.description), *event.news]:
         unique.setdefault(normalise_text(without_lead_in(sentence)), sentence)
@@ -256,34 +315,41 @@ def _filler_sentences(event: TimelineEvent) -> list[str]:
 async def filler_similarity_problems(
     events: list[TimelineEvent], query: Query, client: ModelClient, settings: GenerationSettings
 ) -> list[str]:
-    """Filler events with a sentence that comes as close to a reference as a paraphrase would.
+    """Events with a sentence the model wrote that comes as close to a reference as a paraphrase
+    would: in filler events, and beside the reference in a reference event (the model did not
+    know which slot carries one).
 
     Sentence by sentence: a paraphrase hidden in a long description would be
     diluted in the description's one vector, and short texts cost the model
     less per token. A framing lead-in ("In passing, the user shares an update:")
     is left out for the same two reasons.
     """
-    fillers = [e for e in events if e.kind == EventKind.FILLER]
-    if not fillers:
+    texts_by_id = {ref.reference_id: ref.text for ref in query.references}
+    said = [
+        [s for s in _written_sentences(e) if s != texts_by_id.get(e.reference_id or "")]
+        for e in events
+    ]
+    checked = [(e, sentences) for e, sentences in zip(events, said, strict=True) if sentences]
+    if not checked:
         return []
-    said = [_filler_sentences(e) for e in fillers]
     count = len(query.references)
     texts = [ref.text for ref in query.references] + [
-        without_lead_in(s) for sentences in said for s in sentences
+        without_lead_in(s) for _, sentences in checked for s in sentences
     ]
     vectors = await client.embed(texts, stage=STAGE)
     cosines = vectors[count:] @ vectors[:count].T  # sentence x reference
     problems = []
     start = 0
-    for event, sentences in zip(fillers, said, strict=True):
+    for event, sentences in checked:
         block = cosines[start : start + len(sentences)]
         start += len(sentences)
         row, worst = np.unravel_index(int(block.argmax()), block.shape)
         score = float(block[row, worst])
         if score > settings.filler_similarity_max:
             problems.append(
-                f"filler event {event.event_id} is {score:.3f} similar to reference {int(worst)} "
-                f"(max {settings.filler_similarity_max}) in its sentence {sentences[int(row)]!r}"
+                f"{event.kind.value} event {event.event_id} is {score:.3f} similar to reference "
+                f"{int(worst)} (max {settings.filler_similarity_max}) in its sentence "
+                f"{sentences[int(row)]!r}"
             )
     return problems
 
@@ -347,7 +413,8 @@ class _TimelineJob(Regeneration[Query, TimelineDraft, Timeline]):
     ) -> list[tuple[int, Timeline | RejectedCandidate]]:
         verdicts: list[tuple[int, Timeline | RejectedCandidate]] = []
         for position, query, draft in answers:
-            built = build_events(draft, query, self.settings)
+            slots = plan_slots(self.persona, query, self.settings)
+            built = build_events(draft, slots, query, self.settings)
             problems = built.problems or await filler_similarity_problems(
                 built.events, query, self.client, self.settings
             )
@@ -391,9 +458,14 @@ class _TimelineJob(Regeneration[Query, TimelineDraft, Timeline]):
 
 __all__ = [
     "EventDraft",
+    "Slot",
     "TimelineDraft",
     "TimelineStageResult",
     "build_events",
+    "event_news",
     "filler_similarity_problems",
+    "plan_slots",
     "synthesise_timeline",
+    "timeline_inputs",
+    "timeline_request",
 ]

@@ -12,24 +12,18 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ISO_DATE, ONE_OF_THE_DOMAINS, ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs
 
 # --------------------------------------------------------------------------- what the model answers
 
 
 class EventDraft(BaseModel):
-    date: str = Field(description="ISO date (YYYY-MM-DD).", json_schema_extra=ISO_DATE)
-    domain: str = Field(
-        description="The event's PersonaLens domain.", json_schema_extra=ONE_OF_THE_DOMAINS
-    )
+    slot: int = Field(description="Index of the slot this event writes (each slot exactly once).")
     description: str = Field(description="What happens in this conversation, in the third person.")
-    reference_index: int | None = Field(
-        description="Index of the reference this event carries; null for filler."
-    )
     news: list[str] = Field(
         default=[],
-        description="Each personal update the user mentions in this conversation, one short "
-        "sentence each; a reference event lists its reference among them.",
+        description="The personal updates the user mentions in this conversation, as many as the "
+        "slot asks for, each one subject-less statement about the user.",
     )
 
 
@@ -42,13 +36,12 @@ class TimelineDraft(BaseModel):
 
 @with_config(ROW)
 class TimelineQuery(TypedDict):
-    """The accepted query a timeline leads up to."""
+    """The accepted query a timeline leads up to (the prompt shows its date only)."""
 
     query_id: str
     text: str
     query_date: str
     domain: str
-    reasoning: str
 
 
 @with_config(ROW)
@@ -60,24 +53,29 @@ class UserRequest(TypedDict):
 
 
 @with_config(ROW)
-class TimelineReference(TypedDict):
-    """One of the query's references, by its index in the query."""
+class TimelineSlot(TypedDict):
+    """One conversation as code planned it: when, in which domain, how many news items.
 
-    index: int
-    text: str
+    Nothing in it says whether code will put a reference among its news."""
+
+    slot: int
     date: str
     domain: str
+    news: int
 
 
 class TimelineInputs(PromptInputs):
-    """One query, its references and the persona's material, for laying out the conversations.
+    """The dated slots before one query and the persona's material, for writing the conversations.
 
-    The prompt is blind: it shows the request's date, never its text, its
-    reasoning or the user's other requests, so a model cannot write a
-    reference's event as "... which matters for her October hike".
+    The prompt is blind twice over. It shows the request's date, never its text,
+    its reasoning or the user's other requests, so a model cannot write an event
+    as "... which matters for her October hike". And it shows the slots code
+    planned (date, domain, how many news items) without saying which will carry
+    a reference: code chose them from ids and puts each reference into its
+    slot's news afterwards, so the model writes every slot alike.
     ``user_references`` are the texts of all the user's queries' references,
-    which this timeline's filler must not repeat (the same for every timeline of
-    the user, so they sit in the prompt's cached prefix).
+    which no news may repeat or contradict (the same for every timeline of the
+    user, so they sit in the prompt's cached prefix); nothing ties one to a slot.
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
@@ -87,15 +85,17 @@ class TimelineInputs(PromptInputs):
     not_in_prompt: ClassVar[dict[str, str]] = {
         "user_requests": "the user's requests, this one among them: read by the offline "
         "simulator only (its distractors bridge to them); a model shown them foreshadows",
+        "own_references": "this query's reference texts, in text order and tied to no slot: read "
+        "by the offline simulator only (its news keep off their needs, and match the others')",
     }
 
     query: TimelineQuery
-    references: list[TimelineReference]
+    slots: list[TimelineSlot]
     user_references: list[str] = []
+    own_references: list[str] = []
     user_requests: list[UserRequest] = []
     demographics: dict[str, Any]
     affinities: list[dict[str, Any]]
     tasks: list[dict[str, Any]]
-    events_min: int
-    events_max: int
-    lead_days_max: int
+    news_words_min: int
+    news_words_max: int
