@@ -197,14 +197,22 @@ def _pairs(
         raise DatasetError(
             f"{readable_name} has {len(indexed) - len(labels)} row(s) with no {labels_name} row, e.g. {key} = {stray!r}"
         )
-    return [(indexed[getattr(row, key)], row) for row in labels]
+    pairs = [(indexed[getattr(row, key)], row) for row in labels]
+    for readable_row, labels_row in pairs:
+        if getattr(readable_row, "persona_id", None) != getattr(labels_row, "persona_id", None):
+            raise DatasetError(
+                f"{labels_name} row {getattr(labels_row, key)!r} names another persona than its {readable_name} row"
+            )
+    return pairs
 
 
-def _values(*parts: BaseModel) -> dict[str, object]:
-    values: dict[str, object] = {}
+def _joined(model: type[RowT], *parts: BaseModel, **values: object) -> RowT:
+    """One row of the joined view from its parts, each already validated against its own
+    contract (the joined contracts add no rule across parts, so nothing is validated twice)."""
+    fields: dict[str, object] = {}
     for part in parts:
-        values.update({name: getattr(part, name) for name in type(part).model_fields})
-    return values
+        fields.update({name: getattr(part, name) for name in type(part).model_fields})
+    return model.model_construct(None, **(fields | values))
 
 
 def _joined_fact(memory: MemoryFact, labels: FactLabels) -> Fact:
@@ -214,10 +222,10 @@ def _joined_fact(memory: MemoryFact, labels: FactLabels) -> Fact:
             f"({len(labels.revisions)} credits for {len(memory.revisions)} revisions)"
         )
     revisions = [
-        FactRevision.model_validate(_values(revision, credit))
+        _joined(FactRevision, revision, credit)
         for revision, credit in zip(memory.revisions, labels.revisions, strict=True)
     ]
-    return Fact.model_validate(_values(memory, labels) | {"revisions": revisions})
+    return _joined(Fact, memory, labels, revisions=revisions)
 
 
 def join_tables(tables: Mapping[str, Sequence[BaseModel]], dataset: GeneratedDataset) -> None:
@@ -231,13 +239,13 @@ def join_tables(tables: Mapping[str, Sequence[BaseModel]], dataset: GeneratedDat
     dataset.validation.extend(rows("validation"))  # type: ignore[arg-type]
     dataset.rejected.extend(rows("rejected"))  # type: ignore[arg-type]
     dataset.queries.extend(
-        Query.model_validate(_values(request, labels))
+        _joined(Query, request, labels)
         for request, labels in _pairs(
             "queries", rows("queries"), "query_labels", rows("query_labels"), "query_id"
         )
     )
     dataset.sessions.extend(
-        Session.model_validate(_values(history, labels))
+        _joined(Session, history, labels)
         for history, labels in _pairs(
             "history", rows("history"), "session_labels", rows("session_labels"), "session_id"
         )
