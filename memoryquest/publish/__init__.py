@@ -8,6 +8,7 @@ Layout of a published dataset::
     data/<config>/<split>-00000-of-00001.parquet   one config per table of memoryquest.contracts.TABLES
     jsonl/<config>/<split>.jsonl               the same rows as JSON Lines
     plots/*.png                                figures embedded in the card
+    explorer/                                  static viewer (ground truth included: not for a system under test)
     pgr.winrate.json                           answer-level Win Rate report, when one was given
 
 A memory system under test reads only ``history``, ``queries`` and ``facts``

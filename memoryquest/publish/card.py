@@ -650,7 +650,8 @@ def _readable_section(inputs: CardInputs) -> list[str]:
         "",
         "Ground truth and generation records, for scoring only: "
         + ", ".join(f"`{c}`" for c in scoring)
-        + ". A system that reads them is no longer being tested.",
+        + ". A system that reads them is no longer being tested; nor is one that reads the",
+        "`explorer/` folder, which shows every session and fact joined with its labels.",
         "`memoryquest.publish.load_readable(root)` reads only the configs a system under test may read.",
         "",
     ]
