@@ -17,6 +17,11 @@ Conventions shared by every table:
 Ground truth is an explicit chain so recall can be scored at several levels::
 
     reference_id -> event_id -> session_id -> turn indices -> fact ids
+
+What a memory system under test reads (:data:`READABLE_TABLES`: the history, the
+queries' text, the facts) carries none of it: :class:`Session`, :class:`Query` and
+:class:`Fact` are the joined view the pipeline works on, and every file written holds
+them split into a readable row and a labels row (:data:`TABLES`).
 """
 
 from __future__ import annotations
@@ -283,11 +288,23 @@ class Reference(Contract):
     )
 
 
-class Query(Row):
+class QueryRequest(Row):
+    """What a system under test is asked: who asks, on which date, in which words.
+
+    Published as the ``queries`` config; the answer key lives in :class:`QueryLabels`.
+    """
+
     query_id: Id
     persona_id: Id
     query_date: dt.date
     text: str = Field(min_length=1)
+
+
+class QueryLabels(Row):
+    """A query's answer key and how it was made; published as the ``query_labels`` config."""
+
+    query_id: Id
+    persona_id: Id
     reasoning: str
     domain: Domain
     references: list[Reference] = Field(min_length=1)
@@ -305,6 +322,10 @@ class Query(Row):
         description="Mean cosine(query, the sentence each reference is said with in its session) "
         "under `embedder`: gamma of the text retrieval searches, beside the drafts' `gamma`.",
     )
+
+
+class Query(QueryRequest, QueryLabels):
+    """A query joined with its labels: the view the pipeline works on, never written as one row."""
 
 
 class RejectedCandidate(Row):
@@ -362,17 +383,27 @@ class ReferenceSpan(Contract):
     end: int = Field(ge=1)
 
 
-class Session(Row):
-    """One dated conversation, expanded from one timeline event."""
+class HistorySession(Row):
+    """One dated conversation as a memory system under test reads it: no label of any kind.
+
+    Published as the ``history`` config, a user's rows in date order (ties by ``session_id``).
+    """
+
+    persona_id: Id
+    session_id: Id = Field(description="Opaque; carries no order by query and no link to one.")
+    date: dt.date
+    turns: list[Turn] = Field(min_length=1)
+
+
+class SessionLabels(Row):
+    """Where a session comes from and which reference it carries; the ``session_labels`` config."""
 
     session_id: Id
     persona_id: Id
     query_id: Id
     event_id: Id
-    date: dt.date
     domain: Domain
     position: int = Field(ge=0, description="Index in the user's chronological history.")
-    turns: list[Turn] = Field(min_length=1)
     reference_id: Id | None = None
     reference_turn_indices: list[int] = Field(
         default_factory=list, description="Turns that convey the reference."
@@ -383,10 +414,21 @@ class Session(Row):
     )
 
 
+class Session(HistorySession, SessionLabels):
+    """One dated conversation, expanded from one timeline event, with its labels.
+
+    The view the pipeline works on; written as two rows, :class:`HistorySession` and
+    :class:`SessionLabels`.
+    """
+
+
 # --------------------------------------------------------------------------- facts
 
 
-class FactRevision(Contract):
+CREDITED_REFERENCES: Final = "References credited to this fact: it was extracted from a sentence stating them, or revises such a fact."
+
+
+class MemoryFactRevision(Contract):
     """The state of a fact from `valid_from` until the next revision."""
 
     valid_from: dt.date = Field(description="Date of the latest session behind this revision.")
@@ -395,12 +437,15 @@ class FactRevision(Contract):
     frequency: int = Field(ge=1)
     related_entities: list[str]
     session_ids: list[Id]
-    source_reference_ids: list[Id] = Field(default_factory=list)
     state: FactState
 
 
-class Fact(Row):
-    """A memory fact with its full history, so the store can be replayed to any date."""
+class MemoryFact(Row):
+    """A memory fact with its full history, so the store can be replayed to any date.
+
+    Published as the ``facts`` config: the memory a retrieval method under test reads,
+    without the references it is credited with (those are in :class:`FactLabels`).
+    """
 
     fid: Id
     persona_id: Id
@@ -409,10 +454,6 @@ class Fact(Row):
     frequency: int = Field(ge=1)
     related_entities: list[str]
     session_ids: list[Id] = Field(description="Provenance: every session behind the fact.")
-    source_reference_ids: list[Id] = Field(
-        default_factory=list,
-        description="References credited to this fact: it was extracted from a sentence stating them, or revises such a fact.",
-    )
     merged_fids: list[Id] = Field(
         default_factory=list, description="Facts folded into this one by consolidation."
     )
@@ -424,7 +465,47 @@ class Fact(Row):
     retired_on: dt.date | None = Field(
         default=None, description="Consolidation date for merged facts."
     )
-    revisions: list[FactRevision] = Field(min_length=1)
+    revisions: list[MemoryFactRevision] = Field(min_length=1)
+
+
+class RevisionCredit(Contract):
+    """The references credited to one revision of a fact (same order as the fact's revisions)."""
+
+    valid_from: dt.date
+    source_reference_ids: list[Id] = Field(default_factory=list)
+
+
+class FactLabels(Row):
+    """The references each fact is credited with, as a whole and per revision; the ``fact_labels`` config."""
+
+    fid: Id
+    persona_id: Id
+    source_reference_ids: list[Id] = Field(
+        default_factory=list,
+        description=CREDITED_REFERENCES,
+    )
+    revisions: list[RevisionCredit] = Field(
+        min_length=1, description="One entry per revision of the fact, in the same order."
+    )
+
+
+class FactRevision(MemoryFactRevision):
+    """A revision with the references credited to it (the pipeline's view)."""
+
+    source_reference_ids: list[Id] = Field(default_factory=list)
+
+
+class Fact(MemoryFact):
+    """A memory fact with the references credited to it: the view the pipeline works on.
+
+    Written as two rows, :class:`MemoryFact` and :class:`FactLabels`.
+    """
+
+    source_reference_ids: list[Id] = Field(
+        default_factory=list,
+        description=CREDITED_REFERENCES,
+    )
+    revisions: list[FactRevision] = Field(min_length=1)  # type: ignore[assignment]
 
 
 # --------------------------------------------------------------------------- validation
@@ -578,11 +659,18 @@ class RunManifest(Row):
 
 TABLES: dict[str, type[Row]] = {
     "personas": Persona,
-    "queries": Query,
+    "queries": QueryRequest,
+    "query_labels": QueryLabels,
     "timelines": Timeline,
-    "sessions": Session,
-    "facts": Fact,
+    "history": HistorySession,
+    "session_labels": SessionLabels,
+    "facts": MemoryFact,
+    "fact_labels": FactLabels,
     "validation": ValidationResult,
     "rejected": RejectedCandidate,
 }
-"""Published table name -> row model (one Parquet config each)."""
+"""Written table name -> row model: one JSONL file of the working dataset, one Parquet config published."""
+
+READABLE_TABLES: Final = ("history", "queries", "facts")
+"""The tables a memory system under test may read; every other table scores it or records how
+the data was made (ground truth, source profiles, validation results, rejected candidates)."""

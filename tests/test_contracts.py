@@ -9,34 +9,44 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from memoryquest.contracts import (
+    READABLE_TABLES,
     SCHEMA_VERSION,
     TABLES,
     Domain,
     EventKind,
     Fact,
+    FactLabels,
     FactRevision,
     FactState,
     FactStatus,
     FactType,
+    HistorySession,
     JudgeKind,
+    MemoryFact,
+    MemoryFactRevision,
     Persona,
     ProspectionIteration,
     ProspectionStep,
     Query,
+    QueryLabels,
+    QueryRequest,
     Reference,
     ReferenceJudgement,
     RejectedCandidate,
     RejectionReason,
     RetrievalMethod,
+    RevisionCredit,
     Role,
     RunManifest,
     Session,
+    SessionLabels,
     StageUsage,
     Timeline,
     TimelineEvent,
     Turn,
     ValidationResult,
 )
+from memoryquest.dataset import GeneratedDataset, split_tables
 from memoryquest.ids import make_id
 from memoryquest.intake import PersonaSelection, load_personas
 
@@ -196,8 +206,19 @@ def rows(persona: Persona) -> list[BaseModel]:
     ]
 
 
+def written_rows(persona: Persona) -> list[BaseModel]:
+    """The rows of every table, the joined view's rows and the split rows written from them."""
+    joined = rows(persona)
+    dataset = GeneratedDataset(
+        queries=[row for row in joined if isinstance(row, Query)],
+        sessions=[row for row in joined if isinstance(row, Session)],
+        facts=[row for row in joined if isinstance(row, Fact)],
+    )
+    return joined + [row for table in split_tables(dataset).values() for row in table]
+
+
 def test_every_table_row_round_trips_through_json(persona: Persona) -> None:
-    built = rows(persona)
+    built = written_rows(persona)
     assert {type(row) for row in built} >= set(TABLES.values())
     for row in built:
         text = row.model_dump_json()
@@ -206,8 +227,63 @@ def test_every_table_row_round_trips_through_json(persona: Persona) -> None:
 
 
 def test_every_row_carries_the_schema_version(persona: Persona) -> None:
-    for row in rows(persona):
+    for row in written_rows(persona):
         assert row.model_dump()["schema_version"] == SCHEMA_VERSION == "1.0"
+
+
+@pytest.mark.parametrize(
+    ("joined", "readable", "labels"),
+    [
+        (Session, HistorySession, SessionLabels),
+        (Query, QueryRequest, QueryLabels),
+        (Fact, MemoryFact, FactLabels),
+        (FactRevision, MemoryFactRevision, RevisionCredit),
+    ],
+)
+def test_the_joined_view_is_exactly_its_readable_row_and_its_labels(
+    joined: type[BaseModel], readable: type[BaseModel], labels: type[BaseModel]
+) -> None:
+    assert set(joined.model_fields) == set(readable.model_fields) | set(labels.model_fields)
+    keys = set(readable.model_fields) & set(labels.model_fields)
+    assert keys <= {
+        "schema_version",
+        "persona_id",
+        "session_id",
+        "query_id",
+        "fid",
+        "valid_from",
+        "revisions",
+    }
+
+
+def test_no_readable_table_has_a_label_column() -> None:
+    labels = {
+        "query_id",
+        "event_id",
+        "domain",
+        "position",
+        "reference_id",
+        "reference_turn_indices",
+        "reference_spans",
+        "source_reference_ids",
+        "references",
+        "reasoning",
+        "rank",
+        "gamma",
+    }
+    assert set(TABLES["history"].model_fields) == {
+        "schema_version",
+        "persona_id",
+        "session_id",
+        "date",
+        "turns",
+    }
+    for name in READABLE_TABLES:
+        model = TABLES[name]
+        assert not labels & (
+            set(model.model_fields) - {"query_id"} if name == "queries" else set(model.model_fields)
+        ), name
+    assert "source_reference_ids" not in MemoryFactRevision.model_fields
 
 
 def test_an_other_schema_version_is_refused(persona: Persona) -> None:

@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from memoryquest.contracts import TABLES
-from memoryquest.dataset import DatasetError, GeneratedDataset
+from memoryquest.contracts import READABLE_TABLES, TABLES, HistorySession
+from memoryquest.dataset import (
+    DATASET_TABLES,
+    LEGACY_TABLES,
+    DatasetError,
+    GeneratedDataset,
+    ReadableDataset,
+    split_tables,
+    write_jsonl,
+)
 
 try:
     from tests.publish_fixture import build_publish_fixture
@@ -24,7 +32,7 @@ def dataset() -> GeneratedDataset:
 
 def test_every_table_and_the_manifest_round_trip(dataset: GeneratedDataset, tmp_path: Path) -> None:
     loaded = GeneratedDataset.load(dataset.save(tmp_path / "dataset"))
-    for name in TABLES:
+    for name in DATASET_TABLES:
         assert getattr(loaded, name) == getattr(dataset, name), name
         assert getattr(dataset, name), f"the fixture has no {name} rows: the check proves nothing"
     assert loaded.manifest == dataset.manifest
@@ -49,7 +57,7 @@ def test_each_line_is_one_row_as_plain_json(dataset: GeneratedDataset, tmp_path:
     lines = (directory / "facts.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(dataset.facts)
     assert [json.loads(line) for line in lines] == [
-        fact.model_dump(mode="json") for fact in dataset.facts
+        fact.model_dump(mode="json") for fact in split_tables(dataset)["facts"]
     ]
 
 
@@ -79,3 +87,61 @@ def test_a_bad_line_is_named_by_file_and_number(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"facts\.jsonl:3: "):
         GeneratedDataset.load(directory)
+
+
+def test_the_files_are_the_split_tables_and_the_history_carries_no_label(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
+    directory = dataset.save(tmp_path / "dataset")
+    assert {p.name for p in directory.glob("*.jsonl")} == {f"{name}.jsonl" for name in TABLES}
+    history = [
+        json.loads(line)
+        for line in (directory / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert len(history) == len(dataset.sessions) > 0
+    assert {tuple(row) for row in history} == {
+        ("schema_version", "persona_id", "session_id", "date", "turns")
+    }
+    order = [(row["persona_id"], row["date"], row["session_id"]) for row in history]
+    assert order == sorted(order)
+    facts = (directory / "facts.jsonl").read_text(encoding="utf-8")
+    assert "source_reference_ids" not in facts
+    assert any(f.source_reference_ids for f in dataset.facts), "nothing to hide: proves nothing"
+    labels = (directory / "fact_labels.jsonl").read_text(encoding="utf-8")
+    assert "source_reference_ids" in labels
+
+
+def test_the_readable_view_reads_no_labels_file(dataset: GeneratedDataset, tmp_path: Path) -> None:
+    directory = dataset.save(tmp_path / "dataset")
+    for name in TABLES:
+        if name not in READABLE_TABLES:
+            (directory / f"{name}.jsonl").unlink()
+    readable = ReadableDataset.load(directory)
+    assert readable == ReadableDataset.of(dataset)
+    assert len(readable.history) == len(dataset.sessions)
+    assert {type(row) for row in readable.history} == {HistorySession}
+    assert [q.query_id for q in readable.queries] != [] and not hasattr(
+        readable.queries[0], "references"
+    )
+
+
+def test_a_history_row_without_its_labels_is_refused(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
+    directory = dataset.save(tmp_path / "dataset")
+    path = directory / "session_labels.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="history has 1 row.* with no session_labels row"):
+        GeneratedDataset.load(directory)
+
+
+def test_a_working_dataset_of_the_joined_layout_still_loads(
+    dataset: GeneratedDataset, tmp_path: Path
+) -> None:
+    directory = tmp_path / "legacy"
+    for name in LEGACY_TABLES:
+        write_jsonl(getattr(dataset, name), directory / f"{name}.jsonl")
+    loaded = GeneratedDataset.load(directory)
+    for name in DATASET_TABLES:
+        assert getattr(loaded, name) == getattr(dataset, name), name

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from memoryquest.cli.main import main
-from memoryquest.contracts import TABLES, ReferenceSpan, RetrievalMethod
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.contracts import ReferenceSpan, RetrievalMethod
+from memoryquest.dataset import DATASET_TABLES, GeneratedDataset
 from memoryquest.publish import load_published, publish_dataset
 from memoryquest.publish.explorer import EXPLORER_DIR, ExplorerError, write_explorer
 from memoryquest.settings import Settings
@@ -211,7 +211,7 @@ def test_each_persona_file_holds_exactly_that_personas_rows(
         assert data["persona"]["id"] == persona_id
         own = {
             name: [row for row in getattr(dataset, name) if row.persona_id == persona_id]
-            for name in TABLES
+            for name in DATASET_TABLES
         }
         assert {q["id"] for q in data["queries"]} == {q.query_id for q in own["queries"]}
         assert {s["id"] for s in data["sessions"]} == {s.session_id for s in own["sessions"]}
@@ -309,7 +309,7 @@ def test_same_dataset_gives_the_same_bytes(
 ) -> None:
     shuffled = dataset.model_copy(deep=True)
     rng = random.Random(3)
-    for name in TABLES:
+    for name in DATASET_TABLES:
         rng.shuffle(getattr(shuffled, name))
     again = tmp_path / "again"
     write_explorer(shuffled, again)

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 from pydantic import BaseModel
 
-from memoryquest.contracts import TABLES, Id, Query, RunManifest
+from memoryquest.contracts import TABLES, Id, QueryLabels, RunManifest
+from memoryquest.dataset import split_tables
 from memoryquest.publish.arrow import (
     UnsupportedAnnotation,
     arrow_schema,
@@ -110,7 +111,7 @@ def test_every_published_table_has_a_schema_with_nested_columns() -> None:
         schema = arrow_schema(model, name)
         assert "schema_version" in schema.names
         assert schema.names == list(model.model_fields)
-    queries = arrow_schema(Query, "queries")
+    queries = arrow_schema(QueryLabels, "query_labels")
     references = queries.field("references").type
     assert pa.types.is_list(references) and pa.types.is_struct(references.value_type)
     assert references.value_type.field("date").type == pa.date32()
@@ -119,9 +120,9 @@ def test_every_published_table_has_a_schema_with_nested_columns() -> None:
 
 
 def test_fixture_tables_convert_exactly() -> None:
-    dataset = build_publish_fixture(users=2, queries_per_user=2)
+    tables = split_tables(build_publish_fixture(users=2, queries_per_user=2))
     for name, model in TABLES.items():
-        rows = getattr(dataset, name)
+        rows = tables[name]
         table = rows_to_table(rows, arrow_schema(model, name))
         assert table.num_rows == len(rows)
         assert table_to_rows(table, model) == rows
@@ -130,7 +131,9 @@ def test_fixture_tables_convert_exactly() -> None:
 def test_describe_columns_flattens_nested_fields() -> None:
     described = {
         path: (kind, nullable, text)
-        for path, kind, nullable, text in describe_columns(arrow_schema(Query, "queries"))
+        for path, kind, nullable, text in describe_columns(
+            arrow_schema(QueryLabels, "query_labels")
+        )
     }
     assert described["references"][0] == "list<struct>"
     assert described["references[].cosine"][0] == "double"

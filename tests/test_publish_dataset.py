@@ -13,8 +13,8 @@ import yaml
 from pydantic import SecretStr
 
 from memoryquest.cli.main import main
-from memoryquest.contracts import TABLES, RetrievalMethod, Turn
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.contracts import READABLE_TABLES, TABLES, RetrievalMethod, Turn
+from memoryquest.dataset import DATASET_TABLES, GeneratedDataset, ReadableDataset
 from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish import (
     PRIMARY_KEYS,
@@ -22,6 +22,7 @@ from memoryquest.publish import (
     AuditFailedError,
     PublishError,
     load_published,
+    load_readable,
     publish_dataset,
 )
 from memoryquest.publish import plots as publish_plots
@@ -55,7 +56,7 @@ def _front_matter(card: str) -> dict:
 
 
 def _by_id(dataset: GeneratedDataset, name: str) -> dict[str, object]:
-    key = PRIMARY_KEYS[name]
+    key = PRIMARY_KEYS.get(name, "session_id")  # the joined view's sessions: history + labels
     return {getattr(row, key): row for row in getattr(dataset, name)}
 
 
@@ -93,7 +94,20 @@ def test_rows_are_sorted_and_carry_schema_version(published: Path) -> None:
         for split in SPLITS:
             table = pq.read_table(published / "data" / config / f"{split}-00000-of-00001.parquet")
             ids = table.column(PRIMARY_KEYS[config]).to_pylist()
-            assert ids == sorted(ids)
+            assert len(set(ids)) == len(ids)
+            if config == "history":  # each user's sessions by date, ties by session id
+                order = list(
+                    zip(
+                        *(
+                            table.column(c).to_pylist()
+                            for c in ("persona_id", "date", "session_id")
+                        ),
+                        strict=True,
+                    )
+                )
+                assert order == sorted(order)
+            else:
+                assert ids == sorted(ids)
             assert set(table.column("schema_version").to_pylist()) == {"1.0"}
             assert table.schema.metadata[b"schema_version"] == b"1.0"
             assert table.schema.metadata[b"table"] == config.encode()
@@ -125,7 +139,7 @@ def test_publishing_twice_gives_identical_bytes(
 ) -> None:
     shuffled = dataset.model_copy(deep=True)
     rng = random.Random(7)
-    for name in TABLES:
+    for name in DATASET_TABLES:
         rng.shuffle(getattr(shuffled, name))
     again = tmp_path / "elsewhere" / "memoryquest-copy"
     publish_dataset(shuffled, again, Settings(), allow_failed_audit=True)
@@ -151,7 +165,7 @@ def test_manifest_records_run_and_publish_info(published: Path, dataset: Generat
     assert publish["ratios"] == {"train": 0.8, "validation": 0.1, "test": 0.1}
     assert publish["split_seed"] == 13
     assert publish["row_counts"]["queries"] == {"train": 12, "validation": 3, "test": 3}
-    assert sum(publish["row_counts"]["sessions"].values()) == len(dataset.sessions)
+    assert sum(publish["row_counts"]["history"].values()) == len(dataset.sessions)
     listed = {f["path"]: f for f in publish["files"]}
     on_disk = set(_files(published)) - {"manifest.json"}
     assert set(listed) == on_disk
@@ -205,6 +219,46 @@ def test_card_has_configs_statistics_and_attribution(
     )
     for name in TABLES:
         assert f"<code>{name}</code>" in body
+    readable = body.split("## What a system under test may read", 1)[1].split("\n## ", 1)[0]
+    for name in TABLES:
+        assert (f"`{name}`" in readable.split("Ground truth")[0]) == (name in READABLE_TABLES), name
+
+
+def test_the_history_config_has_exactly_persona_session_date_and_turns(published: Path) -> None:
+    for split in SPLITS:
+        table = pq.read_table(published / "data" / "history" / f"{split}-00000-of-00001.parquet")
+        assert table.column_names == ["schema_version", "persona_id", "session_id", "date", "turns"]
+        first = json.loads(
+            (published / "jsonl" / "history" / f"{split}.jsonl").read_text().splitlines()[0]
+        )
+        assert list(first) == table.column_names
+    for config in READABLE_TABLES:
+        names = pq.read_table(
+            published / "data" / config / "train-00000-of-00001.parquet"
+        ).column_names
+        assert not {"reference_id", "source_reference_ids", "references", "event_id"} & set(names)
+    facts = pq.read_table(published / "data" / "facts" / "train-00000-of-00001.parquet")
+    assert "source_reference_ids" not in str(facts.schema)
+
+
+def test_load_readable_opens_no_labels_config(
+    published: Path, dataset: GeneratedDataset, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(published, copy)
+    for config in TABLES:
+        if config not in READABLE_TABLES:
+            shutil.rmtree(copy / "data" / config)
+    readable = load_readable(copy)
+    expected = ReadableDataset.of(dataset)
+    assert len(readable.history) == len(expected.history) == len(dataset.sessions)
+    assert sorted(readable.history, key=lambda s: s.session_id) == sorted(
+        expected.history, key=lambda s: s.session_id
+    )
+    assert {q.query_id for q in readable.queries} == {q.query_id for q in dataset.queries}
+    assert {f.fid for f in readable.facts} == {f.fid for f in dataset.facts}
+    with pytest.raises(PublishError, match="listed in manifest.json but missing"):
+        load_published(copy)
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -231,7 +285,7 @@ def test_plots_are_valid_pngs_without_timestamps(published: Path) -> None:
 
 def test_load_published_round_trips(published: Path, dataset: GeneratedDataset) -> None:
     loaded = load_published(published)
-    for name in TABLES:
+    for name in DATASET_TABLES:
         assert _by_id(loaded, name) == _by_id(dataset, name), name
         assert len(getattr(loaded, name)) == len(getattr(dataset, name))
     assert (
@@ -409,7 +463,7 @@ def test_cli_publish(
     out = capsys.readouterr().out
     assert f"published to {destination}" in out
     assert f"dataset card: {destination / 'README.md'}" in out
-    assert "queries" in out and "sessions" in out and "users: train 4  validation 1  test 1" in out
+    assert "queries" in out and "history" in out and "users: train 4  validation 1  test 1" in out
     manifest = json.loads((destination / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["publish"]["split_seed"] == 5
     printed = {

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from memoryquest.contracts import TABLES
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.dataset import GeneratedDataset, split_tables
 from memoryquest.publish import PRIMARY_KEYS, publish_dataset
 from memoryquest.publish.splits import SPLITS
 from memoryquest.settings import Settings
@@ -46,7 +46,7 @@ def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactor
 
 def _expected(dataset: GeneratedDataset, name: str) -> dict[str, Any]:
     key = PRIMARY_KEYS[name]
-    return {getattr(row, key): row for row in getattr(dataset, name)}
+    return {getattr(row, key): row for row in split_tables(dataset)[name]}
 
 
 def _validated(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def test_polars(published: Path, dataset: GeneratedDataset, name: str) -> None:
     import polars as pl
 
     frame = pl.read_parquet(str(published / "data" / name / "*.parquet"))
-    assert frame.height == len(getattr(dataset, name))
+    assert frame.height == len(split_tables(dataset)[name])
     assert _validated(name, frame.to_dicts()) == _expected(dataset, name)
 
 
@@ -123,7 +123,7 @@ def test_duckdb(published: Path, dataset: GeneratedDataset, name: str) -> None:
         connection.close()
     assert _validated(name, records) == _expected(dataset, name)
     manifest_counts = {s: n for s, n in per_split}
-    assert sum(manifest_counts.values()) == len(getattr(dataset, name))
+    assert sum(manifest_counts.values()) == len(split_tables(dataset)[name])
 
 
 def _card_configs(root: Path) -> dict[str, dict[str, str]]:
@@ -169,7 +169,7 @@ def test_hugging_face_datasets_through_the_card_configs(
     published: Path, dataset: GeneratedDataset, offline_datasets: Any, tmp_path: Path
 ) -> None:
     queries = offline_datasets.load_dataset(
-        str(published), "queries", cache_dir=str(tmp_path / "cache")
+        str(published), "query_labels", cache_dir=str(tmp_path / "cache")
     )
     assert sum(len(queries[s]) for s in queries) == len(dataset.queries)
     first = queries["train"][0]
@@ -181,7 +181,7 @@ def test_hugging_face_datasets_through_the_card_configs(
         "cosine",
     } <= set(first["references"][0])
     sessions = offline_datasets.load_dataset(
-        "parquet", data_dir=str(published / "data" / "sessions"), cache_dir=str(tmp_path / "cache2")
+        "parquet", data_dir=str(published / "data" / "history"), cache_dir=str(tmp_path / "cache2")
     )
     assert set(sessions) == set(SPLITS)
     assert sum(len(sessions[s]) for s in sessions) == len(dataset.sessions)

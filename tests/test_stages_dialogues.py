@@ -46,7 +46,7 @@ def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
         assert len(sessions) == len(timeline.events)
         assert run.dialogues[q.query_id].rejected == []
         for event, session in zip(timeline.events, sessions, strict=True):
-            assert session.session_id == make_id("session", event.event_id)
+            assert session.session_id == make_id("session", event.event_id, event.description)
             assert (session.event_id, session.date, session.domain, session.reference_id) == (
                 event.event_id,
                 event.date,

@@ -90,21 +90,32 @@ class PGRInputs:
 
 
 def load_for_pgr(path: Path, *, need_facts: bool = True) -> PGRInputs:
-    """Queries, facts and personas from a dataset directory.
+    """Queries, facts and personas from a dataset directory: the working directory
+    ``memoryquest generate`` writes, or a published one (its configs joined back with their
+    labels, which only the judges read)."""
+    from memoryquest.audit.source import dataset_kind
+    from memoryquest.dataset import DatasetError
 
-    Today: the working directory ``memoryquest generate`` writes (one JSONL
-    file per table). A published Parquet dataset is the next form to read;
-    add it here so every caller gets it.
-    """
     path = Path(path)
-    dataset = load_generated(path)
+    try:
+        published = dataset_kind(path) == "published"
+    except DatasetError:
+        published = False
+    if published:
+        from memoryquest.publish import load_published
+
+        dataset = load_published(path)
+        source = f"published dataset {path}"
+    else:
+        dataset = load_generated(path)
+        source = f"generated dataset {path}"
     if need_facts and not dataset.facts:
-        raise ValueError(f"{path} has no facts.jsonl rows: run the memory stage before PGR")
+        raise ValueError(f"{path} has no facts: run the memory stage before PGR")
     return PGRInputs(
         dataset.queries,
         dataset.facts,
         dataset.personas,
-        f"generated dataset {path}",
+        source,
         dataset.manifest,
         {session.session_id: session.domain for session in dataset.sessions},
         dataset.sessions,
@@ -373,7 +384,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_common_options(run)
     add_dataset_argument(
-        run, "dataset directory written by `memoryquest generate`", old="--dataset"
+        run,
+        "dataset directory written by `memoryquest generate`, or a published one",
+        old="--dataset",
     )
     _add_list_option(run, "method", RetrievalMethod, "retrieval method")
     _add_list_option(run, "judge", JudgeKind, "recall judge")

@@ -5,10 +5,16 @@ Layout of a published dataset::
     README.md                                  dataset card (YAML configs, statistics, licence)
     LICENSE.md                                 CC BY-NC 4.0 text (PersonaLens' licence)
     manifest.json                              run manifest + publish info (splits, row counts, sha256)
-    data/<config>/<split>-00000-of-00001.parquet
+    data/<config>/<split>-00000-of-00001.parquet   one config per table of memoryquest.contracts.TABLES
     jsonl/<config>/<split>.jsonl               the same rows as JSON Lines
     plots/*.png                                figures embedded in the card
+    explorer/                                  static viewer (ground truth included: not for a system under test)
     pgr.winrate.json                           answer-level Win Rate report, when one was given
+
+A memory system under test reads only ``history``, ``queries`` and ``facts``
+(:data:`~memoryquest.contracts.READABLE_TABLES`; :func:`load_readable` reads nothing
+else); ``session_labels``, ``query_labels`` and ``fact_labels`` are their answer key,
+joined back by :func:`load_published` for scoring.
 
 The whole directory is built next to the destination and renamed into place,
 so readers see the previous dataset or the new one, never a mix.
@@ -32,12 +38,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 import memoryquest
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
-from memoryquest.contracts import TABLES, PersonaSource, Row, RunManifest
-from memoryquest.dataset import GeneratedDataset, swap_into_place, write_jsonl
+from memoryquest.contracts import READABLE_TABLES, TABLES, PersonaSource, Row, RunManifest
+from memoryquest.dataset import (
+    DATASET_TABLES,
+    DatasetError,
+    GeneratedDataset,
+    ReadableDataset,
+    history_order,
+    join_tables,
+    split_tables,
+    swap_into_place,
+    write_jsonl,
+)
 from memoryquest.pgr.winrate_contracts import WIN_RATE_FILE, WinRateReport
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
@@ -62,6 +78,7 @@ __all__ = [
     "PublishedFile",
     "WIN_RATE_FILE",
     "load_published",
+    "load_readable",
     "publish_dataset",
     "read_win_rate_report",
 ]
@@ -73,13 +90,18 @@ LICENCE_FILE = "LICENSE.md"
 PRIMARY_KEYS: dict[str, str] = {
     "personas": "persona_id",
     "queries": "query_id",
+    "query_labels": "query_id",
     "timelines": "timeline_id",
-    "sessions": "session_id",
+    "history": "session_id",
+    "session_labels": "session_id",
     "facts": "fid",
+    "fact_labels": "fid",
     "validation": "result_id",
     "rejected": "rejected_id",
 }
-"""The id column each published table is sorted (and de-duplicated) by."""
+"""The id column of each published table: unique, and the order of its rows, except ``history``
+(:data:`ORDERED_BY_DATE`)."""
+ORDERED_BY_DATE = "history"  # a user's sessions by date, ties by session id (dataset.history_order)
 PERSONA_KEY = "persona_id"  # every table has it; rows follow their persona's split
 
 
@@ -160,19 +182,21 @@ def read_win_rate_report(path: Path, query_ids: Collection[str] | None = None) -
 
 def _sorted_rows(name: str, rows: Sequence[Row]) -> list[Row]:
     key = PRIMARY_KEYS[name]
-    ordered = sorted(rows, key=lambda row: getattr(row, key))
-    for previous, current in zip(ordered, ordered[1:], strict=False):
+    by_key = sorted(rows, key=lambda row: getattr(row, key))
+    for previous, current in zip(by_key, by_key[1:], strict=False):
         if getattr(previous, key) == getattr(current, key):
             raise PublishError(
                 f"table {name!r} has two rows with {key} = {getattr(current, key)!r}"
             )
-    return ordered
+    if name == ORDERED_BY_DATE:
+        return sorted(by_key, key=history_order)  # type: ignore[arg-type]
+    return by_key
 
 
 def _persona_ids(dataset: GeneratedDataset) -> set[str]:
     """Users with at least one row anywhere (a persona that produced nothing takes no split slot)."""
     ids: set[str] = set()
-    for name in TABLES:
+    for name in DATASET_TABLES:
         ids.update(row.persona_id for row in getattr(dataset, name))
     return ids
 
@@ -244,8 +268,8 @@ def _build(
     assignment = assign_splits(_persona_ids(dataset), settings.publish)
     schemas = {name: arrow_schema(model, name) for name, model in TABLES.items()}
     row_counts: dict[str, dict[str, int]] = {}
-    for name in TABLES:
-        rows = _sorted_rows(name, getattr(dataset, name))
+    for name, table in split_tables(dataset).items():
+        rows = _sorted_rows(name, table)
         by_split: dict[str, list[Row]] = {split: [] for split in SPLITS}
         for row in rows:
             by_split[assignment[getattr(row, PERSONA_KEY)]].append(row)
@@ -414,30 +438,59 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     return document
 
 
-def load_published(path: Path) -> GeneratedDataset:
-    """Every split of every config plus the run manifest, checked against the recorded sha256 sums."""
-    root = Path(path)
+def _published_tables(
+    root: Path, names: Collection[str]
+) -> tuple[dict[str, Any], dict[str, list[Row]]]:
+    """The manifest document and every split of the configs ``names``, checked against the recorded sha256 sums."""
     document = _read_manifest(root)
     publish_info = document.pop("publish")
-    dataset = GeneratedDataset(manifest=RunManifest.model_validate(document))
-    tables: dict[str, list[BaseModel]] = {name: [] for name in TABLES}
+    tables: dict[str, list[Row]] = {name: [] for name in names}
     for entry in publish_info.get("files", []):
         relative = str(entry["path"])
-        file_path = root / relative
-        if not file_path.is_file():
-            raise PublishError(f"{root}: {relative} is listed in {MANIFEST_FILE} but missing")
         parts = relative.split("/")
         if len(parts) != 3 or parts[0] != "data" or not parts[2].endswith(".parquet"):
             continue
+        config = parts[1]
+        if config not in TABLES:
+            raise PublishError(f"{root}: {relative} belongs to unknown config {config!r}")
+        if config not in names:
+            continue
+        file_path = root / relative
+        if not file_path.is_file():
+            raise PublishError(f"{root}: {relative} is listed in {MANIFEST_FILE} but missing")
         if sha256_file(file_path) != entry["sha256"]:
             raise PublishError(
                 f"{root}: {relative} does not match its sha256 in {MANIFEST_FILE} (changed or truncated)"
             )
-        config = parts[1]
-        if config not in TABLES:
-            raise PublishError(f"{root}: {relative} belongs to unknown config {config!r}")
         tables[config].extend(read_parquet(file_path, TABLES[config]))
+    return document, tables
+
+
+def load_published(path: Path) -> GeneratedDataset:
+    """Every split of every config plus the run manifest, checked against the recorded sha256 sums,
+    the history and facts joined with their labels (the view ``pgr run``, ``validate`` and ``audit`` use)."""
+    root = Path(path)
+    document, tables = _published_tables(root, TABLES)
+    dataset = GeneratedDataset(manifest=RunManifest.model_validate(document))
     for name, rows in tables.items():
         key = PRIMARY_KEYS[name]
-        getattr(dataset, name).extend(sorted(rows, key=lambda row: getattr(row, key)))
+        rows.sort(key=lambda row: getattr(row, key))
+    try:
+        join_tables(tables, dataset)
+    except DatasetError as exc:
+        raise PublishError(f"{root}: {exc}") from exc
     return dataset
+
+
+def load_readable(path: Path) -> ReadableDataset:
+    """What a memory system under test may read of a published or working dataset: ``history``
+    (each user's sessions by date), ``queries`` (id, user, date, text) and ``facts``.
+
+    The labels configs are never opened, so nothing here can carry the answer key.
+    """
+    root = Path(path)
+    if (root / "history.jsonl").is_file():
+        return ReadableDataset.load(root)
+    _, tables = _published_tables(root, READABLE_TABLES)
+    tables["history"].sort(key=history_order)  # type: ignore[arg-type]
+    return ReadableDataset.model_validate(tables)

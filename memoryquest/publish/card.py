@@ -23,7 +23,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from memoryquest.contracts import SCHEMA_VERSION, JudgeKind, RetrievalMethod, RunManifest
+from memoryquest.contracts import (
+    READABLE_TABLES,
+    SCHEMA_VERSION,
+    JudgeKind,
+    RetrievalMethod,
+    RunManifest,
+)
 from memoryquest.pgr.metrics import BudgetComparison
 from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish.arrow import describe_columns
@@ -53,10 +59,13 @@ PERSONALENS_BIBTEX = """@inproceedings{zhao2025personalens,
 
 CONFIG_DESCRIPTIONS: dict[str, str] = {
     "personas": "one row per user: PersonaLens demographics, interests, affinities, interaction summaries and tasks",
-    "queries": "in-situ planning queries with their 3–5 required references, per-reference cosine, γ and the embedder",
+    "queries": "the in-situ planning requests as a system under test gets them: id, user, date, text",
+    "query_labels": "each query's answer key: its 3–5 required references, per-reference cosine, γ, the embedder, the query's domain",
     "timelines": "per query, the dated events that embed each reference exactly once, plus filler events",
-    "sessions": "one dated user–assistant conversation per timeline event; turns as a list of {role, content}",
-    "facts": "the final memory store with provenance, revisions (replayable to any date) and merge history",
+    "history": "each user's conversations in date order: session id, date, turns as a list of {role, content}; no label",
+    "session_labels": "per session: the query and timeline event it was expanded from, its domain and place in the history, the reference it carries and the turns and spans that say it",
+    "facts": "the final memory store with provenance, revisions (replayable to any date) and merge history; no credited reference",
+    "fact_labels": "per fact, the references credited to it, as a whole and per revision",
     "validation": "per query × retrieval method × judge: retrieved facts, per-reference judgements, Recall, RecallExact, prospection trace",
     "rejected": "every generated candidate that did not make it into the dataset, with the reason and the raw JSON",
 }
@@ -712,6 +721,28 @@ def judges_and_reviewer_lines(inputs: CardInputs) -> list[str]:
     return lines
 
 
+def _readable_section(inputs: CardInputs) -> list[str]:
+    readable = [config for config in inputs.schemas if config in READABLE_TABLES]
+    scoring = [config for config in inputs.schemas if config not in READABLE_TABLES]
+    return [
+        "## What a system under test may read",
+        "",
+        "A memory system under test reads "
+        + ", ".join(f"`{c}`" for c in readable)
+        + ": each user's conversation history (persona, session id, date, turns, in date order),",
+        "the requests (query id, user, date, text) and, for a retrieval method over extracted memory, the",
+        "facts. None of them says which sessions belong to which query, which turn says a reference or which",
+        "fact is credited with one; session ids are opaque hashes that carry no order by query.",
+        "",
+        "Ground truth and generation records, for scoring only: "
+        + ", ".join(f"`{c}`" for c in scoring)
+        + ". A system that reads them is no longer being tested; nor is one that reads the",
+        "`explorer/` folder, which shows every session and fact joined with its labels.",
+        "`memoryquest.publish.load_readable(root)` reads only the configs a system under test may read.",
+        "",
+    ]
+
+
 def _loading_section(inputs: CardInputs) -> list[str]:
     config = (
         DEFAULT_CONFIG
@@ -744,8 +775,10 @@ def _loading_section(inputs: CardInputs) -> list[str]:
         "import polars as pl",
         f'df = pl.read_parquet(f"{{root}}/data/{config}/*.parquet")',
         "",
-        "# back into memoryquest's typed rows (for `memoryquest pgr run` / `validate`)",
-        "from memoryquest.publish import load_published",
+        "# what a system under test may read: history, queries, facts (no labels config is opened)",
+        "from memoryquest.publish import load_readable, load_published",
+        "readable = load_readable(root)",
+        "# every config, the history joined with its labels (for `memoryquest pgr run` / `validate`)",
         "dataset = load_published(root)",
         "```",
         "",
@@ -786,17 +819,21 @@ def _schema_section(inputs: CardInputs) -> list[str]:
         "scored at several levels:",
         "",
         "```",
-        "queries.references[].reference_id",
+        "query_labels.references[].reference_id",
         "  -> timelines.events[] (kind = reference, reference_id)  .event_id",
-        "  -> sessions (event_id, reference_id)                     .session_id",
-        "  -> sessions.reference_turn_indices                       (turns that convey the reference)",
-        "  -> facts (session_ids, source_reference_ids; per revision too)  .fid",
+        "  -> session_labels (event_id, reference_id)               .session_id  (a `history` row)",
+        "  -> session_labels.reference_turn_indices, reference_spans  (turns and sentences that convey it)",
+        "  -> fact_labels (source_reference_ids; per revision too)  .fid         (a `facts` row)",
         "```",
         "",
-        "A user's sessions across all queries form one chronological history (`sessions.position`).",
+        "Each labels config joins its readable config on the id: `queries` and `query_labels` on `query_id`,",
+        "`history` and `session_labels` on `session_id`, `facts` and `fact_labels` on `fid`",
+        "(`fact_labels.revisions` lists the same revisions, in the same order, as `facts.revisions`).",
+        "A user's sessions across all queries form one chronological history (`session_labels.position`).",
         "`facts.revisions` replays the memory store to any date: a fact is visible on a query date when its",
         "first revision is on or before that date and it was not retired (`retired_on`) by then; its content",
-        "is the latest revision dated on or before the query date. `validation.judgements[].supporting_fids`",
+        "is the latest revision dated on or before the query date, and the references it is credited with then",
+        "are that revision's `fact_labels.revisions[].source_reference_ids`. `validation.judgements[].supporting_fids`",
         "point at the retrieved facts that carried each reference.",
         "",
     ]
@@ -911,6 +948,7 @@ def render_card(inputs: CardInputs) -> str:
     body += headline_lines(inputs.statistics, inputs.manifest.simulated, inputs.win_rates)
     body += _provenance(inputs)
     body += judges_and_reviewer_lines(inputs)
+    body += _readable_section(inputs)
     body += _splits_section(inputs)
     body += _statistics_section(inputs)
     body += _audit_section(inputs)

@@ -16,6 +16,11 @@ the page injects a persona's script only when that persona is opened, so a
 ``<``, ``>`` and ``&`` written as ``\\u003c`` ... so no text can close a script
 element, and the viewer only ever puts data into the page as text nodes.
 
+The explorer is a reviewer's view: it shows each session and fact joined with its
+labels (the query it serves, the reference it carries), read from the split configs
+through :func:`memoryquest.publish.load_published`. Like the labels configs, it is not
+for a memory system under test, and the dataset card says so.
+
 Everything is written in a fixed order from sorted rows, so the same dataset
 gives the same bytes (the published dataset is byte-for-byte reproducible).
 Only provenance that is safe to publish reaches the explorer: the run's models,

@@ -19,14 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memoryquest.contracts import (
-    TABLES,
     FactType,
     JudgeKind,
     RejectionReason,
     RetrievalMethod,
     Role,
 )
-from memoryquest.dataset import GeneratedDataset
+from memoryquest.dataset import DATASET_TABLES, GeneratedDataset
 from memoryquest.pgr.metrics import (
     DEFAULT_BOOTSTRAP_SAMPLES,
     BudgetComparison,
@@ -215,7 +214,7 @@ def compute_statistics(
     dataset: GeneratedDataset, *, bootstrap_samples: int | None = None
 ) -> DatasetStatistics:
     samples = bootstrap_samples if bootstrap_samples is not None else bootstrap_samples_of(dataset)
-    user_ids = sorted({row.persona_id for name in TABLES for row in getattr(dataset, name)})
+    user_ids = sorted({row.persona_id for name in DATASET_TABLES for row in getattr(dataset, name)})
     turns = [float(len(s.turns)) for s in dataset.sessions]
     exchanges = [float(sum(1 for t in s.turns if t.role is Role.USER)) for s in dataset.sessions]
     fact_types = Counter(str(f.type) for f in dataset.facts)
