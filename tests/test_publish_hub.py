@@ -53,6 +53,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
 
     # The loopback Hub speaks LFS, not Xet (see tests/hub_fixture.py).
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # a caller's env aside
     with FakeHub(token=TOKEN) as server:
         monkeypatch.setenv("HF_TOKEN", TOKEN)
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)

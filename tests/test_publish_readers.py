@@ -8,7 +8,6 @@ nested lists of structs, nullable columns) fails here.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,6 @@ try:
     from tests.publish_fixture import build_publish_fixture
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from publish_fixture import build_publish_fixture
-
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +133,15 @@ def _card_configs(root: Path) -> dict[str, dict[str, str]]:
 @pytest.fixture()
 def offline_datasets(monkeypatch: pytest.MonkeyPatch) -> Any:
     import datasets
+    import huggingface_hub
 
+    # Offline for these tests only: set for the whole process, it would keep later tests (the
+    # Hub push) from reaching their loopback Hub.
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     datasets.disable_progress_bars()
     return datasets
 
