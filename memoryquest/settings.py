@@ -148,6 +148,19 @@ class GenerationSettings(Section):
         True,
         description="Ask the relevance judge whether each reference would change the answer; drop it if not.",
     )
+    ledger_waves: int = Field(
+        4,
+        ge=1,
+        description="A user's conversations are written in this many bands of dates, each once the "
+        "earlier bands are settled, so a conversation's ledger shows what the user actually said "
+        "before its band (1: no ledger). Each band adds a round of dialogue calls to a user's wall time.",
+    )
+    restated_cosine: float = Cosine(
+        0.75,
+        "A sentence of another session at or above this cosine to the sentence a reference is said "
+        "with restates it (so does one that says most of its content words): the session is asked "
+        "again, then the query rejected as restated.",
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:

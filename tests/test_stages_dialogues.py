@@ -18,7 +18,10 @@ from memoryquest.stages.dialogues import (
     dialogue_inputs,
     expand_dialogues,
     final_text_problem,
+    restatement,
+    said_gamma,
 )
+from memoryquest.stages.ledger import said_sentence
 from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.stages.history import merge_history
 from memoryquest.text import contains_verbatim, split_sentences
@@ -312,7 +315,7 @@ def test_the_real_sentence_passes_the_final_text_gates(reference_case: tuple) ->
             "names the request's date",
         ),
         # the request's own words said back
-        (lambda s, q: f"{s} {q.text}", RejectionReason.REFERENCE_LEAK, "content words"),
+        (lambda s, q: f"{s} {q.text}", RejectionReason.WORD_OVERLAP, "content words"),
     ],
     ids=["month-day", "day-month", "request-words"],
 )
@@ -332,3 +335,80 @@ def test_a_sentence_too_close_to_the_request_is_a_leak(reference_case: tuple) ->
         said_sentence(session), settings.reference_cosine_max + 0.01, q, settings
     )
     assert problem is not None and problem[0] is RejectionReason.REFERENCE_LEAK
+
+
+# --- every turn is held to the marker rules, in shapes beyond the idiom lists ------------------
+
+
+@pytest.mark.parametrize(
+    ("turn", "added", "reason"),
+    [
+        # The assistant's turns, not named for any news, are held to the same rules.
+        (1, "That will matter when you book the hotel.", RejectionReason.FORESHADOW),
+        (1, "Unrelated, but the museum is free on Sundays.", RejectionReason.MARKED),
+        # A user turn the model did not name as telling news.
+        (2, "It could come into play once I plan the next trip.", RejectionReason.FORESHADOW),
+        (2, "On a different note, I changed jobs in spring.", RejectionReason.MARKED),
+    ],
+    ids=["assistant-ahead", "assistant-aside", "user-ahead", "user-aside"],
+)
+def test_any_turn_that_marks_itself_or_points_ahead_is_refused(
+    reference_case: tuple, turn: int, added: str, reason: RejectionReason
+) -> None:
+    persona, q, event, draft, _ = reference_case
+    assert all(item.turn_index != turn for item in draft.news_said)
+    marked = draft.model_copy(deep=True)
+    marked.turns[turn] = f"{marked.turns[turn]} {added}"
+    checked = check_dialogue(marked, persona, q, event, GenerationSettings())
+    assert checked.session is None and checked.reason is reason, checked.problems
+    assert f"turn {turn}" in checked.problems[0]
+
+
+def test_no_kept_turn_marks_itself_or_points_ahead(run: GeneratedRun) -> None:
+    from memoryquest.stages.dialogues import marked_turn
+
+    assert all(marked_turn(s.turns) is None for s in run.dataset.sessions)
+
+
+# --- γ over the sentences said, and references told twice ---------------------------------------
+
+
+async def test_gamma_over_the_said_sentences_is_held_to_gamma_max(run: GeneratedRun) -> None:
+    q = run.kept()[1]
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    timeline = run.timelines[q.query_id].timeline
+    said = [said_sentence(s) for s in sessions_of(run, q.query_id) if s.reference_id]
+    vectors = shared_local_embedder().embed_sync([q.text, *said])
+    gamma = said_gamma([float(v @ vectors[0]) for v in vectors[1:]])
+    assert 0 < gamma <= GenerationSettings().gamma_max
+    strict = GenerationSettings(gamma_max=gamma - 0.005, max_regenerations=0)
+    result = await expand_dialogues(persona, q, timeline, simulated_client(), strict)
+    refused = [r for r in result.rejected if r.reason is RejectionReason.SIMILARITY]
+    assert result.sessions == [] and refused and "γ over the sentences" in refused[0].detail
+    loose = GenerationSettings(gamma_max=gamma + 0.005, max_regenerations=0)
+    kept = await expand_dialogues(persona, q, timeline, simulated_client(), loose)
+    assert not any(r.reason is RejectionReason.SIMILARITY for r in kept.rejected)
+
+
+async def test_a_reference_told_again_in_another_session_is_caught(run: GeneratedRun) -> None:
+    q = run.kept()[0]
+    told = next(s for s in sessions_of(run, q.query_id) if s.reference_id)
+    other = next(
+        s
+        for s in run.dataset.sessions
+        if s.persona_id == told.persona_id and s.session_id != told.session_id
+    )
+    settings, client = GenerationSettings(), simulated_client()
+    assert await restatement(told, [other], client, settings, {}) is None
+    said = said_sentence(told)
+    assert said is not None
+    turns = [*other.turns]
+    turns[0] = turns[0].model_copy(update={"content": f"{turns[0].content} {said}"})
+    retelling = other.model_copy(update={"turns": turns})
+    # Either way round: the reference's session against the other, the other against it.
+    found = await restatement(told, [retelling], client, settings, {})
+    assert found is not None and other.session_id in found
+    assert await restatement(retelling, [told], client, settings, {}) is not None
+    # The cosine alone counts too: at a threshold every sentence reaches, any session retells.
+    anything = GenerationSettings(restated_cosine=-1.0)
+    assert await restatement(told, [other], client, anything, {}) is not None
