@@ -21,7 +21,7 @@ from memoryquest.stages.dialogues import (
     restatement,
     said_gamma,
 )
-from memoryquest.stages.ledger import said_sentence
+from memoryquest.stages.ledger import SaidLedger, said_sentence
 from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.stages.history import merge_history
 from memoryquest.text import contains_verbatim, split_sentences
@@ -252,10 +252,16 @@ async def test_unconveyed_reference_drops_the_whole_query(run: GeneratedRun) -> 
     settings = GenerationSettings(reference_turn_similarity_min=0.999, max_regenerations=1)
     result = await expand_dialogues(persona, q, timeline, simulated_client(), settings)
     assert result.sessions == []
+    # The events are written band by band; the first band with a reference fails, and no later
+    # band is asked for.
+    book = SaidLedger.of(q, timeline, settings.ledger_waves)
+    failing = min(book.band_of(e) for e in timeline.events if e.reference_id)
+    asked = [e for e in timeline.events if book.band_of(e) <= failing]
+    carrying = [e for e in asked if e.reference_id]
     weak = [r for r in result.rejected if "reaches cosine" in r.detail]
-    assert len(weak) == 2 * len(q.references)  # every reference session, on both attempts
+    assert len(weak) == 2 * len(carrying)  # every reference session asked, on both attempts
     dropped = [r for r in result.rejected if "dropped with its query" in r.detail]
-    assert len(dropped) == len(timeline.events) - len(q.references)
+    assert len(dropped) == len(asked) - len(carrying)
     assert {r.reason for r in result.rejected} == {RejectionReason.INVARIANT}
     assert all(Session.model_validate_json(r.payload_json) for r in dropped)
 
@@ -341,27 +347,30 @@ def test_a_sentence_too_close_to_the_request_is_a_leak(reference_case: tuple) ->
 
 
 @pytest.mark.parametrize(
-    ("turn", "added", "reason"),
+    ("role", "added", "reason"),
     [
-        # The assistant's turns, not named for any news, are held to the same rules.
-        (1, "That will matter when you book the hotel.", RejectionReason.FORESHADOW),
-        (1, "Unrelated, but the museum is free on Sundays.", RejectionReason.MARKED),
+        # The assistant's turns, never named for any news, are held to the same rules.
+        (Role.ASSISTANT, "That will matter when you book the hotel.", RejectionReason.FORESHADOW),
+        (Role.ASSISTANT, "Unrelated, but the museum is free on Sundays.", RejectionReason.MARKED),
         # A user turn the model did not name as telling news.
-        (2, "It could come into play once I plan the next trip.", RejectionReason.FORESHADOW),
-        (2, "On a different note, I changed jobs in spring.", RejectionReason.MARKED),
+        (Role.USER, "It could come into play once I plan the next trip.", RejectionReason.FORESHADOW),
+        (Role.USER, "On a different note, I changed jobs in spring.", RejectionReason.MARKED),
     ],
     ids=["assistant-ahead", "assistant-aside", "user-ahead", "user-aside"],
 )
 def test_any_turn_that_marks_itself_or_points_ahead_is_refused(
-    reference_case: tuple, turn: int, added: str, reason: RejectionReason
+    reference_case: tuple, role: Role, added: str, reason: RejectionReason
 ) -> None:
-    persona, q, event, draft, _ = reference_case
-    assert all(item.turn_index != turn for item in draft.news_said)
+    persona, q, event, draft, session = reference_case
+    named = {item.turn_index for item in draft.news_said}
+    turn = next(
+        i for i, t in enumerate(session.turns) if t.role is role and i not in named and i > 0
+    )
     marked = draft.model_copy(deep=True)
     marked.turns[turn] = f"{marked.turns[turn]} {added}"
     checked = check_dialogue(marked, persona, q, event, GenerationSettings())
     assert checked.session is None and checked.reason is reason, checked.problems
-    assert f"turn {turn}" in checked.problems[0]
+    assert f"turn {turn} ({role.value})" in checked.problems[0]
 
 
 def test_no_kept_turn_marks_itself_or_points_ahead(run: GeneratedRun) -> None:

@@ -157,8 +157,12 @@ class SaidLedger:
         return len(self._starts)
 
     def band_of(self, event: TimelineEvent) -> int:
-        """The band an event is written in (0 for a date before the first)."""
-        return max(0, sum(1 for start in self._starts if start <= event.date) - 1)
+        """The band an event is written in."""
+        return self.band_of_date(event.date)
+
+    def band_of_date(self, date: dt.date) -> int:
+        """The band of a date (0 for one before the first)."""
+        return max(0, sum(1 for start in self._starts if start <= date) - 1)
 
     async def ready(self, band: int) -> None:
         """Wait until every event of the bands before ``band`` is settled."""
