@@ -21,9 +21,9 @@ from memoryquest.stages.dialogues import (
     restatement,
     said_gamma,
 )
-from memoryquest.stages.ledger import SaidLedger, said_sentence
 from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.stages.history import merge_history
+from memoryquest.stages.ledger import SaidLedger, said_sentence
 from memoryquest.text import contains_verbatim, split_sentences
 
 try:
@@ -296,11 +296,6 @@ async def test_a_timeline_of_another_query_is_refused(run: GeneratedRun) -> None
 # --- the sentence as said passes the gates the drafted reference passed -----------------------
 
 
-def said_sentence(session: Session) -> str:
-    span = session.reference_spans[0]
-    return session.turns[span.turn_index].content[span.start : span.end]
-
-
 def test_the_real_sentence_passes_the_final_text_gates(reference_case: tuple) -> None:
     _, q, _, _, session = reference_case
     assert final_text_problem(said_sentence(session), 0.1, q, GenerationSettings()) is None
@@ -353,7 +348,11 @@ def test_a_sentence_too_close_to_the_request_is_a_leak(reference_case: tuple) ->
         (Role.ASSISTANT, "That will matter when you book the hotel.", RejectionReason.FORESHADOW),
         (Role.ASSISTANT, "Unrelated, but the museum is free on Sundays.", RejectionReason.MARKED),
         # A user turn the model did not name as telling news.
-        (Role.USER, "It could come into play once I plan the next trip.", RejectionReason.FORESHADOW),
+        (
+            Role.USER,
+            "It could come into play once I plan the next trip.",
+            RejectionReason.FORESHADOW,
+        ),
         (Role.USER, "On a different note, I changed jobs in spring.", RejectionReason.MARKED),
     ],
     ids=["assistant-ahead", "assistant-aside", "user-ahead", "user-aside"],

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import asyncio
+import datetime as dt
 
 import pytest
 
@@ -48,8 +47,6 @@ def test_the_ledger_holds_what_was_said_before_and_still_holds() -> None:
 
 
 def test_date_bands_cut_the_dates_into_runs_of_about_equal_size() -> None:
-    import datetime as dt
-
     days = [dt.date(2024, 1, d) for d in (1, 1, 2, 3, 3, 3, 4, 5, 6, 7, 8, 9)]
     assert date_bands(days, 1) == [days[0]]
     # the 0th, 4th and 8th date: each band starts at a date and takes all of it
