@@ -28,8 +28,10 @@ from memoryquest.text import contains_verbatim, split_sentences
 
 try:
     from tests.generation_fixture import GeneratedRun, generated, simulated_client
+    from tests.test_text import ANNOUNCING, POINTING_AHEAD
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from generation_fixture import GeneratedRun, generated, simulated_client
+    from test_text import ANNOUNCING, POINTING_AHEAD
 
 
 @pytest.fixture(scope="module")
@@ -370,6 +372,26 @@ def test_any_turn_that_marks_itself_or_points_ahead_is_refused(
     checked = check_dialogue(marked, persona, q, event, GenerationSettings())
     assert checked.session is None and checked.reason is reason, checked.problems
     assert f"turn {turn} ({role.value})" in checked.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("added", "reason"),
+    [(s, RejectionReason.MARKED) for s in ANNOUNCING]
+    + [(s, RejectionReason.FORESHADOW) for s in POINTING_AHEAD],
+)
+@pytest.mark.parametrize("role", [Role.USER, Role.ASSISTANT])
+def test_every_development_example_in_a_real_conversation_is_refused(
+    reference_case: tuple, role: Role, added: str, reason: RejectionReason
+) -> None:
+    """The shape detectors' own examples (tests/test_text.py), written into a real candidate: the
+    turn that tells the reference, or the assistant's answer to it."""
+    persona, q, event, draft, session = reference_case
+    telling = draft.news_said[0].turn_index
+    turn = telling if role is Role.USER else telling + 1
+    marked = draft.model_copy(deep=True)
+    marked.turns[turn] = f"{marked.turns[turn]} {added}"
+    checked = check_dialogue(marked, persona, q, event, GenerationSettings())
+    assert checked.session is None and checked.reason is reason, checked.problems
 
 
 def test_no_kept_turn_marks_itself_or_points_ahead(run: GeneratedRun) -> None:

@@ -536,7 +536,9 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
             if problem is None:
                 problem = self._too_close(session, found)
             if problem is None:
-                others = [*self.book.said_before(event), *self.kept]
+                before = self.book.said_before(event)
+                known = {s.session_id for s in before}
+                others = [*before, *(s for s in self.kept if s.session_id not in known)]
                 retold = await restatement(
                     session, others, self.client, self.settings, self.vectors
                 )
