@@ -428,7 +428,7 @@ async def expand_dialogues(
             kept.update({positions[i]: session for i, session in outcome.kept.items()})
             if outcome.unresolved:
                 failed = [positions[i] for i in outcome.unresolved]
-                book.withdraw(query.query_id)
+                book.withdraw(query.query_id, band)
                 break
             book.settle([events[i] for i in positions], [kept[i] for i in positions])
     finally:

@@ -143,6 +143,7 @@ class SaidLedger:
         self._settled_bands = [asyncio.Event() for _ in self._starts]
         self._settled_ids: set[str] = set()
         self._sessions: dict[str, Session] = {}
+        self._withdrawn: dict[str, int] = {}  # query id: the band it was dropped in
         # The sentences already embedded, by text: the user's queries check the same sessions.
         self.vectors: dict[str, np.ndarray] = {}
         self._release()
@@ -179,16 +180,26 @@ class SaidLedger:
         return ledger_for(event.date, self.queries, self.timelines, self.said_before(event))
 
     def said_before(self, event: TimelineEvent) -> list[Session]:
-        """The kept sessions of the bands before ``event``'s, of every query, in date order."""
-        start = self._starts[self.band_of(event)] if self._starts else event.date
+        """The kept sessions of the bands before ``event``'s, of every query still standing when
+        that band began, in date order."""
+        band = self.band_of(event)
+        start = self._starts[band] if self._starts else event.date
         return sorted(
-            (s for s in self._sessions.values() if s.date < start),
+            (
+                s
+                for s in self._sessions.values()
+                if s.date < start and self._withdrawn.get(s.query_id, band) >= band
+            ),
             key=lambda s: (s.date, s.session_id),
         )
 
     def sessions(self) -> list[Session]:
-        """Every session kept, of every query, in date order (complete once :meth:`finished`)."""
-        return sorted(self._sessions.values(), key=lambda s: (s.date, s.session_id))
+        """Every session kept, of every query not dropped, in date order (complete once
+        :meth:`finished`)."""
+        return sorted(
+            (s for s in self._sessions.values() if s.query_id not in self._withdrawn),
+            key=lambda s: (s.date, s.session_id),
+        )
 
     def settle(self, events: Sequence[TimelineEvent], sessions: Sequence[Session] = ()) -> None:
         """``events`` are done: ``sessions`` (theirs, if they were written) are kept."""
@@ -200,9 +211,11 @@ class SaidLedger:
                 self._open[self.band_of(event)] -= 1
         self._release()
 
-    def withdraw(self, query_id: str) -> None:
-        """A query was dropped: its sessions leave the history, so later ledgers do not show them."""
-        self._sessions = {k: s for k, s in self._sessions.items() if s.query_id != query_id}
+    def withdraw(self, query_id: str, band: int) -> None:
+        """A query was dropped while writing ``band``: its sessions leave the history, so the
+        ledgers of the later bands do not show them (those of ``band`` already did, whichever
+        query finished first, so they still do)."""
+        self._withdrawn.setdefault(query_id, band)
 
     def _release(self) -> None:
         for band, event in enumerate(self._settled_bands):
