@@ -135,8 +135,9 @@ _AIMED = re.compile(
 # Telling someone (or oneself) to keep a thing for a later occasion: "worth noting for when ...",
 # "something to think about when I plan", "remember that when booking".
 _KEPT_FOR_LATER = re.compile(
-    r"\b(?:worth (?:knowing|remembering|noting|keeping in mind|bearing in mind)|"
-    r"good to (?:know|remember|keep in mind) (?:for|when|if|before|next|once|later)|"
+    r"\b(?:worth (?:remembering|keeping in mind|bearing in mind)|"
+    r"(?:worth (?:knowing|noting)|good to (?:know|remember|keep in mind)),? "
+    r"(?:for|when|if|before|next|once|later)|"
     r"something to (?:keep in mind|remember|consider|bear in mind|think about|factor in)|"
     r"(?:remember|note|keep|bear|store|file|save) (?:that|this|it)(?: \w+)?? (?:in mind |away )?(?:for|when|until|till|next)|"
     r"bear (?:that |this |it )?in mind|make a (?:mental )?note)\b",

@@ -108,6 +108,7 @@ PLAIN = [
     "Let me know if you want more options.",
     "I can tell you more about the neighbourhood if you like.",
     "The thing is, my knee still hurts.",
+    "It's worth noting that the gallery is closed on Mondays.",
 ]
 
 
