@@ -153,7 +153,7 @@ class GenerationSettings(Section):
         ge=1,
         description="A user's conversations are written in this many bands of dates, each once the "
         "earlier bands are settled, so a conversation's ledger shows what the user actually said "
-        "before its band (1: no ledger). Each band adds a round of dialogue calls to a user's wall time.",
+        "before its band (1: all at once, no sentence said in any ledger). Each band adds a round of dialogue calls to a user's wall time.",
     )
     restated_cosine: float = Cosine(
         0.75,

@@ -483,7 +483,7 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
         self.vectors = book.vectors
 
     def ledger(self, event: TimelineEvent) -> Ledger:
-        return self.book.ledger_on(event) if self.book.bands > 1 else NO_LEDGER
+        return self.book.ledger_on(event)
 
     async def ask(
         self, items: Sequence[TimelineEvent], round: Round
