@@ -181,6 +181,19 @@ class GenerationSettings(Section):
         "a flagged conversation is regenerated, and rejected as 'flagged' once max_regenerations "
         "is spent. One more request per conversation and attempt, billed to the stage 'review'.",
     )
+    ledger_waves: int = Field(
+        4,
+        ge=1,
+        description="A user's conversations are written in this many bands of dates, each once the "
+        "earlier bands are settled, so a conversation's ledger shows what the user actually said "
+        "before its band (1: all at once, no sentence said in any ledger). Each band adds a round of dialogue calls to a user's wall time.",
+    )
+    restated_cosine: float = Cosine(
+        0.75,
+        "A sentence of another session at or above this cosine to the sentence a reference is said "
+        "with restates it (so does one that says most of its content words): the session is asked "
+        "again, then the query rejected as restated.",
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:

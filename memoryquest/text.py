@@ -37,6 +37,7 @@ _STEMMER = snowballstemmer.stemmer("english")
 
 # A sentence that announces itself marks what it carries: a reader (or a classifier) finds the
 # reference without reading for meaning. Real models reach for these when told a detail matters.
+# The idioms below are the plainest cases; :func:`announcement` also finds the shapes they share.
 ANNOUNCEMENTS = re.compile(
     r"\b(?:by the way|btw|just so you know|i should mention|i should say|i wanted to mention|"
     r"worth mentioning|for context|for the record|fyi|side note|before i forget|heads[- ]up|"
@@ -44,11 +45,102 @@ ANNOUNCEMENTS = re.compile(
     re.IGNORECASE,
 )
 # A sentence that points ahead tells the reader it will matter later: foreshadowing.
+# Likewise the plainest cases; :func:`forward_cue` finds the shapes.
 FORWARD_CUES = re.compile(
     r"\b(?:keep (?:that |this |it )?in mind|worth remembering|for future reference|"
     r"(?:will|'ll|might|may) (?:matter|come in handy|be (?:important|relevant|useful))|"
     r"down the (?:line|road)|when the time comes|(?:for|matters? for) (?:my|our) upcoming|"
     r"remember (?:that|this) (?:for|when)|which (?:will )?matters? (?:for|when))\b",
+    re.IGNORECASE,
+)
+
+# --- the shapes of announcing -------------------------------------------------------------------
+# Words about the talk itself, not about the world: a sentence-initial phrase made of these (and
+# function words) and set off by a comma, colon or dash says "here comes something", nothing else
+# ("On a different note, ...", "Unrelated, but ...", "Quick update: ...").
+_TALK_WORDS = frozenset(
+    """
+    note notes aside side sidenote tangent tangentially topic topics subject unrelated unrelatedly
+    separate separately different random randomly update updates news
+    anyway anyways incidentally besides fyi btw ps record context reference thought thoughts
+    mention mentioning forget forgot forgetting totally completely entirely changing
+    change switching gears gear speaking which reminds reminded interestingly
+    funnily story short long
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# Words that may stand beside talk words in such a phrase without giving it content of its own.
+_FILLER_WORDS = frozenset(
+    """
+    oh ah and but so well okay ok just now also one more last little small fun big good bad great quick
+    exciting some
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_DETACHED_LEAD = re.compile(
+    r"^\W*(?P<lead>[^,;:\u2014\u2013()]{1,60}?)\s*(?:,|:|;|\u2014|\u2013|\s-\s|\()"
+)
+# A lead-in that frames what follows as an aside, whatever its topic ("Speaking of hotels, ...").
+_ASIDE_FRAME = re.compile(
+    r"^\W*(?:speaking of|on the (?:subject|topic) of|while (?:we'?re|i'?m) (?:at it|on (?:the )?(?:subject|topic))|"
+    r"while i (?:remember|think of it)|(?:now that i|come to) think (?:of|about) it|that reminds me|"
+    r"(?:one more|another|one last) thing|not that it matters|(?:i'?m )?not sure (?:if|whether) (?:it|this|that) matters|in case (?:it|this|that) "
+    r"(?:matters|helps|is useful|comes up)|if it helps|for what it'?s worth|fwiw|random(?:ly)?(?: but)?|"
+    r"unrelated(?:ly)?(?: but)?|on another note|on a (?:separate|different|related|side|personal) note)\b",
+    re.IGNORECASE,
+)
+# The speaker saying that they are telling: "I should mention", "let me tell you", "thought you
+# should know". Verbs of telling after a first person who means to, ought to or just does.
+_TELLING = r"(?:mention|tell you|let you know|share (?:that|this|something)|note that|add that|point out|flag|update you|fill you in|give you a heads)"
+_SELF_TELLING = re.compile(
+    rf"\b(?:i|we)(?:'d| would| should| must| have to| need to| want to| wanted to| meant to| forgot to| "
+    rf"thought i'?d| figured i'?d| might as well| just wanted to| just want to)(?: \w+)?? {_TELLING}\b"
+    rf"|\blet me (?:just |quickly |also )?{_TELLING}\b"
+    rf"|\b(?:thought|figured) (?:you|you'?d) (?:should|might|would|ought to) (?:know|want to know|like to know)\b"
+    rf"|\byou (?:should|ought to|might want to) know\b",
+    re.IGNORECASE,
+)
+
+# --- the shapes of pointing ahead ---------------------------------------------------------------
+# What is told, referred to by a pronoun ("it", "that", "which", "this detail") ...
+_TOLD = r"(?:it|this|that|which|these|those|all (?:of )?(?:this|that)|knowing (?:this|that)|this (?:detail|info|bit|part)|that (?:detail|info|bit|part))"
+# ... said to matter: the predicates of relevance, which carry no content of their own.
+_MATTERS = (
+    r"(?:matter|count|come in handy|come into play|come up|factor in(?:to)?|play (?:a|into|in)|make a difference|"
+    r"affect (?:my|our|what|which|where|how)|shape (?:my|our|what|which|where|how)|influence (?:my|our|what|which|where|how)|"
+    r"decide (?:what|which|where|how)|be (?:\w+ )?(?:relevant|useful|important|handy|helpful|key|a factor|"
+    r"worth (?:knowing|remembering|noting|keeping)|good to know|something to (?:keep|remember|consider|bear|think|factor)))"
+)
+_FUTURE = r"(?:will|'ll|might|may|could|would|'d|should|is going to|'s going to|are going to|is likely to|is bound to|is sure to)"
+# An anaphoric subject with a future or modal and a relevance predicate: "It'll probably matter ...",
+# "which could come into play", "that might affect what I pick".
+_PROJECTED = re.compile(
+    rf"\b{_TOLD}(?: \w+)??\s*{_FUTURE}(?: (?:probably|definitely|likely|surely|certainly|really|also|still|actually|"
+    rf"end up|totally|come to))*\s+{_MATTERS}\b",
+    re.IGNORECASE,
+)
+# A later occasion: the next booking, trip or plan, or just "later".
+_LATER = (
+    r"(?:later(?: on)?|for later|in the future|for the future|going forward|down the (?:line|road)|ahead|"
+    r"next time|(?:for|on|during|with) (?:my|our|the) (?:next|upcoming|coming|future|later)\b|"
+    r"(?:when|once|whenever|if|before) (?:i|we|you) (?:\w+ )?(?:next |eventually |finally |actually )?(?:book|plan|pick|choose|"
+    r"order|buy|shop|travel|go|look|search|decide|reserve|arrange|sort|get|need|make|head|schedule|start|move))"
+)
+# A present-tense relevance predicate about what is told, aimed at a later occasion: "that is
+# relevant when I book", "this matters for my next trip".
+_AIMED = re.compile(
+    rf"\b{_TOLD}(?:(?:'s| is| are)(?: \w+)?? (?:relevant|useful|important|handy|helpful|key|"
+    rf"worth (?:knowing|remembering|noting|keeping in mind)|good to know|something to \w+(?: \w+)?)"
+    rf"| matters| counts)\s+(?:\w+ ){{0,2}}{_LATER}",
+    re.IGNORECASE,
+)
+# Telling someone (or oneself) to keep a thing for a later occasion: "worth noting for when ...",
+# "something to think about when I plan", "remember that when booking".
+_KEPT_FOR_LATER = re.compile(
+    r"\b(?:worth (?:remembering|keeping in mind|bearing in mind)|"
+    r"(?:worth (?:knowing|noting)|good to (?:know|remember|keep in mind)),? "
+    r"(?:for|when|if|before|next|once|later)|"
+    r"something to (?:keep in mind|remember|consider|bear in mind|think about|factor in)|"
+    r"(?:remember|note|keep|bear|store|file|save) (?:that|this|it)(?: \w+)?? (?:in mind |away )?(?:for|when|until|till|next)|"
+    r"bear (?:that |this |it )?in mind|make a (?:mental )?note)\b",
     re.IGNORECASE,
 )
 
@@ -118,6 +210,47 @@ def without_lead_in(sentence: str) -> str:
     pulls every framed sentence's vector the same way.
     """
     return _LEAD_IN.sub("", sentence, count=1)
+
+
+def announcement(sentence: str) -> str | None:
+    """The words with which ``sentence`` announces itself, or None.
+
+    An idiom of :data:`ANNOUNCEMENTS`; a sentence-initial phrase about the talk itself, set off by
+    a comma, colon or dash, with no content word of its own ("On a different note, ...", "Quick
+    update: ..."); a lead-in that frames the rest as an aside ("Speaking of hotels, ..."); or the
+    speaker saying they are telling ("I thought you should know", "let me mention").
+    """
+    found = ANNOUNCEMENTS.search(sentence) or _ASIDE_FRAME.search(sentence)
+    if found is None:
+        found = _SELF_TELLING.search(sentence)
+    if found is not None:
+        return found.group(0)
+    lead = _DETACHED_LEAD.match(sentence)
+    if lead is not None:
+        tokens = words(lead.group("lead"))
+        if (
+            0 < len(tokens) <= 6
+            and any(t in _TALK_WORDS for t in tokens)
+            and all(t in _TALK_WORDS or t in _FILLER_WORDS or t in STOPWORDS for t in tokens)
+        ):
+            return lead.group("lead")
+    return None
+
+
+def forward_cue(sentence: str) -> str | None:
+    """The words with which ``sentence`` points ahead, or None.
+
+    An idiom of :data:`FORWARD_CUES`; what is told, as a pronoun, said to matter later with a
+    future or modal ("It'll probably matter ...", "which could come into play"); said to matter
+    now for a later occasion ("that is relevant when I book"); or kept for later ("worth noting
+    for when ...", "something to think about when I plan"). A plan for the future is no cue
+    ("I'll book the ferry next week"): the cue is a thing said to matter, not a thing to do.
+    """
+    for pattern in (FORWARD_CUES, _PROJECTED, _AIMED, _KEPT_FOR_LATER):
+        found = pattern.search(sentence)
+        if found is not None:
+            return found.group(0)
+    return None
 
 
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:

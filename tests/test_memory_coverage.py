@@ -48,7 +48,7 @@ async def test_real_credited_facts_give_nothing_away(memory: tuple[Query, list[F
     ("mutate", "reason"),
     [
         (lambda info, q: f"{info}, ahead of {q.query_date:%B} {q.query_date.day}", "foreshadow"),
-        (lambda info, q: f"{info}; {q.text}", "reference_leak"),
+        (lambda info, q: f"{info}; {q.text}", "word_overlap"),
     ],
     ids=["names-the-date", "repeats-the-request"],
 )
@@ -65,6 +65,27 @@ async def test_a_credited_fact_that_gives_the_request_away_withdraws_its_query(
     assert withdrawn == [query.query_id]
     (rejection,) = rejections
     assert rejection.reason is RejectionReason(reason) and fact.fid in rejection.detail
+
+
+async def test_gamma_over_the_credited_facts_is_held_to_gamma_max(
+    memory: tuple[Query, list[Fact]],
+) -> None:
+    """Per reference the mean cosine of its credited facts to the request, averaged: above
+    ``gamma_max`` the query goes as ``similarity``, at or below it stays."""
+    query, facts = memory
+    client = simulated_client()
+    per_reference = []
+    for reference in query.references:
+        infos = [f.info for f in facts if reference.reference_id in f.source_reference_ids]
+        vectors = await client.embed([query.text, *infos], stage="test")
+        per_reference.append(float((vectors[1:] @ vectors[0]).mean()))
+    gamma = sum(per_reference) / len(per_reference)
+    assert 0 < gamma <= GenerationSettings().gamma_max
+    strict = GenerationSettings(gamma_max=gamma - 0.001)
+    withdrawn, (rejection,) = await withdraw_leaking([query], facts, client, strict)
+    assert withdrawn == [query.query_id] and rejection.reason is RejectionReason.SIMILARITY
+    loose = GenerationSettings(gamma_max=gamma + 0.001)
+    assert await withdraw_leaking([query], facts, client, loose) == ([], [])
 
 
 async def test_gamma_as_said_is_the_mean_cosine_of_the_sentences_the_references_are_said_with(

@@ -18,15 +18,20 @@ from memoryquest.stages.dialogues import (
     dialogue_inputs,
     expand_dialogues,
     final_text_problem,
+    restatement,
+    said_gamma,
 )
 from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.stages.history import merge_history
+from memoryquest.stages.ledger import SaidLedger, said_sentence
 from memoryquest.text import contains_verbatim, split_sentences
 
 try:
     from tests.generation_fixture import GeneratedRun, generated, simulated_client
+    from tests.test_text import ANNOUNCING, POINTING_AHEAD
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from generation_fixture import GeneratedRun, generated, simulated_client
+    from test_text import ANNOUNCING, POINTING_AHEAD
 
 
 @pytest.fixture(scope="module")
@@ -249,10 +254,16 @@ async def test_unconveyed_reference_drops_the_whole_query(run: GeneratedRun) -> 
     settings = GenerationSettings(reference_turn_similarity_min=0.999, max_regenerations=1)
     result = await expand_dialogues(persona, q, timeline, simulated_client(), settings)
     assert result.sessions == []
+    # The events are written band by band; the first band with a reference fails, and no later
+    # band is asked for.
+    book = SaidLedger.of(q, timeline, settings.ledger_waves)
+    failing = min(book.band_of(e) for e in timeline.events if e.reference_id)
+    asked = [e for e in timeline.events if book.band_of(e) <= failing]
+    carrying = [e for e in asked if e.reference_id]
     weak = [r for r in result.rejected if "reaches cosine" in r.detail]
-    assert len(weak) == 2 * len(q.references)  # every reference session, on both attempts
+    assert len(weak) == 2 * len(carrying)  # every reference session asked, on both attempts
     dropped = [r for r in result.rejected if "dropped with its query" in r.detail]
-    assert len(dropped) == len(timeline.events) - len(q.references)
+    assert len(dropped) == len(asked) - len(carrying)
     assert {r.reason for r in result.rejected} == {RejectionReason.INVARIANT}
     assert all(Session.model_validate_json(r.payload_json) for r in dropped)
 
@@ -287,11 +298,6 @@ async def test_a_timeline_of_another_query_is_refused(run: GeneratedRun) -> None
 # --- the sentence as said passes the gates the drafted reference passed -----------------------
 
 
-def said_sentence(session: Session) -> str:
-    span = session.reference_spans[0]
-    return session.turns[span.turn_index].content[span.start : span.end]
-
-
 def test_the_real_sentence_passes_the_final_text_gates(reference_case: tuple) -> None:
     _, q, _, _, session = reference_case
     assert final_text_problem(said_sentence(session), 0.1, q, GenerationSettings()) is None
@@ -312,7 +318,7 @@ def test_the_real_sentence_passes_the_final_text_gates(reference_case: tuple) ->
             "names the request's date",
         ),
         # the request's own words said back
-        (lambda s, q: f"{s} {q.text}", RejectionReason.REFERENCE_LEAK, "content words"),
+        (lambda s, q: f"{s} {q.text}", RejectionReason.WORD_OVERLAP, "content words"),
     ],
     ids=["month-day", "day-month", "request-words"],
 )
@@ -332,3 +338,107 @@ def test_a_sentence_too_close_to_the_request_is_a_leak(reference_case: tuple) ->
         said_sentence(session), settings.reference_cosine_max + 0.01, q, settings
     )
     assert problem is not None and problem[0] is RejectionReason.REFERENCE_LEAK
+
+
+# --- every turn is held to the marker rules, in shapes beyond the idiom lists ------------------
+
+
+@pytest.mark.parametrize(
+    ("role", "added", "reason"),
+    [
+        # The assistant's turns, never named for any news, are held to the same rules.
+        (Role.ASSISTANT, "That will matter when you book the hotel.", RejectionReason.FORESHADOW),
+        (Role.ASSISTANT, "Unrelated, but the museum is free on Sundays.", RejectionReason.MARKED),
+        # A user turn the model did not name as telling news.
+        (
+            Role.USER,
+            "It could come into play once I plan the next trip.",
+            RejectionReason.FORESHADOW,
+        ),
+        (Role.USER, "On a different note, I changed jobs in spring.", RejectionReason.MARKED),
+    ],
+    ids=["assistant-ahead", "assistant-aside", "user-ahead", "user-aside"],
+)
+def test_any_turn_that_marks_itself_or_points_ahead_is_refused(
+    reference_case: tuple, role: Role, added: str, reason: RejectionReason
+) -> None:
+    persona, q, event, draft, session = reference_case
+    named = {item.turn_index for item in draft.news_said}
+    turn = next(
+        i for i, t in enumerate(session.turns) if t.role is role and i not in named and i > 0
+    )
+    marked = draft.model_copy(deep=True)
+    marked.turns[turn] = f"{marked.turns[turn]} {added}"
+    checked = check_dialogue(marked, persona, q, event, GenerationSettings())
+    assert checked.session is None and checked.reason is reason, checked.problems
+    assert f"turn {turn} ({role.value})" in checked.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("added", "reason"),
+    [(s, RejectionReason.MARKED) for s in ANNOUNCING]
+    + [(s, RejectionReason.FORESHADOW) for s in POINTING_AHEAD],
+)
+@pytest.mark.parametrize("role", [Role.USER, Role.ASSISTANT])
+def test_every_development_example_in_a_real_conversation_is_refused(
+    reference_case: tuple, role: Role, added: str, reason: RejectionReason
+) -> None:
+    """The shape detectors' own examples (tests/test_text.py), written into a real candidate: the
+    turn that tells the reference, or the assistant's answer to it."""
+    persona, q, event, draft, session = reference_case
+    telling = draft.news_said[0].turn_index
+    turn = telling if role is Role.USER else telling + 1
+    marked = draft.model_copy(deep=True)
+    marked.turns[turn] = f"{marked.turns[turn]} {added}"
+    checked = check_dialogue(marked, persona, q, event, GenerationSettings())
+    assert checked.session is None and checked.reason is reason, checked.problems
+
+
+def test_no_kept_turn_marks_itself_or_points_ahead(run: GeneratedRun) -> None:
+    from memoryquest.stages.dialogues import marked_turn
+
+    assert all(marked_turn(s.turns) is None for s in run.dataset.sessions)
+
+
+# --- γ over the sentences said, and references told twice ---------------------------------------
+
+
+async def test_gamma_over_the_said_sentences_is_held_to_gamma_max(run: GeneratedRun) -> None:
+    q = run.kept()[1]
+    persona = next(p for p in run.personas if p.persona_id == q.persona_id)
+    timeline = run.timelines[q.query_id].timeline
+    said = [said_sentence(s) for s in sessions_of(run, q.query_id) if s.reference_id]
+    vectors = shared_local_embedder().embed_sync([q.text, *said])
+    gamma = said_gamma([float(v @ vectors[0]) for v in vectors[1:]])
+    assert 0 < gamma <= GenerationSettings().gamma_max
+    strict = GenerationSettings(gamma_max=gamma - 0.005, max_regenerations=0)
+    result = await expand_dialogues(persona, q, timeline, simulated_client(), strict)
+    refused = [r for r in result.rejected if r.reason is RejectionReason.SIMILARITY]
+    assert result.sessions == [] and refused and "γ over the sentences" in refused[0].detail
+    loose = GenerationSettings(gamma_max=gamma + 0.005, max_regenerations=0)
+    kept = await expand_dialogues(persona, q, timeline, simulated_client(), loose)
+    assert not any(r.reason is RejectionReason.SIMILARITY for r in kept.rejected)
+
+
+async def test_a_reference_told_again_in_another_session_is_caught(run: GeneratedRun) -> None:
+    q = run.kept()[0]
+    told = next(s for s in sessions_of(run, q.query_id) if s.reference_id)
+    other = next(
+        s
+        for s in run.dataset.sessions
+        if s.persona_id == told.persona_id and s.session_id != told.session_id
+    )
+    settings, client = GenerationSettings(), simulated_client()
+    assert await restatement(told, [other], client, settings, {}) is None
+    said = said_sentence(told)
+    assert said is not None
+    turns = [*other.turns]
+    turns[0] = turns[0].model_copy(update={"content": f"{turns[0].content} {said}"})
+    retelling = other.model_copy(update={"turns": turns})
+    # Either way round: the reference's session against the other, the other against it.
+    found = await restatement(told, [retelling], client, settings, {})
+    assert found is not None and other.session_id in found
+    assert await restatement(retelling, [told], client, settings, {}) is not None
+    # The cosine alone counts too: at a threshold every sentence reaches, any session retells.
+    anything = GenerationSettings(restated_cosine=-1.0)
+    assert await restatement(told, [other], client, anything, {}) is not None

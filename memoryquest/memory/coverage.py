@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from memoryquest.contracts import Fact, Query, RejectedCandidate, RejectionReason, Stage
 from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
@@ -37,8 +39,11 @@ async def withdraw_leaking(
     client: ModelClient,
     settings: GenerationSettings,
 ) -> tuple[list[str], list[RejectedCandidate]]:
-    """Queries to withdraw (ids) because a fact credited to one of their references gives the
-    request away (:func:`~memoryquest.stages.common.final_text_problem`), one rejection each.
+    """Queries to withdraw (ids) because the facts credited to their references give the request
+    away, one rejection each: a single fact fails
+    :func:`~memoryquest.stages.common.final_text_problem`, or γ over them (per reference the
+    mean cosine of its credited facts to the request, averaged over the references) is above
+    ``gamma_max`` (``similarity``).
 
     Retrieval reads the facts, not the drafted references: a fact that repeats the
     request's words or date would let the query alone find it. The fact cannot be
@@ -59,26 +64,48 @@ async def withdraw_leaking(
     row = {text: index for index, text in enumerate(texts)}
     withdrawn: list[str] = []
     rejections: list[RejectedCandidate] = []
-    for query, fact in credited:
-        if query.query_id in withdrawn:
-            continue
-        cosine = float(vectors[row[fact.info]] @ vectors[row[query.text]])
-        problem = final_text_problem(fact.info, cosine, query, settings)
-        if problem is None:
-            continue
-        reason, detail = problem
+
+    def withdraw(query: Query, reason: RejectionReason, detail: str) -> None:
         withdrawn.append(query.query_id)
         rejections.append(
             rejected(
                 query.persona_id,
                 STAGE,
                 reason,
-                f"query {query.query_id}: fact {fact.fid}, credited to its reference: {detail}",
+                f"query {query.query_id}: {detail}",
                 query,
                 query.query_id,
                 reason.value,
             )
         )
+
+    by_reference: dict[tuple[str, str], list[float]] = {}
+    for query, fact in credited:
+        if query.query_id in withdrawn:
+            continue
+        cosine = float(vectors[row[fact.info]] @ vectors[row[query.text]])
+        for reference_id in fact.source_reference_ids:
+            by_reference.setdefault((query.query_id, reference_id), []).append(cosine)
+        problem = final_text_problem(fact.info, cosine, query, settings)
+        if problem is not None:
+            reason, detail = problem
+            withdraw(query, reason, f"fact {fact.fid}, credited to its reference: {detail}")
+    for query in {q.query_id: q for q, _ in credited}.values():
+        if query.query_id in withdrawn:
+            continue
+        per_reference = [
+            float(np.mean(cosines))
+            for r in query.references
+            if (cosines := by_reference.get((query.query_id, r.reference_id)))
+        ]
+        gamma = float(np.mean(per_reference))
+        if gamma > settings.gamma_max:
+            withdraw(
+                query,
+                RejectionReason.SIMILARITY,
+                f"γ over the facts credited to its references is {gamma:.3f} "
+                f"(> {settings.gamma_max})",
+            )
     return withdrawn, rejections
 
 

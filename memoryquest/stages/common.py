@@ -26,9 +26,9 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError
 from memoryquest.settings import GenerationSettings
 from memoryquest.text import (
-    ANNOUNCEMENTS,
-    FORWARD_CUES,
+    announcement,
     contains_verbatim,
+    forward_cue,
     normalise_text,
     shared_content_words,
 )
@@ -149,8 +149,9 @@ def final_text_problem(
     The drafted reference passed these gates; the sentence said in the
     conversation and the facts extracted from it are what retrieval searches,
     so they must pass them too (``cosine``: the text's to the request): no more
-    than ``shared_words_max`` content words shared with the request, no cosine
-    to it above ``reference_cosine_max`` (``reference_leak``), no naming of
+    than ``shared_words_max`` content words shared with the request
+    (``word_overlap``), no cosine to it above ``reference_cosine_max``
+    (``reference_leak``), no naming of
     the request's date nor pointing ahead (``foreshadow``), and no announcing of
     itself (``marked``). A domain name is no marker: "events" or "shopping" are
     everyday words a reference may need.
@@ -158,7 +159,7 @@ def final_text_problem(
     shared = shared_content_words(sentence, query.text)
     if len(shared) > settings.shared_words_max:
         return (
-            RejectionReason.REFERENCE_LEAK,
+            RejectionReason.WORD_OVERLAP,
             f"the text carrying the reference shares {len(shared)} content words with the "
             f"request ({', '.join(sorted(shared))}; max {settings.shared_words_max}): {sentence!r}",
         )
@@ -179,18 +180,12 @@ def final_text_problem(
 
 def marker_problem(sentence: str, what: str) -> tuple[RejectionReason, str] | None:
     """Why ``sentence`` (named ``what`` in the reason) points ahead or announces itself, or None."""
-    cue = FORWARD_CUES.search(sentence)
+    cue = forward_cue(sentence)
     if cue is not None:
-        return (
-            RejectionReason.FORESHADOW,
-            f"{what} points ahead ({cue.group(0)!r}): {sentence!r}",
-        )
-    marker = ANNOUNCEMENTS.search(sentence)
+        return (RejectionReason.FORESHADOW, f"{what} points ahead ({cue!r}): {sentence!r}")
+    marker = announcement(sentence)
     if marker is not None:
-        return (
-            RejectionReason.MARKED,
-            f"{what} announces itself ({marker.group(0)!r}): {sentence!r}",
-        )
+        return (RejectionReason.MARKED, f"{what} announces itself ({marker!r}): {sentence!r}")
     return None
 
 

@@ -14,7 +14,6 @@ the persona's sessions are merged into one dated history
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -31,7 +30,7 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.settings import Settings
 from memoryquest.stages.dialogues import expand_dialogues
 from memoryquest.stages.history import merge_history
-from memoryquest.stages.ledger import Ledger, ledger_for
+from memoryquest.stages.ledger import SaidLedger
 from memoryquest.stages.state import PersonaState
 from memoryquest.stages.timelines import synthesise_timeline
 
@@ -55,8 +54,9 @@ class ConversationsResult(BaseModel):
 async def run(state: PersonaState, client: ModelClient, settings: Settings) -> ConversationsResult:
     """Timelines for every standing query, then their dialogues, merged into one dated history.
 
-    Every timeline is drafted before any dialogue, so each conversation is written knowing
-    what the user said in the conversations before it, whichever query they belong to.
+    Every timeline is drafted before any dialogue; the dialogues of all the queries are then
+    written in bands of dates, so each conversation is written knowing what the user actually
+    said in the bands before it, whichever query they belong to.
     """
     persona, queries = state.persona, state.queries
     drafted = await asyncio.gather(
@@ -71,9 +71,7 @@ async def run(state: PersonaState, client: ModelClient, settings: Settings) -> C
     standing = [q for q in queries if timelines[q.query_id] is not None]
     drawn = [t for t in timelines.values() if t is not None]
 
-    def ledger_on(date: dt.date) -> Ledger:
-        return ledger_for(date, standing, drawn)
-
+    said = SaidLedger(standing, drawn, settings.generation.ledger_waves)
     written = await asyncio.gather(
         *(
             expand_dialogues(
@@ -83,7 +81,7 @@ async def run(state: PersonaState, client: ModelClient, settings: Settings) -> C
                 client,
                 settings.generation,
                 seed=settings.seed,
-                ledger_on=ledger_on,
+                said=said,
             )
             for q in standing
             if (timeline := timelines[q.query_id]) is not None

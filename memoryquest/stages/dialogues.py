@@ -8,21 +8,30 @@ item of news is a reference: it names where it said each item, and the stage
 picks the reference's. Its sentence must come within
 ``reference_turn_similarity_min`` cosine of the reference (a paraphrase does;
 an unrelated turn does not), and no turn may repeat a reference word for word.
-No news sentence may point ahead or announce itself.
+No sentence of any turn, the user's or the assistant's, may point ahead or
+announce itself.
 
-A conversation that breaks a rule is asked for again (``max_regenerations``).
-If one still fails, the query's sessions cannot form a complete history, so
-the stage returns no sessions and keeps every generated conversation among
-the rejected candidates.
+The sentence a reference is said with is what retrieval searches, so it is
+held to the draft's gates again: its own cosine and content words shared with
+the request, and γ over the query's said sentences (``gamma_max``). It may
+not be said again in another session of the user, nor may a session say
+again what another one told a reference with (``restated``).
+
+A user's conversations are written in bands of dates
+(:class:`~memoryquest.stages.ledger.SaidLedger`), each knowing what the
+earlier ones said. A conversation that breaks a rule is asked for again
+(``max_regenerations``). If one still fails, the query's sessions cannot form
+a complete history, so the stage returns no sessions and keeps every
+generated conversation among the rejected candidates.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
 from pydantic import BaseModel
 
 from memoryquest.contracts import (
@@ -57,7 +66,14 @@ from memoryquest.stages.dialogues_contracts import (
     DialogueInputs,
     NewsSaid,
 )
-from memoryquest.stages.ledger import NO_LEDGER, Ledger, contradiction
+from memoryquest.stages.ledger import (
+    NO_LEDGER,
+    Ledger,
+    SaidLedger,
+    contradiction,
+    restates,
+    said_sentence,
+)
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.stages.review import SessionReviewer
 from memoryquest.text import normalise_text, sentence_spans, split_sentences
@@ -176,7 +192,7 @@ def check_dialogue(
         return _Checked(None, [*problems, markdown], reason)
     if problems:
         return _Checked(None, problems)
-    marked = marked_news(draft, turns)
+    marked = marked_turn(turns)
     if marked is not None:
         return _Checked(None, [marked[1]], marked[0])
     session = Session(
@@ -214,42 +230,51 @@ def reference_said(draft: DialogueDraft, query: Query, event: TimelineEvent) -> 
     return [item for item in draft.news_said if item.news_index == position]
 
 
-def marked_news(draft: DialogueDraft, turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
-    """A user turn named as telling news that points ahead or announces itself, with the
-    reason, or None.
+def marked_turn(turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
+    """The first sentence of any turn that points ahead or announces itself, with the reason,
+    or None.
 
-    Every item of news is held to this, not only the reference: a model cannot tell
-    them apart, and if only references were said plainly, "by the way" would mark the rest.
+    Every turn is held to this, the user's and the assistant's, whatever news it tells: a
+    model cannot tell the items apart, and if only references were said plainly, "by the way"
+    (or an assistant's "that will matter when you book") would mark the rest.
     """
-    telling: dict[int, int] = {}  # each named user turn, once, with the first item it tells
-    for item in draft.news_said:
-        if 0 <= item.turn_index < len(turns) and turns[item.turn_index].role is Role.USER:
-            telling.setdefault(item.turn_index, item.news_index)
-    for index, news_index in telling.items():
-        for sentence in split_sentences(turns[index].content):
-            problem = marker_problem(sentence, f"the turn telling news item {news_index}")
+    for index, turn in enumerate(turns):
+        for sentence in split_sentences(turn.content):
+            problem = marker_problem(sentence, f"turn {index} ({turn.role.value})")
             if problem is not None:
                 return problem
     return None
 
 
+@dataclass
+class Conveyance:
+    """What :func:`conveyance_problems` found for a round's sessions."""
+
+    problems: dict[str, tuple[RejectionReason, str]] = field(default_factory=dict)  # by session
+    settled: dict[str, Session] = field(default_factory=dict)  # by session, its span settled
+    said_cosine: dict[str, float] = field(default_factory=dict)  # by session: said sentence·request
+    drafted_cosine: dict[str, float] = field(default_factory=dict)  # by reference: draft·request
+
+
 async def conveyance_problems(
     sessions: list[Session], query: Query, client: ModelClient, settings: GenerationSettings
-) -> tuple[dict[str, tuple[RejectionReason, str]], dict[str, Session]]:
+) -> Conveyance:
     """Check that each reference session states its reference in one sentence (one embedding call).
 
     The sentence of the turn(s) named for the reference that comes closest to
     it must reach ``reference_turn_similarity_min``. That sentence, which is what
     retrieval will search, then passes the gates the drafted reference passed
     (:func:`final_text_problem`). Returns the problems (reason and detail) by
-    session id, and the sessions with their sentence span settled.
+    session id, the sessions with their sentence span settled, and the cosines
+    to the request of the settled sentences and of every drafted reference.
     """
     texts: list[str] = [query.text]  # row 0: the request, for the final sentence's cosine
+    drafted_rows = {r.reference_id: len(texts) + i for i, r in enumerate(query.references)}
+    texts.extend(r.text for r in query.references)
     plans: list[tuple[Session, int, list[tuple[int, int, int]]]] = []
     for session in sessions:
         if session.reference_id is None:
             continue
-        reference = next(r for r in query.references if r.reference_id == session.reference_id)
         if session.reference_spans:
             candidates = [(s.turn_index, s.start, s.end) for s in session.reference_spans]
         else:
@@ -258,26 +283,32 @@ async def conveyance_problems(
                 for index in session.reference_turn_indices
                 for start, end in sentence_spans(session.turns[index].content)
             ]
-        ref_row = len(texts)
-        texts.append(reference.text)
-        texts.extend(session.turns[i].content[a:b] for i, a, b in candidates)
+        ref_row = drafted_rows[session.reference_id]
         plans.append((session, ref_row, candidates))
+    found = Conveyance()
     if not plans:
-        return {}, {}
+        return found
+    first = len(texts)
+    for session, _, candidates in plans:
+        texts.extend(session.turns[i].content[a:b] for i, a, b in candidates)
     vectors = await client.embed(texts, stage=STAGE)
-    problems: dict[str, tuple[RejectionReason, str]] = {}
-    settled: dict[str, Session] = {}
+    found.drafted_cosine = {
+        ref: float(vectors[row] @ vectors[0]) for ref, row in drafted_rows.items()
+    }
+    row = first
     for session, ref_row, candidates in plans:
+        rows = list(range(row, row + len(candidates)))
+        row += len(candidates)
         if not candidates:
-            problems[session.session_id] = (
+            found.problems[session.session_id] = (
                 RejectionReason.INVARIANT,
                 "the turns named as conveying the reference have no sentence",
             )
             continue
-        scores = vectors[ref_row + 1 : ref_row + 1 + len(candidates)] @ vectors[ref_row]
+        scores = vectors[rows] @ vectors[ref_row]
         best = int(scores.argmax())
         if float(scores[best]) < settings.reference_turn_similarity_min:
-            problems[session.session_id] = (
+            found.problems[session.session_id] = (
                 RejectionReason.INVARIANT,
                 f"the sentence stating the reference reaches cosine {float(scores[best]):.3f} "
                 f"(< {settings.reference_turn_similarity_min})",
@@ -285,14 +316,81 @@ async def conveyance_problems(
             continue
         turn_index, start, end = candidates[best]
         sentence = session.turns[turn_index].content[start:end]
-        cosine = float(vectors[ref_row + 1 + best] @ vectors[0])
+        cosine = float(vectors[rows[best]] @ vectors[0])
         problem = final_text_problem(sentence, cosine, query, settings)
         if problem is not None:
-            problems[session.session_id] = problem
+            found.problems[session.session_id] = problem
             continue
         span = ReferenceSpan(turn_index=turn_index, start=start, end=end)
-        settled[session.session_id] = session.model_copy(update={"reference_spans": [span]})
-    return problems, settled
+        found.settled[session.session_id] = session.model_copy(update={"reference_spans": [span]})
+        found.said_cosine[session.session_id] = cosine
+    return found
+
+
+def _sentences(session: Session) -> list[str]:
+    return [s for turn in session.turns for s in split_sentences(turn.content)]
+
+
+async def restatement(
+    session: Session,
+    others: Sequence[Session],
+    client: ModelClient,
+    settings: GenerationSettings,
+    vectors: dict[str, np.ndarray],
+) -> str | None:
+    """How ``session`` and ``others`` (the user's other sessions) tell one reference twice, or None.
+
+    Either a sentence of another session restates the sentence ``session`` tells its
+    reference with, or a sentence of ``session`` restates one another session told its
+    reference with: the fact would have a second carrier the ground truth does not know.
+    ``vectors`` keeps the sentences already embedded, shared between calls.
+    """
+    pairs: list[tuple[str, str, str]] = []  # (said sentence, sentence elsewhere, that session)
+    own = said_sentence(session)
+    mine = _sentences(session)
+    for other in others:
+        if other.session_id == session.session_id:
+            continue
+        if own is not None:
+            pairs.extend((own, sentence, other.session_id) for sentence in _sentences(other))
+        theirs = said_sentence(other)
+        if theirs is not None:
+            pairs.extend((theirs, sentence, session.session_id) for sentence in mine)
+    return await _first_restated(pairs, client, settings, vectors)
+
+
+async def _first_restated(
+    pairs: Sequence[tuple[str, str, str]],
+    client: ModelClient,
+    settings: GenerationSettings,
+    vectors: dict[str, np.ndarray],
+) -> str | None:
+    """The first pair whose second sentence restates the first (a reference as said): cosine at
+    ``restated_cosine`` or above, or most of its content words
+    (:func:`~memoryquest.stages.ledger.restates`)."""
+    if not pairs:
+        return None
+    missing = list(dict.fromkeys(t for pair in pairs for t in pair[:2] if t not in vectors))
+    if missing:
+        vectors.update(zip(missing, await client.embed(missing, stage=STAGE), strict=True))
+    cosines = np.einsum(
+        "ij,ij->i",
+        np.stack([vectors[said] for said, _, _ in pairs]),
+        np.stack([vectors[sentence] for _, sentence, _ in pairs]),
+    )
+    for (said, sentence, where), cosine in zip(pairs, cosines.tolist(), strict=True):
+        if cosine >= settings.restated_cosine or restates(sentence, said):
+            return (
+                f"{said!r}, a reference as said, is told again in session {where} "
+                f"(cosine {cosine:.3f}; restated at {settings.restated_cosine}, or by most of "
+                f"its content words): {sentence!r}"
+            )
+    return None
+
+
+def said_gamma(cosines: Sequence[float]) -> float:
+    """γ over a query's said sentences: their mean cosine to the request."""
+    return float(np.mean(cosines)) if cosines else 0.0
 
 
 async def expand_dialogues(
@@ -303,32 +401,63 @@ async def expand_dialogues(
     settings: GenerationSettings,
     *,
     seed: int = 0,
-    ledger_on: Callable[[dt.date], Ledger] | None = None,
+    said: SaidLedger | None = None,
 ) -> DialogueStageResult:
     """One session per timeline event, or none (plus rejected candidates) when one cannot be made valid.
 
-    ``ledger_on`` gives what the user has already said by a date (:mod:`memoryquest.stages.ledger`):
-    each conversation is written knowing it, and one that contradicts a fact still in force is
-    rejected (``contradiction``). Without it a conversation is written as the user's first.
+    ``said`` is what the user says across all their queries (:class:`SaidLedger`): the events
+    are written band by band, each conversation knowing what the earlier bands said; one that
+    contradicts a fact still in force is rejected (``contradiction``), and one that tells a
+    reference again is asked again, then rejected (``restated``). Without it the query is
+    written as the user's only one.
     """
     if timeline.query_id != query.query_id:
         raise ValueError(
             f"timeline {timeline.timeline_id} belongs to query {timeline.query_id}, not {query.query_id}"
         )
     events = timeline.events
-    ledgers = {e.event_id: ledger_on(e.date) if ledger_on else NO_LEDGER for e in events}
-    job = _DialogueJob(persona, query, client, settings, seed, ledgers)
-    outcome = await regenerate(job, events, settings.max_regenerations + 1)
-    rejections = outcome.rejected
-    if outcome.unresolved:
-        failed = ", ".join(events[i].event_id for i in outcome.unresolved)
-        for _, session in sorted(outcome.kept.items()):
+    book = said if said is not None else SaidLedger.of(query, timeline, settings.ledger_waves)
+    job = _DialogueJob(persona, query, client, settings, seed, book)
+    kept: dict[int, Session] = {}
+    rejections: list[RejectedCandidate] = []
+    failed: list[int] = []
+    bands = sorted({book.band_of(e) for e in events})
+    try:
+        for band in bands:
+            positions = [i for i, e in enumerate(events) if book.band_of(e) == band]
+            await book.ready(band)
+            outcome = await regenerate(
+                job, [events[i] for i in positions], settings.max_regenerations + 1
+            )
+            rejections.extend(outcome.rejected)
+            kept.update({positions[i]: session for i, session in outcome.kept.items()})
+            if outcome.unresolved:
+                failed = [positions[i] for i in outcome.unresolved]
+                book.withdraw(query.query_id, band)
+                break
+            book.settle([events[i] for i in positions], [kept[i] for i in positions])
+    finally:
+        book.settle(events)  # whatever is left, so no other query waits for it
+    if not failed:
+        await book.finished()
+        retold = await job.restated([kept[i] for i in range(len(events))], book.sessions())
+        if retold is not None:
+            position, detail = retold
+            failed = [position]
+            rejections.append(
+                job.rejected_query(
+                    events[position], RejectionReason.RESTATED, detail, kept.pop(position)
+                )
+            )
+    if failed:
+        names = ", ".join(events[i].event_id for i in failed)
+        for _, session in sorted(kept.items()):
             rejections.append(
                 rejected(
                     persona.persona_id,
                     STAGE,
                     RejectionReason.INVARIANT,
-                    f"valid, but dropped with its query {query.query_id}: no valid conversation for {failed}",
+                    f"valid, but dropped with its query {query.query_id}: no valid conversation for {names}",
                     session,
                     session.session_id,
                     "dropped",
@@ -336,15 +465,16 @@ async def expand_dialogues(
             )
         return DialogueStageResult(sessions=[], rejected=rejections, review=job.review_tally())
     return DialogueStageResult(
-        sessions=[outcome.kept[i] for i in range(len(events))],
+        sessions=[kept[i] for i in range(len(events))],
         rejected=rejections,
         review=job.review_tally(),
     )
 
 
 class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
-    """A timeline's conversations: all asked together, each checked alone, then the reference
-    sentences of the lot embedded in one call."""
+    """A timeline's conversations of one band: all asked together, each checked alone, then the
+    reference sentences of the lot embedded in one call and held to γ and to the user's other
+    sessions."""
 
     def __init__(
         self,
@@ -353,15 +483,21 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
         client: ModelClient,
         settings: GenerationSettings,
         seed: int,
-        ledgers: Mapping[str, Ledger],
+        book: SaidLedger,
     ) -> None:
         self.persona, self.query, self.client = persona, query, client
-        self.settings, self.seed, self.ledgers = settings, seed, ledgers
+        self.settings, self.seed, self.book = settings, seed, book
+        self.said_cosine: dict[str, float] = {}  # by reference id: its kept sentence's cosine
+        self.kept: list[Session] = []  # this query's sessions kept so far
+        self.vectors = book.vectors
         # generation.review: a blind reader of what passes the gates below (stages/review.py).
         self.reviewer = SessionReviewer(persona.persona_id, client) if settings.review else None
 
     def review_tally(self) -> ReviewTally | None:
         return self.reviewer.tally if self.reviewer is not None else None
+
+    def ledger(self, event: TimelineEvent) -> Ledger:
+        return self.book.ledger_on(event)
 
     async def ask(
         self, items: Sequence[TimelineEvent], round: Round
@@ -373,7 +509,7 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
                 event,
                 self.settings,
                 self.seed + round.attempt,
-                self.ledgers[event.event_id],
+                self.ledger(event),
             )
             for event in items
         ]
@@ -395,29 +531,109 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
                     )
                 )
                 continue
-            clash = contradiction(checked.session, self.ledgers[event.event_id])
+            clash = contradiction(checked.session, self.ledger(event))
             if clash is not None:
                 detail = f"event {event.event_id}, attempt {round.attempt + 1}: {clash}"
                 reason = RejectionReason.CONTRADICTION
                 verdicts.append((position, self._rejected(event, reason, detail, draft, round)))
             else:
                 candidates[position] = (event, draft, checked.session)
-        weak, settled = await conveyance_problems(
+        found = await conveyance_problems(
             [session for _, _, session in candidates.values()],
             self.query,
             self.client,
             self.settings,
         )
         for position, (event, draft, session) in candidates.items():
-            if session.session_id in weak:
-                reason, detail = weak[session.session_id]
+            problem = found.problems.get(session.session_id)
+            session = found.settled.get(session.session_id, session)
+            if problem is None:
+                problem = self._too_close(session, found)
+            if problem is None:
+                before = self.book.said_before(event)
+                known = {s.session_id for s in before}
+                others = [*before, *(s for s in self.kept if s.session_id not in known)]
+                retold = await restatement(
+                    session, others, self.client, self.settings, self.vectors
+                )
+                if retold is not None:
+                    problem = (RejectionReason.RESTATED, retold)
+            if problem is not None:
+                reason, detail = problem
                 detail = f"event {event.event_id}, attempt {round.attempt + 1}: {detail}"
                 verdicts.append((position, self._rejected(event, reason, detail, draft, round)))
-            else:
-                verdicts.append((position, settled.get(session.session_id, session)))
+                continue
+            if session.reference_id is not None:
+                self.said_cosine[session.reference_id] = found.said_cosine[session.session_id]
+            self.kept.append(session)
+            verdicts.append((position, session))
         if self.reviewer is not None:  # generation.review: flagged conversations become rejections
+            passed = {v.session_id for _, v in verdicts if isinstance(v, Session)}
             verdicts = await self.reviewer.review(verdicts, round.attempt)
+            self._forget(passed - {v.session_id for _, v in verdicts if isinstance(v, Session)})
         return verdicts
+
+    def _forget(self, flagged: set[str]) -> None:
+        """Conversations the reviewer flagged are not kept after all: their sentences no longer
+        count towards γ as said, nor among the sessions later ones are held against."""
+        for session in [s for s in self.kept if s.session_id in flagged]:
+            self.kept.remove(session)
+            if session.reference_id is not None:
+                self.said_cosine.pop(session.reference_id, None)
+
+    def _too_close(self, session: Session, found: Conveyance) -> tuple[RejectionReason, str] | None:
+        """γ over the query's said sentences, were this one kept: the sentences kept so far,
+        this one, and the drafted reference for those not said yet."""
+        if session.reference_id is None:
+            return None
+        cosines = {**found.drafted_cosine, **self.said_cosine}
+        cosines[session.reference_id] = found.said_cosine[session.session_id]
+        gamma = said_gamma([cosines[r.reference_id] for r in self.query.references])
+        if gamma <= self.settings.gamma_max:
+            return None
+        return (
+            RejectionReason.SIMILARITY,
+            f"γ over the sentences the references are said with would be {gamma:.3f} "
+            f"(> {self.settings.gamma_max}) with {said_sentence(session)!r} "
+            f"(cosine {found.said_cosine[session.session_id]:.3f} to the request)",
+        )
+
+    async def restated(
+        self, sessions: Sequence[Session], everyone: Sequence[Session]
+    ) -> tuple[int, str] | None:
+        """The first of ``sessions`` (this query's, in event order) whose reference another
+        session of the user tells again, now that all of them are written, with how; or None.
+
+        Written in the same band, two sessions could not see each other; here each reference
+        of the query is held to every other session of the user.
+        """
+        for position, session in enumerate(sessions):
+            said = said_sentence(session)
+            if said is None:
+                continue
+            pairs = [
+                (said, sentence, other.session_id)
+                for other in everyone
+                if other.session_id != session.session_id
+                for sentence in _sentences(other)
+            ]
+            retold = await _first_restated(pairs, self.client, self.settings, self.vectors)
+            if retold is not None:
+                return position, retold
+        return None
+
+    def rejected_query(
+        self, event: TimelineEvent, reason: RejectionReason, detail: str, session: Session
+    ) -> RejectedCandidate:
+        return rejected(
+            self.persona.persona_id,
+            STAGE,
+            reason,
+            f"event {event.event_id}: {detail}",
+            session,
+            event.event_id,
+            reason.value,
+        )
 
     def failed(self, item: TimelineEvent, error: LLMOutputError, round: Round) -> RejectedCandidate:
         return self._rejected(
@@ -442,10 +658,14 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
 
 
 __all__ = [
+    "Conveyance",
     "DialogueDraft",
     "DialogueStageResult",
     "check_dialogue",
     "conveyance_problems",
     "dialogue_inputs",
     "expand_dialogues",
+    "marked_turn",
+    "restatement",
+    "said_gamma",
 ]
