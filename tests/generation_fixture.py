@@ -109,7 +109,16 @@ class GeneratedRun:
         return next(p for p in self.personas if p.source_user_id == user)
 
     def kept(self) -> list[Query]:
-        return [q for result in self.queries.values() for q in result.queries]
+        """The queries standing after the dialogues, as the conversations group leaves them: a
+        query whose timeline or any conversation failed its gates is withdrawn there."""
+        return [
+            q
+            for result in self.queries.values()
+            for q in result.queries
+            if (timeline := self.timelines[q.query_id].timeline) is not None
+            and (dialogue := self.dialogues.get(q.query_id)) is not None
+            and len(dialogue.sessions) == len(timeline.events)
+        ]
 
 
 async def run_stages(
@@ -166,17 +175,19 @@ def generated(users: tuple[str, ...] = USERS, seed: int = SEED) -> GeneratedRun:
 
     asyncio.run(go())
     dataset = GeneratedDataset(personas=personas)
+    standing = {q.query_id for q in run.kept()}
     for result in run.queries.values():
-        dataset.queries.extend(result.queries)
+        dataset.queries.extend(q for q in result.queries if q.query_id in standing)
         dataset.rejected.extend(result.rejected)
-    for timeline_result in run.timelines.values():
+    for query_id, timeline_result in run.timelines.items():
         dataset.rejected.extend(timeline_result.rejected)
-        if timeline_result.timeline is not None:
+        if timeline_result.timeline is not None and query_id in standing:
             dataset.timelines.append(timeline_result.timeline)
     sessions = []
-    for dialogue_result in run.dialogues.values():
+    for query_id, dialogue_result in run.dialogues.items():
         dataset.rejected.extend(dialogue_result.rejected)
-        sessions.extend(dialogue_result.sessions)
+        if query_id in standing:
+            sessions.extend(dialogue_result.sessions)
     dataset.sessions = merge_history(sessions)
     run.dataset = dataset
     return run

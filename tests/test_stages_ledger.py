@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from memoryquest.contracts import Role, Turn
+from memoryquest.contracts import Role, Session, Turn
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.dialogues import expand_dialogues
 from memoryquest.stages.ledger import (
@@ -100,7 +100,9 @@ def written_together() -> tuple[SaidLedger, list]:
 
 def test_queries_written_together_see_what_the_earlier_bands_said(written_together) -> None:
     book, results = written_together
-    assert all(r.sessions for r in results)
+    # A query may be given up (the simulator's filler can retell another query's reference, which
+    # `restated` refuses); the others are written, and the book holds exactly their sessions.
+    assert sum(bool(r.sessions) for r in results) >= 2
     sessions = book.sessions()
     assert sorted(s.session_id for r in results for s in r.sessions) == sorted(
         s.session_id for s in sessions
@@ -108,7 +110,19 @@ def test_queries_written_together_see_what_the_earlier_bands_said(written_togeth
     later = [e for t in book.timelines for e in t.events if book.band_of(e) == book.bands - 1]
     event = later[-1]
     shown = book.ledger_on(event).facts
-    earlier = {said_sentence(s) for s in sessions if book.band_of_date(s.date) < book.bands - 1}
+    # What earlier bands said: the kept sessions, and those of a query given up in the last band
+    # (written, and standing, when the last band's ledgers were drawn).
+    given_up = [
+        Session.model_validate_json(r.payload_json)
+        for result in results
+        for r in result.rejected
+        if "dropped with its query" in r.detail
+    ]
+    earlier = {
+        said_sentence(s)
+        for s in [*sessions, *given_up]
+        if book.band_of_date(s.date) < book.bands - 1
+    }
     assert shown and {f.text for f in shown} <= earlier
     references = {r.text for q in book.queries for r in q.references}
     assert not {f.text for f in shown} & references

@@ -188,7 +188,9 @@ def endpoint_settings(server: FakeOpenAIServer, tmp_path: Path) -> Settings:
     return Settings(
         output_dir=tmp_path,
         cache={"enabled": False},
-        generation={"review": True, "max_regenerations": 2},
+        # One band: every event written at once, so a query given up leaves each of its other
+        # conversations written and dropped with it (with bands, later ones are never asked).
+        generation={"review": True, "max_regenerations": 2, "ledger_waves": 1},
         endpoint={
             "backend": "openai",
             "base_url": server.url,
