@@ -327,12 +327,13 @@ class AuditSettings(Section):
         "items stand out to the audit's out-of-fold classifiers (`memoryquest audit --filter` does "
         "the same to a dataset made elsewhere).",
     )
-    filter_percentile: float = Field(
-        99.0,
-        ge=50,
-        le=100,
-        description="A reference item stands out when its out-of-fold score is above this percentile "
-        "of the scores of the other (non-reference) items of its fold.",
+    filter_fdr: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="A reference item stands out when its out-of-fold p-value (how many of its "
+        "fold's other items score at least as high) passes the Benjamini-Hochberg procedure at "
+        "this false discovery rate, over every item and query of the classifier.",
     )
     filter_classifiers: list[FilterClassifier] = Field(
         default_factory=_every_filter_classifier,

@@ -7,9 +7,11 @@ classifier the audit fits across users (reference vs other user turns,
 reference-credited vs other facts, and the structural features of turns and
 of sessions) gives every item an out-of-fold score, from a model that never
 saw that item's user. A reference item stands out when its score is above
-what the other items of the same fold reach (``audit.filter_percentile``, the
-99th percentile by default; folds are scored by different models, so each is
-its own yardstick). Its query is withdrawn with reason ``tell``, and the
+what the other items of the same fold reach (each fold is scored by its own
+model, so each is its own yardstick), as judged by the Benjamini-Hochberg
+procedure over every item and query of a classifier at the false discovery
+rate ``audit.filter_fdr``: without a tell next to nothing is withdrawn, however
+many items are tested. Its query is withdrawn with reason ``tell``, and the
 audit is run again, until no reference item stands out and every gate
 passes, or ``audit.filter_rounds_max`` rounds have been run.
 
@@ -60,74 +62,92 @@ ITEM_NOUNS = {
 
 @dataclass(frozen=True)
 class StandingOut:
-    """A reference item scored above what the other items of its fold reach."""
+    """A reference item that stands out: its out-of-fold p-value, and the cutoff it met (alone,
+    or with its query's other references)."""
 
     material: str
     reference_id: str
-    score: float
-    threshold: float
+    p_value: float
+    cutoff: float
+    together: bool = False
 
 
 @dataclass(frozen=True)
 class _Ranked:
     reference_id: str
     rank: float  # share of the fold's other items scored below it (ties count half)
-    score: float
+    p_value: float  # share of the fold's other items scored at or above it (+1 on both sides)
 
 
-def _ranked(scored: ScoredMaterial, percentile: float) -> Iterator[tuple[_Ranked, float]]:
-    """Each scored reference item with its rank, and the ``percentile`` of its fold's other items' scores."""
+def _ranked(scored: ScoredMaterial) -> Iterator[_Ranked]:
+    """Each scored reference item with its rank and p-value among its fold's other items."""
     oof = scored.out_of_fold
     for fold in sorted(set(oof.folds.tolist()) - {-1}):
         in_fold = oof.folds == fold
         others = np.sort(oof.scores[in_fold & ~oof.labels])
         if others.size == 0:
             continue
-        threshold = float(np.percentile(others, percentile))
         for row in np.flatnonzero(in_fold & oof.labels):
             score = float(oof.scores[row])
-            below = np.searchsorted(others, score, "left") + np.searchsorted(others, score, "right")
+            left = int(np.searchsorted(others, score, "left"))
+            right = int(np.searchsorted(others, score, "right"))
+            p_value = (others.size - left + 1) / (others.size + 1)
             for reference_id in scored.references[row]:
-                yield _Ranked(reference_id, float(below) / 2 / others.size, score), threshold
+                yield _Ranked(reference_id, (left + right) / 2 / others.size, p_value)
 
 
-def mean_rank_limit(items: int, percentile: float) -> float:
-    """The ``percentile`` of the mean rank of ``items`` items drawn from the other items (ranks
-    uniform on [0, 1]: the Irwin-Hall distribution, by its normal approximation, exact for one)."""
+def mean_rank_p_value(ranks: Sequence[float]) -> float:
+    """How often the mean rank of as many items drawn from the other items is at least this
+    high (ranks uniform on [0, 1]: the Irwin-Hall distribution, by its normal approximation)."""
     from scipy.stats import norm
 
-    if items == 1:
-        return percentile / 100
-    return float(0.5 + norm.ppf(percentile / 100) * np.sqrt(1 / (12 * items)))
+    spread = np.sqrt(1 / (12 * len(ranks)))
+    return float(norm.sf((float(np.mean(ranks)) - 0.5) / spread))
 
 
-def standing_out(
-    scored: ScoredMaterial, percentile: float, owners: dict[str, str]
-) -> list[StandingOut]:
+def fdr_cutoff(p_values: Sequence[float], rate: float) -> float | None:
+    """The Benjamini-Hochberg cutoff: the largest p-value p_(k) with p_(k) <= k / m * rate, or
+    None when no hypothesis is rejected (the false discovery rate is held at ``rate``)."""
+    ordered = sorted(p_values)
+    m = len(ordered)
+    passing = [p for k, p in enumerate(ordered, start=1) if p <= k / m * rate]
+    return passing[-1] if passing else None
+
+
+def standing_out(scored: ScoredMaterial, rate: float, owners: dict[str, str]) -> list[StandingOut]:
     """The reference items of ``scored`` that stand out, alone or together with their query's others.
 
-    Alone: the item's score is above ``percentile`` of the other items' scores in its fold.
-    Together: the mean rank of a query's reference items is above what the mean rank of as
-    many other items reaches at that percentile (a tell in every reference of a query, each
-    only somewhat above the rest, adds up); every item of such a query is listed.
+    Each reference item is a hypothesis (its p-value: how many of its fold's other items score
+    at least as high), and so is each query with two or more scored references (the mean rank
+    of its items: a tell in every reference, each only somewhat high, adds up). Among all of
+    them the Benjamini-Hochberg procedure keeps the expected share of ordinary items among
+    those flagged at ``rate``: on data without a tell, next to nothing stands out, however
+    many items are tested; with one, the items that carry it do.
     """
-    ranked = list(_ranked(scored, percentile))
+    ranked = list(_ranked(scored))
+    by_query: dict[str, list[_Ranked]] = {}
+    for item in ranked:
+        by_query.setdefault(owners.get(item.reference_id, ""), []).append(item)
+    query_p = {
+        query: mean_rank_p_value([i.rank for i in items])
+        for query, items in by_query.items()
+        if len(items) > 1
+    }
+    cutoff = fdr_cutoff([i.p_value for i in ranked] + list(query_p.values()), rate)
+    if cutoff is None:
+        return []
     found = [
-        StandingOut(scored.material, item.reference_id, item.score, threshold)
-        for item, threshold in ranked
-        if item.score > threshold
+        StandingOut(scored.material, i.reference_id, i.p_value, cutoff)
+        for i in ranked
+        if i.p_value <= cutoff
     ]
-    by_query: dict[str, list[tuple[_Ranked, float]]] = {}
-    for item, threshold in ranked:
-        by_query.setdefault(owners.get(item.reference_id, ""), []).append((item, threshold))
     alone = {i.reference_id for i in found}
-    for items in by_query.values():
-        ranks = [item.rank for item, _ in items]
-        if len(ranks) > 1 and float(np.mean(ranks)) > mean_rank_limit(len(ranks), percentile):
+    for query, p_value in query_p.items():
+        if p_value <= cutoff:
             found += [
-                StandingOut(scored.material, item.reference_id, item.score, threshold)
-                for item, threshold in items
-                if item.reference_id not in alone
+                StandingOut(scored.material, i.reference_id, i.p_value, cutoff, together=True)
+                for i in by_query[query]
+                if i.reference_id not in alone
             ]
     return found
 
@@ -147,17 +167,18 @@ def _gated_aucs(report: AuditReport) -> dict[str, float | None]:
     }
 
 
-def _rejection(query: Query, items: Sequence[StandingOut], percentile: float) -> RejectedCandidate:
+def _rejection(query: Query, items: Sequence[StandingOut], rate: float) -> RejectedCandidate:
     """The ``tell`` row of a withdrawn query: the stage of its first standing-out material, each item named."""
     stage = next(MATERIAL_STAGES[m] for m in MATERIAL_STAGES if any(i.material == m for i in items))
     named = "; ".join(
-        f"reference {i.reference_id}'s {ITEM_NOUNS[i.material]} scores {i.score:.3g} out of fold, "
-        f"above {i.threshold:.3g}"
+        f"reference {i.reference_id}'s {ITEM_NOUNS[i.material]} out of fold: p = {i.p_value:.3g}"
+        + (", with its query's other references" if i.together else "")
+        + f" (cutoff {i.cutoff:.3g})"
         for i in items
     )
     detail = (
-        f"query {query.query_id}: {named} (the {percentile:g}th percentile of the other items of "
-        "its fold); its timeline and sessions stay in the history"
+        f"query {query.query_id}: {named}, Benjamini-Hochberg at a false discovery rate of "
+        f"{rate:g}; its timeline and sessions stay in the history"
     )
     return rejected(
         query.persona_id,
@@ -171,7 +192,7 @@ def _rejection(query: Query, items: Sequence[StandingOut], percentile: float) ->
 
 
 def _withdraw(
-    dataset: GeneratedDataset, flagged: Sequence[StandingOut], percentile: float
+    dataset: GeneratedDataset, flagged: Sequence[StandingOut], rate: float
 ) -> tuple[GeneratedDataset, list[str]]:
     """``dataset`` without the queries of ``flagged`` items, each in ``rejected``; and their ids."""
     owner = {r.reference_id: q for q in dataset.queries for r in q.references}
@@ -181,7 +202,7 @@ def _withdraw(
         if query is not None:
             by_query.setdefault(query.query_id, []).append(item)
     queries = {q.query_id: q for q in dataset.queries}
-    rows = [_rejection(queries[q], items, percentile) for q, items in by_query.items()]
+    rows = [_rejection(queries[q], items, rate) for q, items in by_query.items()]
     return (
         dataset.model_copy(
             update={
@@ -201,7 +222,7 @@ def _flagged(
         item
         for scored in audit.scored
         if scored.material in settings.filter_classifiers
-        for item in standing_out(scored, settings.filter_percentile, owners)
+        for item in standing_out(scored, settings.filter_fdr, owners)
     ]
 
 
@@ -211,7 +232,7 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
     Raises :class:`~memoryquest.audit.AuditError` when the dataset cannot be audited.
     """
     config = settings.audit
-    percentile = config.filter_percentile
+    rate = config.filter_fdr
     current = dataset
     audit = audit_with_scores(current, settings)
     before = _gated_aucs(audit.report)
@@ -219,7 +240,7 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
     stopped = f"stopped at the round limit ({config.filter_rounds_max}); the last round still withdrew queries"
     for number in range(1, config.filter_rounds_max + 1):
         flagged = _flagged(audit, current, config)
-        current, removed = _withdraw(current, flagged, percentile)
+        current, removed = _withdraw(current, flagged, rate)
         counts = {m: sum(i.material == m for i in flagged) for m in MATERIAL_STAGES}
         rounds.append(
             FilterRound(
@@ -239,7 +260,7 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
             break
         audit = audit_with_scores(current, settings)
     summary = FilterSummary(
-        percentile=percentile,
+        fdr=rate,
         queries_before=len(dataset.queries),
         queries_removed=len(dataset.queries) - len(current.queries),
         rounds=rounds,

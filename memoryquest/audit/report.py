@@ -66,8 +66,9 @@ class FilterRound(BaseModel):
 class FilterSummary(BaseModel):
     """What the per-item tell filter (:mod:`memoryquest.audit.filtering`) did to a dataset."""
 
-    percentile: float = Field(
-        description="An item stands out above this percentile of the other items' out-of-fold scores."
+    fdr: float = Field(
+        description="The false discovery rate at which items were flagged (Benjamini-Hochberg over "
+        "the out-of-fold p-values of each classifier's items and queries)."
     )
     queries_before: int
     queries_removed: int
@@ -186,9 +187,10 @@ def filtering_markdown(summary: FilterSummary) -> list[str]:
     rounds = len(summary.rounds)
     lines = [
         f"Per-item tell filter: {summary.queries_removed} of {summary.queries_before} queries withdrawn "
-        f"(reason `tell`) in {rounds} round{'s' * (rounds != 1)}; a reference item stood out above the "
-        f"{summary.percentile:g}th percentile of the other items' out-of-fold scores, alone or with "
-        f"the rest of its query's. {summary.stopped[:1].upper()}{summary.stopped[1:]}.",
+        f"(reason `tell`) in {rounds} round{'s' * (rounds != 1)}; a reference item stood out when "
+        "few of the other items scored as high out of fold, alone or with the rest of its query's, "
+        f"at a false discovery rate of {summary.fdr:g} (Benjamini-Hochberg). "
+        f"{summary.stopped[:1].upper()}{summary.stopped[1:]}.",
         "",
         "| AUC | Before filtering | After |",
         "|---|---:|---:|",
