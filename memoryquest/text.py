@@ -255,3 +255,44 @@ def forward_cue(sentence: str) -> str | None:
 
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+# --------------------------------------------------------------------------- document formatting
+
+# The block and inline constructs of CommonMark and GitHub-flavoured Markdown, each by its name:
+# chat turns are plain text, and a turn that uses any of them is written as a document.
+_BLOCK_CONSTRUCTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("heading", re.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)")),
+    ("heading underline", re.compile(r"(?m)(?<=\S)\n {0,3}(?:=+|-{2,})[ \t]*$")),
+    (
+        "thematic break",
+        re.compile(r"(?m)^ {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$"),
+    ),
+    ("block quote", re.compile(r"(?m)^ {0,3}>")),
+    ("bullet list", re.compile(r"(?m)^ {0,3}[-+*•▪◦‣][ \t]+\S")),
+    ("numbered list", re.compile(r"(?m)^ {0,3}\d{1,9}[.)][ \t]+\S")),
+    ("lettered list", re.compile(r"(?m)^ {0,3}[A-Za-z][.)][ \t]+\S.*\n {0,3}[A-Za-z][.)][ \t]+\S")),
+    ("code fence", re.compile(r"(?m)^ {0,3}(?:`{3,}|~{3,})")),
+    (
+        "table",
+        re.compile(r"(?m)^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$"),
+    ),
+)
+_INLINE_CONSTRUCTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("strong emphasis", re.compile(r"(\*\*|__)(?=\S)(?:(?!\1).)+?(?<=\S)\1")),
+    ("emphasis", re.compile(r"(?<![\w*])\*(?=[^\s*])[^*\n]*?(?<=[^\s*])\*(?![\w*])")),
+    ("emphasis", re.compile(r"(?<![\w_])_(?=[^\s_])[^_\n]*?(?<=[^\s_])_(?![\w_])")),
+    ("strikethrough", re.compile(r"~~(?=\S)[^~\n]+?(?<=\S)~~")),
+    ("code span", re.compile(r"`[^`\n]+`")),
+    ("link", re.compile(r"!?\[[^\]\n]+\]\([^)\s]+\)")),
+    ("table row", re.compile(r"(?m)^[^|\n]*\S[^|\n]*\|[^|\n]+\|[^|\n]*$\n^[^|\n]*\|[^|\n]+\|")),
+)
+
+
+def document_formatting(text: str) -> str | None:
+    """The first Markdown construct ``text`` uses (a heading, a list, emphasis, a table ...), or
+    None for plain prose."""
+    for name, pattern in (*_BLOCK_CONSTRUCTS, *_INLINE_CONSTRUCTS):
+        if pattern.search(text):
+            return name
+    return None

@@ -11,10 +11,16 @@ from memoryquest.text import (
     ANNOUNCEMENTS,
     FORWARD_CUES,
     announcement,
+    document_formatting,
     forward_cue,
     split_sentences,
     without_lead_in,
 )
+
+try:
+    from tests.generation_fixture import generated
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from generation_fixture import generated
 
 
 @pytest.mark.parametrize(
@@ -155,3 +161,42 @@ def _strings(value: object) -> list[str]:
     if isinstance(value, list):
         return [text for item in value for text in _strings(item)]
     return []
+
+
+# --------------------------------------------------------------------------- document formatting
+
+FORMATTED = {
+    "heading": "## Plan for Friday\nWe leave at nine.",
+    "heading underline": "Plan for Friday\n===============\nWe leave at nine.",
+    "thematic break": "We leave at nine.\n\n* * *\n\nDinner after.",
+    "block quote": "> You said you prefer trains.\nSo I booked one.",
+    "bullet list": "Options:\n+ the 9:10 train\n+ the 10:40 bus",
+    "numbered list": "1) book the table\n2) call Sam",
+    "lettered list": "a. book the table\nb. call Sam",
+    "code fence": "~~~\nbooking ref 42\n~~~",
+    "table": "Day | Slot\n--- | ---\nFri | 9:10",
+    "strong emphasis": "That is __really__ the best slot.",
+    "emphasis": "That is *really* the best slot, or _maybe_ not.",
+    "strikethrough": "The ~~Friday~~ Saturday slot.",
+    "code span": "Use the code `SPRING24` at checkout.",
+    "link": "Here it is: [the venue](https://example.org/venue).",
+}
+
+
+@pytest.mark.parametrize("construct", sorted(FORMATTED))
+def test_each_markdown_construct_is_found(construct: str) -> None:
+    assert document_formatting(FORMATTED[construct]) is not None
+
+
+def test_plain_chat_is_not_formatting() -> None:
+    """Real generated turns, and plain sentences with the characters the constructs use, use none."""
+    turns = [t.content for s in generated().dataset.sessions for t in s.turns]
+    flagged = [t for t in turns if document_formatting(t)]
+    assert len(turns) > 1000 and not flagged, flagged[:3]
+    prose = [
+        "It's 5 - 7 minutes away; 3*4 = 12 seats.",
+        "My user_name is jo_smith and the file is notes_2024.txt.",
+        "Costs $12-$15 each, or 2 for $25 (a deal).",
+        "I'd say a) it is cheap and that's it.",
+    ]
+    assert [p for p in prose if document_formatting(p)] == []

@@ -119,10 +119,10 @@ def standing_out(scored: ScoredMaterial, rate: float, owners: dict[str, str]) ->
 
     Each reference item is a hypothesis (its p-value: how many of its fold's other items score
     at least as high), and so is each query with two or more scored references (the mean rank
-    of its items: a tell in every reference, each only somewhat high, adds up). Among all of
-    them the Benjamini-Hochberg procedure keeps the expected share of ordinary items among
-    those flagged at ``rate``: on data without a tell, next to nothing stands out, however
-    many items are tested; with one, the items that carry it do.
+    of its items: a tell in every reference, each only somewhat high, adds up). Within each
+    family, items and queries, the Benjamini-Hochberg procedure keeps the expected share of
+    ordinary ones among those flagged at ``rate``: on data without a tell, next to nothing
+    stands out, however many items are tested; with one, the items that carry it do.
     """
     ranked = list(_ranked(scored))
     by_query: dict[str, list[_Ranked]] = {}
@@ -133,19 +133,18 @@ def standing_out(scored: ScoredMaterial, rate: float, owners: dict[str, str]) ->
         for query, items in by_query.items()
         if len(items) > 1
     }
-    cutoff = fdr_cutoff([i.p_value for i in ranked] + list(query_p.values()), rate)
-    if cutoff is None:
-        return []
+    item_cutoff = fdr_cutoff([i.p_value for i in ranked], rate)
     found = [
-        StandingOut(scored.material, i.reference_id, i.p_value, cutoff)
+        StandingOut(scored.material, i.reference_id, i.p_value, item_cutoff)
         for i in ranked
-        if i.p_value <= cutoff
+        if item_cutoff is not None and i.p_value <= item_cutoff
     ]
     alone = {i.reference_id for i in found}
+    query_cutoff = fdr_cutoff(list(query_p.values()), rate)
     for query, p_value in query_p.items():
-        if p_value <= cutoff:
+        if query_cutoff is not None and p_value <= query_cutoff:
             found += [
-                StandingOut(scored.material, i.reference_id, i.p_value, cutoff, together=True)
+                StandingOut(scored.material, i.reference_id, p_value, query_cutoff, together=True)
                 for i in by_query[query]
                 if i.reference_id not in alone
             ]

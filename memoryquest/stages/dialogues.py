@@ -27,7 +27,6 @@ generated conversation among the rejected candidates.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -76,7 +75,7 @@ from memoryquest.stages.ledger import (
 )
 from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.stages.review import SessionReviewer
-from memoryquest.text import normalise_text, sentence_spans, split_sentences
+from memoryquest.text import document_formatting, normalise_text, sentence_spans, split_sentences
 
 STAGE = Stage.DIALOGUES
 
@@ -92,11 +91,6 @@ class _Checked:
     session: Session | None
     problems: list[str]
     reason: RejectionReason = RejectionReason.INVARIANT
-
-
-# A chat turn formatted as a document: list items, headings, bold. People do not write to an
-# assistant that way, and an assistant that answers in lists reads as a model, not a memory.
-MARKDOWN = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s+\S|^\s*#{1,6}\s|\*\*[^*]+\*\*")
 
 
 def dialogue_inputs(
@@ -156,7 +150,7 @@ def check_dialogue(
 ) -> _Checked:
     """The session built from ``draft``, or every structural rule it breaks."""
     problems: list[str] = []
-    formatted: list[int] = []
+    formatted: list[tuple[int, str]] = []
     turns: list[Turn] = []
     count = len(draft.turns)
     if not settings.turns_min <= count <= settings.turns_max:
@@ -165,8 +159,11 @@ def check_dialogue(
         if not text.strip():
             problems.append(f"turn {index} is empty")
             continue
-        if MARKDOWN.search(text):
-            formatted.append(index)
+        # A turn written as a document (headings, lists, emphasis, tables ...): people do not
+        # write to an assistant that way, and an assistant answering in lists reads as a model.
+        construct = document_formatting(text)
+        if construct is not None:
+            formatted.append((index, construct))
         role = Role.USER if index % 2 == 0 else Role.ASSISTANT
         turns.append(Turn(role=role, content=text.strip()))
     # contains_verbatim(turn, reference) for every pair, each text normalised once.
@@ -187,7 +184,9 @@ def check_dialogue(
             elif index % 2 != 0:
                 problems.append(f"reference turn index {index} is not a user turn")
     if formatted:
-        markdown = f"turns {formatted} are formatted as markdown (lists, headings or bold)"
+        markdown = "formatted as markdown: " + ", ".join(
+            f"turn {index} ({construct})" for index, construct in formatted
+        )
         reason = RejectionReason.INVARIANT if problems else RejectionReason.MARKDOWN
         return _Checked(None, [*problems, markdown], reason)
     if problems:
