@@ -34,7 +34,8 @@ conversations     stages/conversations.py     timeline_synthesis,           simu
                   → stages/timelines.py,      dialogue_expansion,           timelines.py,   test_stages_dialogues.py,
                   stages/dialogues.py,        session_review                dialogues.py,   test_simulator_dialogues.py,
                   stages/review.py,                                         review.py       test_stages_review.py
-                  stages/history.py
+                  stages/history.py,
+                  generation/ledger.py
 memory            stages/memory.py            memory_extraction,            simulator/      test_memory_extraction.py,
                   → memory/extraction.py,     memory_consolidation          memory.py       test_memory_consolidation.py,
                   memory/consolidation.py,                                                  test_memory_quotes.py,
@@ -45,6 +46,14 @@ pgr-validation    stages/pgr_validation.py    pgr_augment, pgr_summary,     simu
                                               pgr_answer, judge_references                  test_pgr_baselines.py,
                                                                                             test_pgr_simulator.py
 ================  ==========================  ============================  ==============  ==============================
+
+What every stage that asks a model for text shares sits below the stages, memory and PGR, in
+``generation/`` (the generation toolkit): the regenerate-check-reject loop
+(``generation/regeneration.py``), the shared checks and parsing (``generation/common.py``) and the
+ledger of what a user said (``generation/ledger.py``), tested by ``test_generation_regeneration.py``
+and ``test_generation_ledger.py``. The layers of the whole package, what each may import, and one
+walk from a PersonaLens profile to a Parquet row are in ``docs/architecture.md``
+(``test_architecture.py`` fails on an import that climbs a layer, or an import circle).
 
 Each prompt template's typed inputs and output models are in a
 ``*_contracts`` module beside the module that asks for it

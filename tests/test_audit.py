@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryquest.audit import AuditReport, audit_dataset, audit_markdown, load_dataset
+from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.audit.material import reference_turns
 from memoryquest.cli.main import main
+from memoryquest.cli.open_dataset import load_dataset
 from memoryquest.contracts import Role, Session, Turn
 from memoryquest.dataset import DatasetError, GeneratedDataset
 from memoryquest.pipeline import generate_dataset

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from memoryquest.audit import AuditReport, audit_dataset, load_dataset
+from memoryquest.audit import AuditReport, audit_dataset
 from memoryquest.audit.filtering import FilterResult, filter_tells
 from memoryquest.cli.main import main
+from memoryquest.cli.open_dataset import load_dataset
 from memoryquest.contracts import Query, RejectionReason, Stage, Turn
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.pipeline import generate_dataset

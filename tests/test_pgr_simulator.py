@@ -10,6 +10,7 @@ import pytest
 
 from memoryquest.contracts import Query, RetrievalMethod
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.generation.common import normalise_text
 from memoryquest.llm.backends import ChatCall, ChatResult
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
@@ -29,7 +30,6 @@ from memoryquest.simulator.pgr import (
     MAX_CHAIN_STEPS,
     MAX_TREE_NODES,
 )
-from memoryquest.stages.common import normalise_text
 
 QUERY = "Can you help me plan joining a recreational soccer league in Toronto this spring?"
 DINNER = "Could you book a table for dinner with my sister on Friday, June 7? Somewhere casual would be nice."

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from memoryquest.contracts import Domain, Persona, TaskKind
+from memoryquest.generation.common import persona_variables
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.dialogues import assistant_turn, split_description
@@ -37,7 +38,6 @@ from memoryquest.simulator.phrasing import (
     title,
     with_lead,
 )
-from memoryquest.stages.common import persona_variables
 from memoryquest.stages.timelines import Slot, event_news
 from memoryquest.text import (
     contains_verbatim,

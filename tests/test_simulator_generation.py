@@ -15,6 +15,7 @@ import re
 import pytest
 
 from memoryquest.contracts import Domain, Persona, TaskKind
+from memoryquest.generation.common import persona_variables
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.grammar import shift_person
@@ -23,7 +24,6 @@ from memoryquest.simulator.persona_grounding import (
     split_sentences,
     task_scenarios,
 )
-from memoryquest.stages.common import persona_variables
 from memoryquest.stages.news_form import news_form_problem
 from memoryquest.text import contains_verbatim, shared_content_words
 

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from memoryquest.contracts import Domain, Persona
+from memoryquest.generation.common import contains_verbatim, normalise_text
 from memoryquest.simulator.needs import (
     LifeUpdate,
     World,
@@ -33,7 +34,6 @@ from memoryquest.simulator.needs import (
 from memoryquest.simulator.needs.bank import TIME_SLOTS, occurrence_on
 from memoryquest.simulator.persona_grounding import PersonaMaterial
 from memoryquest.simulator.relevance import stated_end
-from memoryquest.stages.common import contains_verbatim, normalise_text
 
 try:
     from tests.generation_fixture import load_users

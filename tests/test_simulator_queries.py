@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from memoryquest.contracts import Domain, Persona, TaskKind
+from memoryquest.generation.common import normalise_text, persona_variables
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
 from memoryquest.simulator.grammar import fix_articles
 from memoryquest.simulator.needs import TIME_SLOTS, World, classify_need, generators, parse_update
 from memoryquest.simulator.persona_grounding import PersonaMaterial, task_scenarios
-from memoryquest.stages.common import normalise_text, persona_variables
 from memoryquest.text import shared_content_words
 
 try:

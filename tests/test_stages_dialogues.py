@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from memoryquest.contracts import EventKind, RejectionReason, Role, Session
+from memoryquest.generation.ledger import SaidLedger, said_sentence
 from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
@@ -23,7 +24,6 @@ from memoryquest.stages.dialogues import (
 )
 from memoryquest.stages.dialogues_contracts import DialogueInputs
 from memoryquest.stages.history import merge_history
-from memoryquest.stages.ledger import SaidLedger, said_sentence
 from memoryquest.text import contains_verbatim, split_sentences
 
 try:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from memoryquest.contracts import RejectionReason
+from memoryquest.generation.common import persona_variables
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator import simulate
-from memoryquest.stages.common import persona_variables
 from memoryquest.stages.queries import (
     CandidateProblem,
     CheckedCandidate,

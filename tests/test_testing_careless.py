@@ -137,7 +137,7 @@ def test_the_double_reads_none_of_the_gates() -> None:
         if isinstance(node, ast.Import)
         for alias in node.names
     }
-    gates = ("memoryquest.text", "memoryquest.audit", "memoryquest.stages.ledger")
+    gates = ("memoryquest.text", "memoryquest.audit", "memoryquest.generation.ledger")
     gate_modules = {"memoryquest.stages.dialogues", "memoryquest.stages.queries"}
     gate_modules |= {"memoryquest.memory.extraction", "memoryquest.memory.consolidation"}
     assert not {m for m in imported if m.startswith(gates) or m in gate_modules}

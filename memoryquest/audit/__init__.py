@@ -9,7 +9,6 @@ memory cannot supply or that expired before the query.
 
 from memoryquest.audit.report import AuditCheck, AuditReport, audit_markdown
 from memoryquest.audit.run import AuditError, audit_dataset
-from memoryquest.audit.source import load_dataset
 
 __all__ = [
     "AuditCheck",
@@ -17,5 +16,4 @@ __all__ = [
     "AuditReport",
     "audit_dataset",
     "audit_markdown",
-    "load_dataset",
 ]

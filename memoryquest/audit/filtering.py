@@ -41,8 +41,8 @@ from memoryquest.audit.run import (
 )
 from memoryquest.contracts import Query, RejectedCandidate, RejectionReason, Stage
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.generation.common import rejected
 from memoryquest.settings import AuditSettings, Settings
-from memoryquest.stages.common import rejected
 
 MATERIAL_STAGES = {
     "user_turns": Stage.DIALOGUES,

@@ -68,7 +68,8 @@ def _filter_output(args: argparse.Namespace) -> Path | None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from memoryquest.audit import audit_dataset, audit_markdown, load_dataset
+    from memoryquest.audit import audit_dataset, audit_markdown
+    from memoryquest.cli.open_dataset import load_dataset
 
     settings = settings_from_args(args)
     output = _filter_output(args)

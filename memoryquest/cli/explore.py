@@ -86,7 +86,7 @@ def _audit(kind: str, dataset_dir: Path) -> dict[str, object] | None:
 def _build(
     args: argparse.Namespace, kind: str, output: Path, report: Path | None
 ) -> tuple[int, int, float]:
-    from memoryquest.audit.source import load_dataset
+    from memoryquest.cli.open_dataset import load_dataset
     from memoryquest.publish import read_win_rate_report
     from memoryquest.publish.explorer import PLOT_CAPTIONS, Plot, write_explorer
 
@@ -124,7 +124,7 @@ def _build(
 
 
 def _explore(args: argparse.Namespace) -> int:
-    from memoryquest.audit.source import dataset_kind
+    from memoryquest.cli.open_dataset import dataset_kind
     from memoryquest.publish.explorer import ENTRY_FILE, EXPLORER_DIR
 
     settings_from_args(args)  # reject a bad --config / --set like every other subcommand

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 USER_ERROR = 2  # exit code for anything the user can fix
 FAILURE = 1  # the run failed for another reason (an endpoint that kept failing, a full disk)
 SETTINGS_ATTRIBUTE = "effective_settings"  # settings_from_args notes them on the parsed arguments
+RUN_LOG_ATTRIBUTE = (
+    "run_log"  # where a command's log is noted on its parsed arguments (cli.run_log)
+)
 
 
 class Command(NamedTuple):
@@ -265,12 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("memoryquest: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        from memoryquest.cli.run_log import ATTRIBUTE
-
         message, code = _error_line(exc, getattr(args, SETTINGS_ATTRIBUTE, None))
         if not code:
             raise  # a bug: the traceback is what a maintainer needs
-        log = getattr(args, ATTRIBUTE, None)  # where the traceback is, if the command had a log
+        log = getattr(
+            args, RUN_LOG_ATTRIBUTE, None
+        )  # where the traceback is, if the command had a log
         if log is not None and log.written:
             message += f" (log: {log.path})"
         print(f"memoryquest: error: {one_line(message)}", file=sys.stderr)

@@ -93,7 +93,7 @@ def load_for_pgr(path: Path, *, need_facts: bool = True) -> PGRInputs:
     """Queries, facts and personas from a dataset directory: the working directory
     ``memoryquest generate`` writes, or a published one (its configs joined back with their
     labels, which only the judges read)."""
-    from memoryquest.audit.source import dataset_kind
+    from memoryquest.cli.open_dataset import dataset_kind
     from memoryquest.dataset import DatasetError
 
     path = Path(path)

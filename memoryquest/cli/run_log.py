@@ -39,9 +39,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from memoryquest.cli.main import RUN_LOG_ATTRIBUTE, one_line
+
 LOG_DIR = "logs"  # under a run's output directory
 RUN_LOG = "run.log"  # generate's log file
-ATTRIBUTE = "run_log"  # where the command's log is noted on its parsed arguments (for main)
 _DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -185,7 +186,7 @@ def command_log(
 
     verbose = bool(getattr(args, "verbose", False))
     handler = CommandLogHandler(path, sys.stderr)
-    setattr(args, ATTRIBUTE, handler)
+    setattr(args, RUN_LOG_ATTRIBUTE, handler)
     root = logging.getLogger()
     undo: list[tuple[Any, Any]] = []  # (remove, what it removes), undone in reverse order
 
@@ -227,8 +228,6 @@ def command_log(
         yield handler
     except Exception as exc:
         if not handler.logged(exc):
-            from memoryquest.cli.main import one_line
-
             logging.getLogger("memoryquest.cli").error(
                 "%s: %s", type(exc).__name__, one_line(str(exc)), exc_info=exc
             )

@@ -23,6 +23,8 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from memoryquest.contracts import Fact, RejectedCandidate, RejectionReason, Stage
+from memoryquest.generation.common import failure_reason
+from memoryquest.generation.regeneration import Regeneration, Round, regenerate
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
@@ -33,8 +35,6 @@ from memoryquest.memory.consolidation_contracts import (
 )
 from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import failure_reason
-from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 
 STAGE = Stage.MEMORY
 

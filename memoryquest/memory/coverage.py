@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from memoryquest.contracts import Fact, Query, RejectedCandidate, RejectionReason, Stage
+from memoryquest.generation.common import final_text_problem, rejected
 from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import final_text_problem, rejected
 
 STAGE = Stage.MEMORY
 
@@ -41,7 +41,7 @@ async def withdraw_leaking(
 ) -> tuple[list[str], list[RejectedCandidate]]:
     """Queries to withdraw (ids) because the facts credited to their references give the request
     away, one rejection each: a single fact fails
-    :func:`~memoryquest.stages.common.final_text_problem`, or γ over them (per reference the
+    :func:`~memoryquest.generation.common.final_text_problem`, or γ over them (per reference the
     mean cosine of its credited facts to the request, averaged over the references) is above
     ``gamma_max`` (``similarity``).
 

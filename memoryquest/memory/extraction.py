@@ -40,6 +40,8 @@ from memoryquest.contracts import (
     Session,
     Stage,
 )
+from memoryquest.generation.common import TRIM_LEVELS, failure_reason
+from memoryquest.generation.regeneration import Regeneration, Round, regenerate
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
 from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
@@ -52,8 +54,6 @@ from memoryquest.memory.extraction_contracts import (
 )
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import TRIM_LEVELS, failure_reason
-from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.text import content_stems, sentence_spans
 
 STAGE = Stage.MEMORY

@@ -49,6 +49,7 @@ from memoryquest.contracts import (
     Stage,
     ValidationResult,
 )
+from memoryquest.generation.common import failure_reason, rejected
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.memory.snapshot import MemoryItem
@@ -97,7 +98,6 @@ from memoryquest.pgr.prospection_contracts import (
 from memoryquest.pgr.retrieval import Hit, IndexCache, MemoryIndex, Retriever
 from memoryquest.prompt_inputs import PromptInputs
 from memoryquest.settings import PGRSettings
-from memoryquest.stages.common import failure_reason, rejected
 
 __all__ = [
     "PGRError",

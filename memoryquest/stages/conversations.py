@@ -26,11 +26,11 @@ from memoryquest.contracts import (
     Stage,
     Timeline,
 )
+from memoryquest.generation.ledger import SaidLedger
 from memoryquest.llm.client import ModelClient
 from memoryquest.settings import Settings
 from memoryquest.stages.dialogues import expand_dialogues
 from memoryquest.stages.history import merge_history
-from memoryquest.stages.ledger import SaidLedger
 from memoryquest.stages.state import PersonaState
 from memoryquest.stages.timelines import synthesise_timeline
 

@@ -18,7 +18,7 @@ not be said again in another session of the user, nor may a session say
 again what another one told a reference with (``restated``).
 
 A user's conversations are written in bands of dates
-(:class:`~memoryquest.stages.ledger.SaidLedger`), each knowing what the
+(:class:`~memoryquest.generation.ledger.SaidLedger`), each knowing what the
 earlier ones said. A conversation that breaks a rule is asked for again
 (``max_regenerations``). If one still fails, the query's sessions cannot form
 a complete history, so the stage returns no sessions and keeps every
@@ -49,23 +49,13 @@ from memoryquest.contracts import (
     TimelineEvent,
     Turn,
 )
-from memoryquest.ids import make_id
-from memoryquest.llm.client import ModelClient
-from memoryquest.llm.errors import LLMOutputError
-from memoryquest.llm.request import LLMRequest
-from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import (
+from memoryquest.generation.common import (
     failure_reason,
     final_text_problem,
     marker_problem,
     rejected,
 )
-from memoryquest.stages.dialogues_contracts import (
-    DialogueDraft,
-    DialogueInputs,
-    NewsSaid,
-)
-from memoryquest.stages.ledger import (
+from memoryquest.generation.ledger import (
     NO_LEDGER,
     Ledger,
     SaidLedger,
@@ -73,7 +63,17 @@ from memoryquest.stages.ledger import (
     restates,
     said_sentence,
 )
-from memoryquest.stages.regeneration import Regeneration, Round, regenerate
+from memoryquest.generation.regeneration import Regeneration, Round, regenerate
+from memoryquest.ids import make_id
+from memoryquest.llm.client import ModelClient
+from memoryquest.llm.errors import LLMOutputError
+from memoryquest.llm.request import LLMRequest
+from memoryquest.settings import GenerationSettings
+from memoryquest.stages.dialogues_contracts import (
+    DialogueDraft,
+    DialogueInputs,
+    NewsSaid,
+)
 from memoryquest.stages.review import SessionReviewer
 from memoryquest.text import document_formatting, normalise_text, sentence_spans, split_sentences
 
@@ -366,7 +366,7 @@ async def _first_restated(
 ) -> str | None:
     """The first pair whose second sentence restates the first (a reference as said): cosine at
     ``restated_cosine`` or above, or most of its content words
-    (:func:`~memoryquest.stages.ledger.restates`)."""
+    (:func:`~memoryquest.generation.ledger.restates`)."""
     if not pairs:
         return None
     missing = list(dict.fromkeys(t for pair in pairs for t in pair[:2] if t not in vectors))

@@ -43,11 +43,7 @@ from memoryquest.contracts import (
     RejectionReason,
     Stage,
 )
-from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
-from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
-from memoryquest.settings import GenerationSettings, Settings
-from memoryquest.stages.common import (
+from memoryquest.generation.common import (
     TRIM_LEVELS,
     failure_reason,
     parse_date,
@@ -55,6 +51,11 @@ from memoryquest.stages.common import (
     persona_variables,
     rejected,
 )
+from memoryquest.generation.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
+from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
+from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
+from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.news_form import news_form_problem, normalise_news
 from memoryquest.stages.queries_contracts import (
     QueryCandidateDraft,
@@ -63,7 +64,6 @@ from memoryquest.stages.queries_contracts import (
     ReferenceRelevanceInputs,
     RelevanceAnswer,
 )
-from memoryquest.stages.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
 from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 

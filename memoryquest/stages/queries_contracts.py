@@ -76,7 +76,7 @@ class QueryGenerationInputs(PromptInputs):
     """One persona's real content and the rules its candidate queries must follow.
 
     The persona blobs are the JSON dumps of :class:`~memoryquest.contracts.Persona`
-    parts, as :func:`memoryquest.stages.common.persona_variables` writes them.
+    parts, as :func:`memoryquest.generation.common.persona_variables` writes them.
     """
 
     template_id: ClassVar[str] = "query_generation"

@@ -13,7 +13,7 @@ that could hold them). It lists every sentence that points ahead, announces
 itself or retells an earlier conversation.
 
 A conversation with a flagged sentence is refused with the reason
-``flagged``; the dialogue loop (:mod:`memoryquest.stages.regeneration`) asks
+``flagged``; the dialogue loop (:mod:`memoryquest.generation.regeneration`) asks
 for it again, and once ``max_regenerations`` is spent the query goes with it.
 A flag that quotes nothing the named turn says is a misreading and is
 dropped. The requests are billed to the usage stage ``review``; the run's
@@ -32,9 +32,9 @@ from memoryquest.contracts import (
     Session,
     Stage,
 )
+from memoryquest.generation.common import failure_reason, normalise_text, rejected
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.errors import LLMOutputError
-from memoryquest.stages.common import failure_reason, normalise_text, rejected
 from memoryquest.stages.review_contracts import (
     EarlierTurn,
     FlaggedSentence,

@@ -58,11 +58,7 @@ from memoryquest.contracts import (
     Timeline,
     TimelineEvent,
 )
-from memoryquest.ids import make_id
-from memoryquest.llm.client import LLMOutputError, ModelClient
-from memoryquest.llm.request import LLMRequest
-from memoryquest.settings import GenerationSettings
-from memoryquest.stages.common import (
+from memoryquest.generation.common import (
     TRIM_LEVELS,
     contains_verbatim,
     failure_reason,
@@ -70,8 +66,12 @@ from memoryquest.stages.common import (
     spread,
     task_variables,
 )
+from memoryquest.generation.regeneration import Regeneration, Round, regenerate
+from memoryquest.ids import make_id
+from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.request import LLMRequest
+from memoryquest.settings import GenerationSettings
 from memoryquest.stages.news_form import news_form_problem, normalise_news
-from memoryquest.stages.regeneration import Regeneration, Round, regenerate
 from memoryquest.stages.timelines_contracts import (
     EventDraft,
     TimelineDraft,

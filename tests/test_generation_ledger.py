@@ -8,9 +8,7 @@ import datetime as dt
 import pytest
 
 from memoryquest.contracts import Role, Session, Turn
-from memoryquest.settings import GenerationSettings
-from memoryquest.stages.dialogues import expand_dialogues
-from memoryquest.stages.ledger import (
+from memoryquest.generation.ledger import (
     NO_LEDGER,
     Ledger,
     LedgerFact,
@@ -20,6 +18,8 @@ from memoryquest.stages.ledger import (
     ledger_for,
     said_sentence,
 )
+from memoryquest.settings import GenerationSettings
+from memoryquest.stages.dialogues import expand_dialogues
 
 try:
     from tests.generation_fixture import generated, simulated_client

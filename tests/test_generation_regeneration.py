@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import pytest
 
 from memoryquest.contracts import RejectedCandidate, RejectionReason
+from memoryquest.generation.common import failure_reason, rejected
+from memoryquest.generation.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
 from memoryquest.ids import make_id
 from memoryquest.llm.errors import LLMContextLengthError, LLMOutputError, LLMTransportError
-from memoryquest.stages.common import failure_reason, rejected
-from memoryquest.stages.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
 
 PERSONA = make_id("persona", "user0")
 

@@ -1,5 +1,8 @@
-"""Open whatever the user points a reading command at (``audit``, ``explore``): a generated
-dataset directory or a published one, told apart the same way by both."""
+"""Open whatever the user points a reading command at (``audit``, ``explore``, ``pgr``): a
+generated dataset directory or a published one, told apart the same way by all.
+
+It lives with the commands, not in ``audit/``: reading a published dataset needs
+:mod:`memoryquest.publish`, which runs the audit before it publishes."""
 
 from __future__ import annotations
 
