@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,9 +50,12 @@ def generated_settings() -> Settings:
 @functools.cache
 def build_generated_dataset() -> GeneratedDataset:
     """The pipeline's own output for :data:`GENERATED_USERS` (shared: copy before changing it)."""
-    dataset = asyncio.run(
-        generate_dataset(load_users(*GENERATED_USERS), simulated_client(), generated_settings())
+    run = functools.partial(
+        generate_dataset, load_users(*GENERATED_USERS), simulated_client(), generated_settings()
     )
+    # In a thread of its own: the first test to ask may already run an event loop (Playwright's).
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        dataset = thread.submit(lambda: asyncio.run(run())).result()
     assert {p.source_user_id for p in dataset.personas} == set(GENERATED_USERS)
     assert dataset.queries and dataset.facts and dataset.validation, "the pipeline kept nothing"
     assert any(s.reference_id for s in dataset.sessions)
