@@ -4,7 +4,7 @@ Tests that need "a dataset" use the pipeline's own output
 (tests/generated_dataset_fixture.py, the ``generated_dataset`` and
 ``published_generated`` fixtures). This one stays for what generation cannot
 give on demand: a known shape (six users, so three non-trivial splits; fixed
-counts on the card; rejected candidates of every reason; all three PGR methods
+counts on the card, schema and similarity rejections among them; all three PGR methods
 and judges without running them), a marker phrase before every reference that
 the validity audit must catch, and rows a test rewrites into hostile text.
 
