@@ -67,10 +67,9 @@ def dataset(generated_dataset: GeneratedDataset) -> GeneratedDataset:
 
 
 @pytest.fixture(scope="module")
-def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    destination = tmp_path_factory.mktemp("published") / "memoryquest"
-    publish_dataset(dataset, destination, Settings(), allow_failed_audit=True)
-    return destination
+def published(published_generated: Path) -> Path:
+    """``dataset`` published once per session (tests copy it before writing)."""
+    return published_generated
 
 
 @pytest.fixture(scope="module")
