@@ -11,8 +11,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from memoryquest.dataset import GeneratedDataset
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -251,3 +255,37 @@ def collections() -> Iterator[list[int]]:
     gc.callbacks.append(note)
     yield started
     gc.callbacks.remove(note)
+
+
+# --------------------------------------------------------------------------- generated dataset
+
+
+@pytest.fixture(scope="session")
+def generated_dataset() -> GeneratedDataset:
+    """The real pipeline's output for three bundled users (tests/generated_dataset_fixture.py).
+
+    Shared by the whole session: a test that changes it works on ``model_copy(deep=True)``.
+    """
+    try:
+        from tests.generated_dataset_fixture import build_generated_dataset
+    except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
+        from generated_dataset_fixture import build_generated_dataset
+
+    return build_generated_dataset()
+
+
+@pytest.fixture(scope="session")
+def published_generated(
+    generated_dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """:func:`generated_dataset` published once per session (read it, never write into it).
+
+    Published with ``allow_failed_audit``: three simulated users are too few for every gate of the
+    validity audit, and the card then says it failed.
+    """
+    from memoryquest.publish import publish_dataset
+    from memoryquest.settings import Settings
+
+    destination = tmp_path_factory.mktemp("generated") / "memoryquest"
+    publish_dataset(generated_dataset, destination, Settings(), allow_failed_audit=True)
+    return destination

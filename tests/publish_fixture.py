@@ -1,4 +1,12 @@
-"""A small, realistic GeneratedDataset for the publish tests.
+"""A hand-made GeneratedDataset for the edge cases the generator does not produce.
+
+Tests that need "a dataset" use the pipeline's own output
+(tests/generated_dataset_fixture.py, the ``generated_dataset`` and
+``published_generated`` fixtures). This one stays for what generation cannot
+give on demand: a known shape (six users, so three non-trivial splits; fixed
+counts on the card, schema and similarity rejections among them; all three PGR methods
+and judges without running them), a marker phrase before every reference that
+the validity audit must catch, and rows a test rewrites into hostile text.
 
 Built from the real PersonaLens profiles bundled in ``personas/personalens``
 (user0 .. user5): personas are parsed from their files; queries come from
@@ -6,9 +14,6 @@ their multi-domain tasks; references, timeline filler and dialogue turns are
 worded from their affinities and interaction summaries; facts, validation
 results and rejected candidates follow the ground-truth chain of SPEC §3.
 Everything is deterministic (seeded per user), so tests can compare bytes.
-
-The generator's real output can replace :func:`build_publish_fixture` once it
-exists: the publish tests only rely on the dataset's contracts.
 """
 
 from __future__ import annotations

@@ -19,15 +19,11 @@ from memoryquest.dataset import (
     write_jsonl,
 )
 
-try:
-    from tests.publish_fixture import build_publish_fixture
-except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
-    from publish_fixture import build_publish_fixture
-
 
 @pytest.fixture(scope="module")
-def dataset() -> GeneratedDataset:
-    return build_publish_fixture(users=2, queries_per_user=2)
+def dataset(generated_dataset: GeneratedDataset) -> GeneratedDataset:
+    """The pipeline's own output for three bundled users (tests/generated_dataset_fixture.py)."""
+    return generated_dataset.model_copy(deep=True)
 
 
 def test_every_table_and_the_manifest_round_trip(dataset: GeneratedDataset, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from memoryquest.contracts import Session
+from memoryquest.contracts import Query, Session
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.publish.explorer import EXPLORER_DIR, write_explorer
 
@@ -36,6 +36,13 @@ try:
     )
 except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
     from test_explorer_data import EMOJI_LEAD, HOSTILE, explorer_dataset, publish, recorded_audit
+
+try:
+    from tests.generated_dataset_fixture import card_figures
+    from tests.test_explorer_data import read_index
+except ModuleNotFoundError:
+    from generated_dataset_fixture import card_figures
+    from test_explorer_data import read_index
 
 pytestmark = pytest.mark.browser
 
@@ -94,7 +101,18 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, published: Path) -> Iterator[Page]:
-    """A fresh page on the published explorer; fails the test on any script error or console error."""
+    """A fresh page on the edge-case explorer; fails the test on any script error or console error."""
+    yield from open_explorer(browser, published)
+
+
+@pytest.fixture
+def generated_page(browser: Browser, published_generated: Path) -> Iterator[Page]:
+    """A fresh page on the explorer of the pipeline's own output (tests/generated_dataset_fixture.py)."""
+    yield from open_explorer(browser, published_generated)
+
+
+def open_explorer(browser: Browser, published: Path) -> Iterator[Page]:
+    """The explorer's persona list in a new context; after the test, no script or console error."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     problems: list[str] = []
@@ -192,7 +210,11 @@ def test_every_reference_span_is_highlighted_exactly(
 def test_retrieval_shows_each_methods_facts_and_covered_references(
     page: Page, dataset: GeneratedDataset, published: Path
 ) -> None:
-    query = dataset.queries[1]
+    check_retrieval(page, dataset, published, dataset.queries[1])
+
+
+def check_retrieval(page: Page, dataset: GeneratedDataset, published: Path, query: Query) -> None:
+    """Each method's retrieved facts in order, the supporting ones marked, the found references counted."""
     page.goto(f"{entry_url(published)}#p={query.persona_id}&q={query.query_id}")
     page.wait_for_selector("table.retrieval")
     rows = [
@@ -201,7 +223,9 @@ def test_retrieval_shows_each_methods_facts_and_covered_references(
         if v.query_id == query.query_id and v.judge.value == "provenance"
     ]
     for row in rows:
-        details = page.locator(f'details.retrieved[data-method="{row.method.value}"]')
+        # a budget-matched baseline is shown as "<baseline>@<method>"
+        key = row.method.value + (f"@{row.baseline_for.value}" if row.baseline_for else "")
+        details = page.locator(f'details.retrieved[data-method="{key}"]')
         listed = details.locator("ol.fact-list > li.fact")
         assert listed.count() == len(row.retrieved_fids)
         assert [
@@ -209,8 +233,9 @@ def test_retrieval_shows_each_methods_facts_and_covered_references(
         ] == row.retrieved_fids
         supporting = {fid for j in row.judgements for fid in j.supporting_fids}
         assert details.locator("li.fact.supports").count() == len(supporting)
-        cells = page.locator(f'table.retrieval tr[data-method="{row.method.value}"] td.found')
+        cells = page.locator(f'table.retrieval tr[data-method="{key}"] td.found')
         assert cells.count() == sum(j.found for j in row.judgements)
+    assert rows
     # switching the judge re-renders with that judge's verdicts
     page.select_option("#judge", "embedding")
     page.wait_for_selector("text=Retrieval (embedding judge)")
@@ -332,3 +357,108 @@ def test_a_partial_dataset_renders_without_errors(
     page.wait_for_selector("text=There is no persona p_0000000000000000 in this dataset.")
     context.close()
     assert errors == []
+
+
+# --------------------------------------------------------------------------- generated data
+
+
+def test_the_overview_shows_the_figures_the_card_states(
+    generated_page: Page, published_generated: Path
+) -> None:
+    """The pipeline's own output: totals and each method's recall per judge, as the card prints them."""
+    page = generated_page
+    card = card_figures(published_generated)
+    assert (
+        page.locator("#run")
+        .inner_text()
+        .startswith(
+            f"{card.users} personas · {card.queries} queries · {card.sessions} sessions"
+            f" · {card.facts} facts · "
+        )
+    )
+    assert page.locator("#persona-count").inner_text() == (
+        f"{card.users} of {card.users} personas · {card.queries} queries"
+    )
+    assert page.locator("#persona-list a.persona-link").count() == card.users
+    methods = read_index(published_generated / EXPLORER_DIR)["methods"]
+    judges = sorted({judge for _, judge in card.recall})
+    assert judges == ["embedding", "provenance"]
+    for judge in judges:
+        page.select_option("#judge", judge)
+        table = page.locator("table.grid", has_text=f"Mean recall per method ({judge} judge)")
+        table.wait_for()
+        shown = [
+            [cell.inner_text() for cell in row.locator("th, td").all()]
+            for row in table.locator("tbody tr").all()
+        ]
+        expected = []
+        for method in methods:
+            if method["baseline_for"] is None:
+                queries, recall = card.recall[method["method"], judge]
+            else:
+                queries, recall = card.baseline_recall[
+                    method["method"], method["baseline_for"], judge
+                ]
+            expected.append([method["label"], str(queries), recall])
+        assert shown == expected, judge
+        # every row of the card's tables for this judge is on the page
+        assert {m["method"] for m in methods if m["baseline_for"] is None} == {
+            method for method, j in card.recall if j == judge
+        }
+        assert {(m["method"], m["baseline_for"]) for m in methods if m["baseline_for"]} == {
+            (baseline, method) for baseline, method, j in card.baseline_recall if j == judge
+        }
+    page.screenshot(path=str(artifact("explorer-generated-overview.png")))
+
+
+def test_a_generated_query_through_to_its_sessions_and_retrieval(
+    generated_page: Page, generated_dataset: GeneratedDataset, published_generated: Path
+) -> None:
+    """Persona → query → each reference's session, its recorded span highlighted; then retrieval."""
+    page = generated_page
+    query = generated_dataset.queries[0]
+    persona = next(p for p in generated_dataset.personas if p.persona_id == query.persona_id)
+    page.click(f'#persona-list a[data-persona-id="{persona.persona_id}"]')
+    page.wait_for_selector(f'tr.query-row[data-query-id="{query.query_id}"]')
+    assert page.locator("article.persona h2").inner_text().startswith(persona.source_user_id)
+    page.click(f'a.query-link[data-query-id="{query.query_id}"]')
+    page.wait_for_selector(f'section.query[data-query-id="{query.query_id}"]')
+    assert page.locator("tr.reference-row").count() == len(query.references)
+    assert page.locator("ol.timeline li.event:not(.query-date)").count() == len(
+        next(t for t in generated_dataset.timelines if t.query_id == query.query_id).events
+    )
+    sessions = [s for s in generated_dataset.sessions if s.query_id == query.query_id]
+    carrying = [s for s in sessions if s.reference_spans]
+    assert {s.reference_id for s in carrying} == {r.reference_id for r in query.references}
+    for session in carrying:
+        page.click(f'a.session-link[data-reference-id="{session.reference_id}"]')
+        mark = page.locator("#session-pane mark.ref-span")
+        mark.first.wait_for()
+        assert mark.count() == len(session.reference_spans), session.session_id
+        assert [mark.nth(i).text_content() for i in range(mark.count())] == [
+            session.turns[span.turn_index].content[span.start : span.end]
+            for span in session.reference_spans
+        ]
+        facts = [f for f in generated_dataset.facts if session.session_id in f.session_ids]
+        assert page.locator("#session-pane ul.session-facts li.fact").count() == len(facts)
+    page.screenshot(path=str(artifact("explorer-generated-session.png")))
+    check_retrieval(page, generated_dataset, published_generated, query)
+
+
+def test_the_generated_audit_beside_the_plots(
+    generated_page: Page, published_generated: Path
+) -> None:
+    """The audit publish ran on the generated dataset (the card says it failed) is the one shown."""
+    page = generated_page
+    audit = recorded_audit(published_generated)
+    card = (published_generated / "README.md").read_text(encoding="utf-8")
+    assert ("The dataset passed `memoryquest audit`" in card) is audit["passed"]
+    page.click("#tab-audit")
+    page.wait_for_selector("table.checks")
+    assert page.locator("table.checks tbody tr").count() == len(audit["checks"])
+    failed = [c for c in audit["checks"] if c["threshold"] is not None and not c["passed"]]
+    missed = [c for c in audit["checks"] if c.get("on_target") is False]
+    assert page.locator("table.checks tr.fail").count() == len(failed) + len(missed)
+    verdict = page.locator("p.verdict").first
+    assert verdict.get_attribute("class") == ("verdict pass" if audit["passed"] else "verdict fail")
+    assert page.locator(".plots img").count() == 2

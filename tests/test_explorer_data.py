@@ -387,8 +387,10 @@ def test_explore_a_published_dataset_prints_its_explorer(
 
 
 def test_explore_builds_for_a_generated_dataset(
-    dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    generated_dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The pipeline's own output saved as ``generate`` saves it (tests/generated_dataset_fixture.py)."""
+    dataset = generated_dataset
     generated = dataset.model_copy(deep=True)
     assert generated.manifest is not None
     generated.manifest = generated.manifest.model_copy(update={"audit": None})
@@ -398,7 +400,18 @@ def test_explore_builds_for_a_generated_dataset(
     assert (code, err) == (0, "")
     assert out.startswith(f"explorer: {(directory / 'explorer' / 'index.html').absolute()}\n")
     index = read_index(directory / "explorer")
-    assert index["totals"]["personas"] == len(dataset.personas)
+    assert index["totals"] == {
+        "personas": len(dataset.personas),
+        "queries": len(dataset.queries),
+        "sessions": len(dataset.sessions),
+        "facts": len(dataset.facts),
+        "validation": len(dataset.validation),
+        "rejected": len(dataset.rejected),
+    }
+    assert [m["key"] for m in index["methods"]] == ["query_only", "pgr_cot", "bm25@pgr_cot"]
+    assert sorted(p["id"] for p in index["personas"]) == sorted(
+        p.persona_id for p in dataset.personas
+    )
     assert index["audit"] == AUDIT  # from `memoryquest audit --write`
     assert index["plots"] == []
     # building again replaces the earlier explorer, also at an explicit --output

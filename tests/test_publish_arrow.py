@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from memoryquest.contracts import TABLES, Id, QueryLabels, RunManifest
-from memoryquest.dataset import split_tables
+from memoryquest.dataset import GeneratedDataset, split_tables
 from memoryquest.publish.arrow import (
     UnsupportedAnnotation,
     arrow_schema,
@@ -18,11 +18,6 @@ from memoryquest.publish.arrow import (
     rows_to_table,
     table_to_rows,
 )
-
-try:
-    from tests.publish_fixture import build_publish_fixture
-except ModuleNotFoundError:  # tests/ is not a package: pytest puts it on sys.path
-    from publish_fixture import build_publish_fixture
 
 
 class Colour(StrEnum):
@@ -119,8 +114,8 @@ def test_every_published_table_has_a_schema_with_nested_columns() -> None:
     assert arrow_schema(TABLES["rejected"], "rejected").field("payload_json").type == pa.string()
 
 
-def test_fixture_tables_convert_exactly() -> None:
-    tables = split_tables(build_publish_fixture(users=2, queries_per_user=2))
+def test_generated_tables_convert_exactly(generated_dataset: GeneratedDataset) -> None:
+    tables = split_tables(generated_dataset)
     for name, model in TABLES.items():
         rows = tables[name]
         table = rows_to_table(rows, arrow_schema(model, name))

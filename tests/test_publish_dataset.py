@@ -61,14 +61,31 @@ def _by_id(dataset: GeneratedDataset, name: str) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def dataset() -> GeneratedDataset:
+def dataset(generated_dataset: GeneratedDataset) -> GeneratedDataset:
+    """The pipeline's own output for three bundled users (tests/generated_dataset_fixture.py)."""
+    return generated_dataset.model_copy(deep=True)
+
+
+@pytest.fixture(scope="module")
+def published(published_generated: Path) -> Path:
+    """``dataset`` published once per session (tests copy it before writing)."""
+    return published_generated
+
+
+@pytest.fixture(scope="module")
+def handmade() -> GeneratedDataset:
+    """Six users, three queries each, every reference after the same marker words: for the tests
+    that expect a known shape (split sizes, counts on the card, rejections of every reason, a
+    marker the audit catches) that three generated users cannot give."""
     return build_publish_fixture(users=6, queries_per_user=3)
 
 
 @pytest.fixture(scope="module")
-def published(dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    destination = tmp_path_factory.mktemp("published") / "memoryquest"
-    publish_dataset(dataset, destination, Settings(), allow_failed_audit=True)
+def handmade_published(
+    handmade: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    destination = tmp_path_factory.mktemp("handmade") / "memoryquest"
+    publish_dataset(handmade, destination, Settings(), allow_failed_audit=True)
     return destination
 
 
@@ -113,19 +130,21 @@ def test_rows_are_sorted_and_carry_schema_version(published: Path) -> None:
             assert table.schema.metadata[b"table"] == config.encode()
 
 
-def test_no_user_in_two_splits_in_any_table(published: Path, dataset: GeneratedDataset) -> None:
+def test_no_user_in_two_splits_in_any_table(
+    handmade_published: Path, handmade: GeneratedDataset
+) -> None:
     split_of: dict[str, str] = {}
     for config in TABLES:
         for split in SPLITS:
             table = pq.read_table(
-                published / "data" / config / f"{split}-00000-of-00001.parquet",
+                handmade_published / "data" / config / f"{split}-00000-of-00001.parquet",
                 columns=["persona_id"],
             )
             for persona_id in table.column("persona_id").to_pylist():
                 assert split_of.setdefault(persona_id, split) == split, (
                     f"{persona_id} is in two splits ({config})"
                 )
-    assert set(split_of) == {p.persona_id for p in dataset.personas}
+    assert set(split_of) == {p.persona_id for p in handmade.personas}
     assert sorted(split_of.values()).count("train") == 4
     assert {s: list(split_of.values()).count(s) for s in SPLITS} == {
         "train": 4,
@@ -149,35 +168,37 @@ def test_publishing_twice_gives_identical_bytes(
     assert differing == []
 
 
-def test_manifest_records_run_and_publish_info(published: Path, dataset: GeneratedDataset) -> None:
-    manifest = json.loads((published / "manifest.json").read_text(encoding="utf-8"))
+def test_manifest_records_run_and_publish_info(
+    handmade_published: Path, handmade: GeneratedDataset
+) -> None:
+    manifest = json.loads((handmade_published / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["simulated"] is True
-    assert manifest["embedder"] == dataset.manifest.embedder
+    assert manifest["embedder"] == handmade.manifest.embedder
     assert manifest["settings"]["generation"]["gamma_max"] == 0.3
     assert manifest["settings"]["pgr"]["query_only_k"] == 20
     assert [p["template_id"] for p in manifest["prompts"]] == [
-        p.template_id for p in dataset.manifest.prompts
+        p.template_id for p in handmade.manifest.prompts
     ]
     assert sum(u["input_tokens"] for u in manifest["usage"]) == sum(
-        u.input_tokens for u in dataset.manifest.usage
+        u.input_tokens for u in handmade.manifest.usage
     )
     publish = manifest["publish"]
     assert publish["ratios"] == {"train": 0.8, "validation": 0.1, "test": 0.1}
     assert publish["split_seed"] == 13
     assert publish["row_counts"]["queries"] == {"train": 12, "validation": 3, "test": 3}
-    assert sum(publish["row_counts"]["history"].values()) == len(dataset.sessions)
+    assert sum(publish["row_counts"]["history"].values()) == len(handmade.sessions)
     listed = {f["path"]: f for f in publish["files"]}
-    on_disk = set(_files(published)) - {"manifest.json"}
+    on_disk = set(_files(handmade_published)) - {"manifest.json"}
     assert set(listed) == on_disk
     for relative, entry in listed.items():
-        assert sha256_file(published / relative) == entry["sha256"]
-        assert (published / relative).stat().st_size == entry["bytes"]
+        assert sha256_file(handmade_published / relative) == entry["sha256"]
+        assert (handmade_published / relative).stat().st_size == entry["bytes"]
 
 
 def test_card_has_configs_statistics_and_attribution(
-    published: Path, dataset: GeneratedDataset
+    handmade_published: Path, handmade: GeneratedDataset
 ) -> None:
-    card = (published / "README.md").read_text(encoding="utf-8")
+    card = (handmade_published / "README.md").read_text(encoding="utf-8")
     meta = _front_matter(card)
     assert meta["license"] == "cc-by-nc-4.0"
     assert "question-answering" in meta["task_categories"]
@@ -190,9 +211,10 @@ def test_card_has_configs_statistics_and_attribution(
     body = card.split("---\n", 2)[2]
     assert "SIMULATED DATA" in body and "not from a language model" in body
     assert (
-        f"6 users, 18 queries, {len(dataset.sessions)} sessions, {len(dataset.facts)} facts" in body
+        f"6 users, 18 queries, {len(handmade.sessions)} sessions, {len(handmade.facts)} facts"
+        in body
     )
-    gammas = sorted(q.gamma for q in dataset.queries)
+    gammas = sorted(q.gamma for q in handmade.queries)
     assert f"| γ (mean query–reference cosine) | {gammas[0]:.3f} |" in body
     assert (
         "| references per query |" in body
@@ -442,9 +464,9 @@ def test_a_secret_inside_the_data_stops_publishing(
 
 
 def test_cli_publish(
-    dataset: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    handmade: GeneratedDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = dataset.save(tmp_path / "generated")
+    source = handmade.save(tmp_path / "generated")
     destination = tmp_path / "hub" / "memoryquest"
     assert (
         main(
@@ -484,13 +506,13 @@ def test_cli_publish(
 
 
 def test_a_dataset_that_fails_its_audit_is_not_published(
-    dataset: GeneratedDataset, tmp_path: Path
+    handmade: GeneratedDataset, tmp_path: Path
 ) -> None:
     # The fixture states every reference after the same words ("By the way, for context: ..."): a marker.
     with pytest.raises(
         AuditFailedError, match="exclusive_ngram: 'by the way for context'"
     ) as caught:
-        publish_dataset(dataset, tmp_path / "out", Settings())
+        publish_dataset(handmade, tmp_path / "out", Settings())
     assert not caught.value.report.passed
     assert list(tmp_path.iterdir()) == []
 
@@ -542,9 +564,9 @@ def test_the_publish_command_refuses_a_failed_audit_in_one_line(
 
 
 @pytest.fixture(scope="module")
-def judged(dataset: GeneratedDataset) -> tuple[GeneratedDataset, WinRateReport]:
+def judged(handmade: GeneratedDataset) -> tuple[GeneratedDataset, WinRateReport]:
     """The fixture with BM25 at each PGR-ToT budget, and the Win Rate report of their answers."""
-    with_bm25 = with_baselines(dataset)
+    with_bm25 = with_baselines(handmade)
     queries = {r.query_id for r in with_bm25.validation if r.method is RetrievalMethod.PGR_TOT}
     scores = [(1.0, 0.5, 0.0)[i % 3] for i in range(len(queries))]  # won, split, lost, ...
     return with_bm25, judged_report(with_bm25, scores, samples=200)
