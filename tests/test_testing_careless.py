@@ -46,11 +46,12 @@ USERS = ["user0"]
 # README's careless table has user0,user5). Strict: once a gate catches its fault, the test
 # fails until the mark is taken off.
 BELOW_TARGET = {
-    Fault.FORESHADOW: "foreshadow about 25%: forward cues in words of their own pass the gate",
-    Fault.ANNOUNCE: "announce about 15%: asides in words of their own pass the marked gate",
-    Fault.INFERENCE: "inference about 79%: hedged and plain inferences pass the unsupported gate",
-    Fault.CONTRADICTION: "contradiction about 30-40%: reversals and changed values pass the gate",
-    Fault.MARKDOWN: "markdown about 93%: italics, rules, quotes, lettered lists pass the gate",
+    Fault.FORESHADOW: "foreshadow about 64% (user0,user5): forward cues in words of their own "
+    "pass the foreshadow gate",
+    Fault.ANNOUNCE: "announce about 45% (user0,user5): asides in words of their own pass the "
+    "marked gate",
+    Fault.INFERENCE: "inference about 78%: hedged and plain inferences pass the unsupported gate",
+    Fault.CONTRADICTION: "contradiction about 55%: reversals and changed values pass the gates",
 }
 
 
