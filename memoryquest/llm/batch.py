@@ -676,7 +676,7 @@ class BatchProcessor:
             "endpoint.batch_enqueued_tokens_max if this repeats)",
             inflight["input_file_id"],
             len(inflight["custom_ids"]),
-            ", ".join(f"{queue.max_tokens(model):,} for {model}" for model in tokens) or "?",
+            ", ".join(f"{queue.max_tokens(model):,} of {model}" for model in tokens) or "?",
         )
         return False
 
