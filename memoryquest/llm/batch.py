@@ -35,9 +35,15 @@ window ``24h``) and polled with a growing interval
 read and every answer line goes through the exchange's own checks
 (``ChatExchange.judge``: refusal, ``finish_reason`` length or content_filter,
 schema validation, repair turn), so a batch answer is held to the same rules
-as an online one. Good answers go to the per-request cache at once. Only a
-set above the service's per-batch limits (50,000 lines, ~200 MB) is split
-into several batches, sent and polled together.
+as an online one. Good answers go to the per-request cache at once. A set
+above the service's per-batch limits (50,000 lines, ~200 MB) or above the
+prompt tokens the provider lets a project hold in unfinished batches per
+model (``endpoint.batch_enqueued_tokens_max``) is cut into several batch
+files; each is created once our batches in flight leave it room, and a batch
+the provider refuses for that limit goes again when an earlier one finishes
+(:mod:`memoryquest.llm.batch_queue`). Polling looks for the batch's end
+through every status the service reports (``validating``, ``in_progress``,
+``finalizing``, ``cancelling``).
 
 Failed rows, and only those, go out again as a new, smaller batch: a
 schema-invalid answer with its repair turn, a truncated one with twice the
@@ -62,7 +68,8 @@ done. Since what the collector gathers depends on timing, a restarted run
 matches recorded batches by REQUEST, not by set: when the collector sends,
 any request whose cache key a recorded, unfinished batch holds waits for
 that batch (polled, not sent again; if the crash came between creating the
-batch and recording its id, the batch is found again by its input file).
+batch and recording its id, the batch is found again by its input file,
+looking through every page of the project's batch list).
 Lines of an adopted batch nobody has asked for yet are kept in memory and
 answer their request when it comes, without a new line. Rows answered
 before the crash are in the cache and never sent again. A recorded batch
