@@ -632,9 +632,11 @@ class BatchProcessor:
                 await queue.acquire(tokens)
                 try:
                     batch_id = await self._create(inflight["input_file_id"], state["rounds"])
-                except LLMConfigurationError as exc:
+                except BaseException as exc:  # cancelled too: the tokens were never enqueued
                     queue.release(tokens)
-                    if not is_token_limit_refusal([(None, str(exc)), (None, str(exc.__cause__))]):
+                    if not isinstance(exc, LLMError) or not is_token_limit_refusal(
+                        [(None, str(exc)), (None, str(exc.__cause__))]
+                    ):
                         raise
                     if not await self._again_after_refusal(inflight, queue, tokens):
                         return None
