@@ -76,18 +76,18 @@ async def test_alone_in_the_queue_a_batch_always_goes_and_a_refusal_halves_the_c
     queue = BatchQueue(lambda _: 100)
     await queue.acquire({"m": 500})  # nothing of ours in flight: it goes (the service decides)
     queue.release({"m": 500})
-    assert await queue.refused({"m": 500}) is False
+    assert await queue.refused({"m": 500}, "file-a", 5) is False
     assert queue.max_tokens("m") == 100  # already below half of 500
     await queue.acquire({"m": 80})
     queue.release({"m": 80})
-    assert await queue.refused({"m": 80}) is False
+    assert await queue.refused({"m": 80}, "file-b", 2) is False
     assert queue.max_tokens("m") == 40
 
 
 async def test_a_refusal_while_ours_are_in_flight_waits_for_one_to_finish() -> None:
     queue = BatchQueue(lambda _: 100)
     await queue.acquire({"m": 60})
-    again = asyncio.ensure_future(queue.refused({"m": 30}))
+    again = asyncio.ensure_future(queue.refused({"m": 30}, "file-c", 1))
     await asyncio.sleep(0)
     assert not again.done()
     queue.release({"m": 60})

@@ -638,7 +638,9 @@ class BatchProcessor:
                         [(None, str(exc)), (None, str(exc.__cause__))]
                     ):
                         raise
-                    if not await self._again_after_refusal(inflight, queue, tokens):
+                    if not await queue.refused(
+                        tokens, inflight["input_file_id"], len(inflight["custom_ids"])
+                    ):
                         return None
                     resumed = False
                     continue
@@ -663,31 +665,11 @@ class BatchProcessor:
                 return batch
             inflight["batch_id"] = None
             _write_state(path, state)
-            if not await self._again_after_refusal(inflight, queue, tokens):
+            if not await queue.refused(
+                tokens, inflight["input_file_id"], len(inflight["custom_ids"])
+            ):
                 return None
             resumed = False
-
-    @staticmethod
-    async def _again_after_refusal(
-        inflight: dict[str, Any], queue: BatchQueue, tokens: dict[str, int]
-    ) -> bool:
-        """Whether a batch refused for the queue limit goes again now (one of ours has finished)."""
-        if await queue.refused(tokens):
-            log.info(
-                "batch of %s refused for the enqueued-token limit: sending it again now that "
-                "an earlier batch has finished",
-                inflight["input_file_id"],
-            )
-            return True
-        log.warning(
-            "batch of %s refused for the enqueued-token limit with none of ours in flight: its %d "
-            "requests go in the next round, cut under %s prompt tokens (lower "
-            "endpoint.batch_enqueued_tokens_max if this repeats)",
-            inflight["input_file_id"],
-            len(inflight["custom_ids"]),
-            ", ".join(f"{queue.max_tokens(model):,} of {model}" for model in tokens) or "?",
-        )
-        return False
 
     # --- one batch ------------------------------------------------------------------------
 

@@ -22,12 +22,15 @@ as the provider does not count it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memoryquest.llm.tokens import token_counter
+
+log = logging.getLogger(__name__)
 
 # Published "Batch queue limit" of usage tier 1 (the lowest paid tier), in prompt tokens per model:
 # OpenAI's rate-limit table for tier 1 (platform.openai.com/docs/guides/rate-limits, as quoted in
@@ -153,7 +156,7 @@ class BatchQueue:
         released, self._released = self._released, asyncio.Event()
         released.set()
 
-    async def refused(self, tokens: Mapping[str, int]) -> bool:
+    async def refused(self, tokens: Mapping[str, int], input_file_id: str, requests: int) -> bool:
         """After the provider refused a batch of ``tokens`` for its queue limit (already released).
 
         True once one of our batches has finished since: send it again. False when none of ours
@@ -163,6 +166,19 @@ class BatchQueue:
         if self.in_flight == 0:
             for model, count in tokens.items():
                 self.lowered[model] = min(self.max_tokens(model), max(1, count // 2))
+            log.warning(
+                "batch of %s refused for the enqueued-token limit with none of ours in flight: its "
+                "%d requests go in the next round, cut under %s prompt tokens (lower "
+                "endpoint.batch_enqueued_tokens_max if this repeats)",
+                input_file_id,
+                requests,
+                ", ".join(f"{self.max_tokens(model):,} of {model}" for model in tokens) or "?",
+            )
             return False
         await self._released.wait()
+        log.info(
+            "batch of %s refused for the enqueued-token limit: sending it again now that an "
+            "earlier batch has finished",
+            input_file_id,
+        )
         return True
