@@ -821,7 +821,16 @@ async def test_a_batch_refused_for_the_queue_limit_goes_again_when_an_earlier_on
     client = make_client(tmp_path / "run")  # the client believes the published, larger limit
     assert client.batch is not None
     client.batch.options = dataclasses.replace(client.batch.options, max_lines=5)
-    assert_complete(await client.complete_all(requests_for(WORDS)))
+    server.batch_polls = 10**6  # the first accepted batch runs only once the other was refused
+    run = asyncio.ensure_future(client.complete_all(requests_for(WORDS)))
+    for _ in range(2000):
+        if refusals(server):
+            break
+        await asyncio.sleep(0.005)
+    else:
+        pytest.fail("the second batch was never refused")
+    server.batch_polls = 0
+    assert_complete(await run)
     (refused,) = refusals(server)
     created = [r.body["input_file_id"] for r in calls(server, "POST", "/v1/batches")]
     assert len(created) == 3 and created.count(server.batches[refused]["input_file_id"]) == 2
