@@ -839,14 +839,14 @@ async def test_a_batch_refused_for_the_queue_limit_goes_again_when_an_earlier_on
     assert state_files(tmp_path / "run") == []
 
 
-async def test_a_batch_refused_with_nothing_of_ours_in_flight_is_cut_smaller_next_round(
+async def test_a_batch_refused_with_nothing_of_ours_in_flight_is_cut_to_fit_next_round(
     server: FakeOpenAIServer, make_client: Any, tmp_path: Path
 ) -> None:
     tokens = await line_tokens_of(server, make_client, tmp_path)
     server.batch_enqueued_tokens_max = sum(tokens[:6])  # the whole round (10 lines) is refused
     assert_complete(await make_client(tmp_path / "run").complete_all(requests_for(WORDS)))
     inputs = batch_inputs(server)
-    assert [len(lines) for lines in inputs] == [10, 5, 5]  # then cut under half of what was refused
+    assert [len(lines) for lines in inputs] == [10, 6, 4]  # then cut under the limit it stated
     assert len(refusals(server)) == 1
     assert calls(server, "POST", "/v1/chat/completions") == []
 

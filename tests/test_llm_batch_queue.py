@@ -12,6 +12,7 @@ from memoryquest.llm.batch_queue import (
     line_tokens,
     published_enqueued_tokens,
     split_parts,
+    stated_limit,
 )
 from memoryquest.llm.tokens import token_counter
 
@@ -58,6 +59,24 @@ def test_token_limit_refusals_are_told_from_other_failures() -> None:
         [(None, "Enqueued token limit reached for gpt-4o-mini in organization org-x.")]
     )
     assert not is_token_limit_refusal([("invalid_json_line", "This line is not valid JSON.")])
+
+
+def test_the_limit_a_refusal_states_is_read() -> None:
+    message = (
+        "Enqueued token limit reached for gpt-4o-mini in organization org-x. "
+        "Limit: 2,000,000 enqueued tokens. Please try again once some in_progress batches "
+        "have been completed."
+    )
+    assert stated_limit([None, message]) == 2_000_000
+    assert stated_limit(["The number of enqueued tokens has surpassed the limit."]) is None
+
+
+async def test_a_stated_limit_becomes_the_cut() -> None:
+    queue = BatchQueue(lambda _: 2_000_000)
+    assert await queue.refused({"m": 500_000}, "file-a", 9, stated=90_000) is False
+    assert queue.max_tokens("m") == 90_000  # not half of 500,000: the service said what fits
+    assert await queue.refused({"m": 60_000}, "file-b", 3, stated=90_000) is False
+    assert queue.max_tokens("m") == 30_000  # it fitted the limit: someone else holds the queue
 
 
 async def test_a_batch_waits_until_ours_in_flight_leave_room() -> None:

@@ -116,6 +116,7 @@ from memoryquest.llm.batch_queue import (
     line_tokens,
     published_enqueued_tokens,
     split_parts,
+    stated_limit,
 )
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
 from memoryquest.llm.exchange import Attempt, ChatExchange
@@ -638,8 +639,12 @@ class BatchProcessor:
                         [(None, str(exc)), (None, str(exc.__cause__))]
                     ):
                         raise
+                    messages = [str(exc), str(exc.__cause__)]
                     if not await queue.refused(
-                        tokens, inflight["input_file_id"], len(inflight["custom_ids"])
+                        tokens,
+                        inflight["input_file_id"],
+                        len(inflight["custom_ids"]),
+                        stated_limit(messages),
                     ):
                         return None
                     resumed = False
@@ -665,8 +670,12 @@ class BatchProcessor:
                 return batch
             inflight["batch_id"] = None
             _write_state(path, state)
+            messages = [e.message for e in batch.errors.data]
             if not await queue.refused(
-                tokens, inflight["input_file_id"], len(inflight["custom_ids"])
+                tokens,
+                inflight["input_file_id"],
+                len(inflight["custom_ids"]),
+                stated_limit(messages),
             ):
                 return None
             resumed = False

@@ -12,7 +12,8 @@ the tokens of its own unfinished batches leave room for it. A batch the
 service still refuses for that limit waits until one of ours finishes and
 goes again; refused while none of ours is in flight (the queue is held by
 someone else, or the limit is set above the real one), its rows wait for the
-next round, cut under half of what was refused.
+next round, cut under the limit the refusal states (OpenAI's names it) or
+else under half of what was refused.
 
 The enqueued tokens of a line are its prompt tokens as the client counts
 them (tiktoken, :mod:`memoryquest.llm.tokens`); the output is not counted,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ TIER1_ENQUEUED_TOKENS: dict[str, int] = {
 UNKNOWN_MODEL_ENQUEUED_TOKENS = 2_000_000
 
 TOKEN_LIMIT_CODE = "token_limit_exceeded"
+# The refusal states the limit: "... Limit: 2,000,000 enqueued tokens. Please try again ..."
+STATED_LIMIT = re.compile(r"limit:\s*([\d,]+)\s*enqueued tokens", re.IGNORECASE)
 
 
 def published_enqueued_tokens(model: str) -> int:
@@ -78,6 +82,15 @@ def is_token_limit_refusal(codes_and_messages: Sequence[tuple[str | None, str | 
         code == TOKEN_LIMIT_CODE or "enqueued token" in (message or "").lower()
         for code, message in codes_and_messages
     )
+
+
+def stated_limit(messages: Sequence[str | None]) -> int | None:
+    """The enqueued-token limit a refusal states, if it does."""
+    for message in messages:
+        match = STATED_LIMIT.search(message or "")
+        if match:
+            return int(match[1].replace(",", ""))
+    return None
 
 
 @dataclass(frozen=True)
@@ -156,16 +169,28 @@ class BatchQueue:
         released, self._released = self._released, asyncio.Event()
         released.set()
 
-    async def refused(self, tokens: Mapping[str, int], input_file_id: str, requests: int) -> bool:
+    async def refused(
+        self,
+        tokens: Mapping[str, int],
+        input_file_id: str,
+        requests: int,
+        stated: int | None = None,
+    ) -> bool:
         """After the provider refused a batch of ``tokens`` for its queue limit (already released).
 
-        True once one of our batches has finished since: send it again. False when none of ours
-        is in flight, so waiting for ours frees nothing: the cut for these models is lowered to
-        half of the refused batch, and its rows wait for the next round.
+        A limit the refusal states (``stated``) becomes the cut for these models. True once one
+        of our batches has finished since: send it again. False when none of ours is in flight,
+        so waiting for ours frees nothing: the cut is lowered to the stated limit when the batch
+        was above it, else to half of the batch (someone else holds the queue), and its rows
+        wait for the next round.
         """
+        if stated is not None:
+            for model in tokens:
+                self.lowered[model] = min(self.max_tokens(model), stated)
         if self.in_flight == 0:
             for model, count in tokens.items():
-                self.lowered[model] = min(self.max_tokens(model), max(1, count // 2))
+                cut = stated if stated is not None and count > stated else count // 2
+                self.lowered[model] = min(self.max_tokens(model), max(1, cut))
             log.warning(
                 "batch of %s refused for the enqueued-token limit with none of ours in flight: its "
                 "%d requests go in the next round, cut under %s prompt tokens (lower "
