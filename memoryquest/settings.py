@@ -480,6 +480,18 @@ class EndpointSettings(Section):
         description="Batch mode, for the estimate's wall time: minutes from submitting a batch "
         "to its results (the Batch API promises 24 h; small batches usually come back sooner).",
     )
+    batch_enqueued_tokens_max: int | None = Field(
+        None,
+        gt=0,
+        description="Batch mode: prompt tokens per model our unfinished batches may hold at once; a "
+        "round above it is cut into several batch files, each created once earlier ones leave room. "
+        "OpenAI caps a project's enqueued batch tokens per model (its 'batch queue limit'; a batch "
+        "over it fails with token_limit_exceeded). Default: the published usage-tier-1 figure for the "
+        "model (gpt-4o-mini, gpt-3.5-turbo, o1-mini 2,000,000; gpt-4o, gpt-4-turbo, o1-preview "
+        "90,000; gpt-4 100,000; from OpenAI's rate-limit table for tier 1, as quoted in "
+        "community.openai.com/t/1028595, and the refusal quoted in openai/openai-python#2084), "
+        "2,000,000 for other models. Higher tiers allow more: set your project's figure.",
+    )
     batch_collect_seconds: float = Field(
         2.0,
         ge=0,

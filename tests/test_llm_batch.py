@@ -24,6 +24,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import Settings
 from memoryquest.simulator import simulates
 from memoryquest.testing import FakeOpenAIServer, Fault, LoggedRequest
+from memoryquest.testing.fake_openai import billed_prompt_tokens
 
 TEMPLATE_ID = "test_llm_batch_describe"
 TEMPLATE = f"""---
@@ -605,9 +606,11 @@ async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> No
         bad = await sdk.files.create(
             file=("bad.jsonl", b'{"custom_id": "a"}\nnot json\n'), purpose="batch"
         )
-        failed = await sdk.batches.create(
+        created = await sdk.batches.create(
             input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h"
         )
+        assert created.status == "validating"
+        failed = await sdk.batches.retrieve(created.id)  # validation ends at the next look
         assert failed.status == "failed" and failed.errors is not None
         assert [(e.line, e.code) for e in failed.errors.data or []] == [
             (1, "invalid_request"),
@@ -636,7 +639,8 @@ async def test_the_fake_batch_api_speaks_the_sdk(server: FakeOpenAIServer) -> No
             input_file_id=good.id, endpoint="/v1/chat/completions", completion_window="24h"
         )
         assert (await sdk.batches.retrieve(running.id)).status == "in_progress"
-        assert (await sdk.batches.cancel(running.id)).status == "cancelled"
+        assert (await sdk.batches.cancel(running.id)).status == "cancelling"
+        assert (await sdk.batches.retrieve(running.id)).status == "cancelled"
         listed = await sdk.batches.list()
         assert [b.id for b in listed.data] == [running.id, failed.id]
     finally:
@@ -767,3 +771,205 @@ async def test_batch_rounds_do_not_grow_with_the_number_of_personas(
     assert one.online == three.online == 0
     assert 0 < one.memory_lines < three.memory_lines
     assert one.memory_batches > 1 and abs(three.memory_batches - one.memory_batches) <= 1
+
+
+# --------------------------------------------------------------------------- the enqueued-token queue
+
+
+def input_tokens(server: FakeOpenAIServer, lines: list[dict[str, Any]]) -> int:
+    """The prompt tokens a batch input enqueues, as the fake server counts them."""
+    return sum(billed_prompt_tokens(line["body"]) for line in lines)
+
+
+async def line_tokens_of(server: FakeOpenAIServer, make_client: Any, tmp_path: Path) -> list[int]:
+    """The enqueued tokens of each WORDS line, measured by one unlimited run (then the log is cleared)."""
+    assert_complete(await make_client(tmp_path / "measure").complete_all(requests_for(WORDS)))
+    (lines,) = batch_inputs(server)
+    server.reset()
+    return [billed_prompt_tokens(line["body"]) for line in lines]
+
+
+def refusals(server: FakeOpenAIServer) -> list[str]:
+    return [
+        batch_id
+        for batch_id, batch in server.batches.items()
+        if batch["errors"]
+        and [e["code"] for e in batch["errors"]["data"]] == ["token_limit_exceeded"]
+    ]
+
+
+async def test_a_round_above_the_enqueued_token_limit_goes_in_several_files_that_fit(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    tokens = await line_tokens_of(server, make_client, tmp_path)
+    limit = sum(tokens[:4])  # four lines fit at once, not five
+    server.batch_enqueued_tokens_max = limit
+    client = make_client(tmp_path / "run", batch_enqueued_tokens_max=limit)
+    assert_complete(await client.complete_all(requests_for(WORDS)))
+    inputs = batch_inputs(server)
+    assert [len(lines) for lines in inputs] == [4, 4, 2]
+    assert all(input_tokens(server, lines) <= limit for lines in inputs)
+    assert refusals(server) == []  # each waited for the one before: the server never refused
+    assert calls(server, "POST", "/v1/chat/completions") == []
+
+
+async def test_a_batch_refused_for_the_queue_limit_goes_again_when_an_earlier_one_finishes(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    tokens = await line_tokens_of(server, make_client, tmp_path)
+    server.batch_enqueued_tokens_max = sum(tokens[:7])  # one file of five fits, two do not
+    client = make_client(tmp_path / "run")  # the client believes the published, larger limit
+    assert client.batch is not None
+    client.batch.options = dataclasses.replace(client.batch.options, max_lines=5)
+    server.batch_polls = 10**6  # the first accepted batch runs only once the other was refused
+    run = asyncio.ensure_future(client.complete_all(requests_for(WORDS)))
+    for _ in range(2000):
+        if refusals(server):
+            break
+        await asyncio.sleep(0.005)
+    else:
+        pytest.fail("the second batch was never refused")
+    server.batch_polls = 0
+    assert_complete(await run)
+    (refused,) = refusals(server)
+    created = [r.body["input_file_id"] for r in calls(server, "POST", "/v1/batches")]
+    assert len(created) == 3 and created.count(server.batches[refused]["input_file_id"]) == 2
+    assert calls(server, "POST", "/v1/chat/completions") == []
+    assert len(server.batch_lines) == len(WORDS)  # a refused batch runs no line
+    assert state_files(tmp_path / "run") == []
+
+
+async def test_a_batch_refused_with_nothing_of_ours_in_flight_is_cut_to_fit_next_round(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    tokens = await line_tokens_of(server, make_client, tmp_path)
+    server.batch_enqueued_tokens_max = sum(tokens[:6])  # the whole round (10 lines) is refused
+    assert_complete(await make_client(tmp_path / "run").complete_all(requests_for(WORDS)))
+    inputs = batch_inputs(server)
+    assert [len(lines) for lines in inputs] == [10, 6, 4]  # then cut under the limit it stated
+    assert len(refusals(server)) == 1
+    assert calls(server, "POST", "/v1/chat/completions") == []
+
+
+async def test_a_crashed_run_finds_its_batch_beyond_the_first_page_of_the_list(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path
+) -> None:
+    server.batch_polls = 10**6
+    output = tmp_path / "run"
+    run = asyncio.ensure_future(make_client(output).complete_all(requests_for(WORDS[:3])))
+    state = await crash_once_recorded(run, output)
+    (path,) = state_files(output)
+    state["batches"][0]["batch_id"] = None  # as if the process died before writing the id down
+    path.write_text(json.dumps(state))
+    sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    try:  # 120 newer batches of someone else push ours to the second page
+        other = await sdk.files.create(
+            file=("other.jsonl", json.dumps(fake_line("x")).encode()), purpose="batch"
+        )
+        for _ in range(120):
+            await sdk.batches.create(
+                input_file_id=other.id, endpoint="/v1/chat/completions", completion_window="24h"
+            )
+    finally:
+        await sdk.close()
+
+    server.clear_log()
+    server.batch_polls = 0
+    assert_complete(await make_client(output).complete_all(requests_for(WORDS[:3])), WORDS[:3])
+    assert calls(server, "POST", "/v1/batches") == []
+    assert len(calls(server, "GET", "/v1/batches")) == 2
+
+
+def fake_line(custom_id: str) -> dict[str, Any]:
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}]},
+    }
+
+
+async def test_the_fake_batch_passes_through_validating_in_progress_and_finalizing(
+    server: FakeOpenAIServer,
+) -> None:
+    server.batch_finalizing_polls = 1
+    sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    try:
+        uploaded = await sdk.files.create(
+            file=("one.jsonl", json.dumps(fake_line("a")).encode()), purpose="batch"
+        )
+        batch = await sdk.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        seen = [batch.status]
+        while batch.status not in ("completed", "failed", "expired", "cancelled"):
+            batch = await sdk.batches.retrieve(batch.id)
+            seen.append(batch.status)
+        assert seen == ["validating", "in_progress", "finalizing", "completed"]
+        counts = batch.request_counts  # the line ran (no simulator hints: answered with an error)
+        assert counts and counts.completed + counts.failed == 1 and batch.error_file_id
+    finally:
+        await sdk.close()
+
+
+async def test_the_fake_refuses_a_batch_above_its_enqueued_token_limit_until_room_is_made(
+    server: FakeOpenAIServer,
+) -> None:
+    server.batch_polls = 10**6  # the first batch stays in progress until let go
+    line = fake_line("a")
+    server.batch_enqueued_tokens_max = billed_prompt_tokens(line["body"]) * 3 // 2
+    sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+
+    async def submit() -> str:
+        uploaded = await sdk.files.create(
+            file=("one.jsonl", json.dumps(line).encode()), purpose="batch"
+        )
+        created = await sdk.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        return created.id
+
+    try:
+        first = await submit()
+        assert (await sdk.batches.retrieve(first)).status == "in_progress"
+        second = await sdk.batches.retrieve(await submit())
+        assert second.status == "failed" and second.errors and second.errors.data
+        (error,) = second.errors.data
+        assert error.code == "token_limit_exceeded" and "Enqueued token limit" in (
+            error.message or ""
+        )
+        server.batch_polls = 0
+        assert (await sdk.batches.retrieve(first)).status == "completed"  # its tokens leave
+        third = await sdk.batches.retrieve(await submit())
+        assert third.status == "completed" and third.errors is None
+    finally:
+        await sdk.close()
+
+
+async def test_the_fake_batch_list_pages_like_the_service(server: FakeOpenAIServer) -> None:
+    sdk = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    try:
+        uploaded = await sdk.files.create(
+            file=("one.jsonl", json.dumps(fake_line("a")).encode()), purpose="batch"
+        )
+        made = [
+            (
+                await sdk.batches.create(
+                    input_file_id=uploaded.id,
+                    endpoint="/v1/chat/completions",
+                    completion_window="24h",
+                )
+            ).id
+            for _ in range(5)
+        ]
+        first = await sdk.batches.list(limit=2)
+        assert [b.id for b in first.data] == made[::-1][:2] and first.has_more
+        second = await sdk.batches.list(limit=2, after=first.data[-1].id)
+        assert [b.id for b in second.data] == made[::-1][2:4] and second.has_more
+        last = await sdk.batches.list(limit=2, after=second.data[-1].id)
+        assert [b.id for b in last.data] == made[:1] and not last.has_more
+        assert [b.id async for b in sdk.batches.list(limit=2)] == made[::-1]  # the SDK's paging
+        with pytest.raises(openai.BadRequestError):
+            await sdk.batches.list(limit=101)
+    finally:
+        await sdk.close()

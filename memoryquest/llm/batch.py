@@ -35,9 +35,15 @@ window ``24h``) and polled with a growing interval
 read and every answer line goes through the exchange's own checks
 (``ChatExchange.judge``: refusal, ``finish_reason`` length or content_filter,
 schema validation, repair turn), so a batch answer is held to the same rules
-as an online one. Good answers go to the per-request cache at once. Only a
-set above the service's per-batch limits (50,000 lines, ~200 MB) is split
-into several batches, sent and polled together.
+as an online one. Good answers go to the per-request cache at once. A set
+above the service's per-batch limits (50,000 lines, ~200 MB) or above the
+prompt tokens the provider lets a project hold in unfinished batches per
+model (``endpoint.batch_enqueued_tokens_max``) is cut into several batch
+files; each is created once our batches in flight leave it room, and a batch
+the provider refuses for that limit goes again when an earlier one finishes
+(:mod:`memoryquest.llm.batch_queue`). Polling looks for the batch's end
+through every status the service reports (``validating``, ``in_progress``,
+``finalizing``, ``cancelling``).
 
 Failed rows, and only those, go out again as a new, smaller batch: a
 schema-invalid answer with its repair turn, a truncated one with twice the
@@ -62,7 +68,8 @@ done. Since what the collector gathers depends on timing, a restarted run
 matches recorded batches by REQUEST, not by set: when the collector sends,
 any request whose cache key a recorded, unfinished batch holds waits for
 that batch (polled, not sent again; if the crash came between creating the
-batch and recording its id, the batch is found again by its input file).
+batch and recording its id, the batch is found again by its input file,
+looking through every page of the project's batch list).
 Lines of an adopted batch nobody has asked for yet are kept in memory and
 answer their request when it comes, without a new line. Rows answered
 before the crash are in the cache and never sent again. A recorded batch
@@ -87,6 +94,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -101,6 +109,15 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from memoryquest.llm.backends import ChatCall, ChatResult, OutputMode
+from memoryquest.llm.batch_queue import (
+    BatchQueue,
+    Line,
+    is_token_limit_refusal,
+    line_tokens,
+    published_enqueued_tokens,
+    split_parts,
+    stated_limit,
+)
 from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBackendError
 from memoryquest.llm.exchange import Attempt, ChatExchange
 from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS, chat_result
@@ -135,6 +152,9 @@ class BatchOptions:
     max_lines: int = 50_000
     max_bytes: int = 190 * 2**20
     transfer_seconds: float = 600.0  # timeout of one upload or download
+    # Prompt tokens our unfinished batches may hold per model (memoryquest.llm.batch_queue);
+    # None: the provider's published tier-1 figure for the model.
+    enqueued_tokens_max: int | None = None
     # The stages (LLMRequest.stage) whose requests travel in batches; None: every stage.
     stages: frozenset[str] | None = None
 
@@ -170,6 +190,15 @@ class _Group:
     task: asyncio.Task[None] | None = None
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One input file of a round: its rows, its JSONL content, its prompt tokens per model."""
+
+    rows: list[_Row]
+    content: bytes
+    tokens: dict[str, int]
+
+
 @dataclass(eq=False)
 class _Collector:
     """The queue of one event loop, and the sets it has sent that are still open.
@@ -177,6 +206,7 @@ class _Collector:
     It holds no reference to its loop: it is the value of a weak mapping keyed by that loop.
     """
 
+    enqueued: BatchQueue  # the prompt tokens its batches hold in the provider's queue
     queue: dict[str, _Row] = field(default_factory=dict)
     rows: dict[str, _Row] = field(default_factory=dict)  # every unsettled row, queued or sent
     orphans: dict[str, _Group] = field(default_factory=dict)
@@ -217,6 +247,10 @@ class BatchProcessor:
         self._owned: set[Path] = set()  # state files a set of this runner is settling
         # Lines of adopted batches whose request has not been asked yet: (record, batch status).
         self._unclaimed: dict[str, tuple[dict[str, Any], str]] = {}
+
+    def enqueued_tokens_max(self, model: str) -> int:
+        """How many prompt tokens of ``model`` our unfinished batches may hold at once."""
+        return self.options.enqueued_tokens_max or published_enqueued_tokens(model)
 
     # --- the request processor's interface ------------------------------------------------------------
 
@@ -280,7 +314,7 @@ class BatchProcessor:
         loop = asyncio.get_running_loop()
         collector = self._collectors.get(loop)
         if collector is None:
-            collector = self._collectors[loop] = _Collector()
+            collector = self._collectors[loop] = _Collector(BatchQueue(self.enqueued_tokens_max))
         return collector
 
     def _entry(self, request: LLMRequest[Any]) -> BaseModel | _Row:
@@ -527,6 +561,7 @@ class BatchProcessor:
     async def _settle(self, group: _Group) -> None:
         """Rounds of batches until every row is answered or failed for good, or the rounds are used up."""
         rows, path, state = group.rows, group.path, group.state
+        queue = group.collector.enqueued
         while True:
             pending = [row for row in rows.values() if not row.done]
             resumed = bool(state["batches"])
@@ -534,31 +569,17 @@ class BatchProcessor:
                 if not pending or state["rounds"] >= self.options.rounds:
                     break
                 state["rounds"] += 1
-                for part in self._split(pending):
+                for part in self._split(pending, queue):
                     await self._upload(part, path, state)  # each recorded before its batch exists
-            for inflight in state["batches"]:
-                if inflight.get("batch_id") is None:
-                    # A crash may have come between creating the batch and recording its id.
-                    found = await self._find(inflight["input_file_id"]) if resumed else None
-                    inflight["batch_id"] = found or await self._create(
-                        inflight["input_file_id"], state["rounds"]
-                    )
-                    _write_state(path, state)
-                verb = "resuming" if resumed else "submitted"
-                log.info(
-                    "batch %s: %s, %d requests (round %d of at most %d)",
-                    inflight["batch_id"],
-                    verb,
-                    len(inflight["custom_ids"]),
-                    state["rounds"],
-                    self.options.rounds,
-                )
             batches = await asyncio.gather(
-                *(self._poll(b["batch_id"], resumed=resumed) for b in state["batches"])
+                *(
+                    self._run(inflight, path, state, queue, resumed=resumed)
+                    for inflight in state["batches"]
+                )
             )
             rejected: LLMConfigurationError | None = None
             for inflight, batch in zip(state["batches"], batches, strict=True):
-                if batch is None:  # the recorded batch is gone: its rows go out again
+                if batch is None:  # gone, or refused for the queue limit: its rows go out again
                     continue
                 try:
                     await self._collect(batch, inflight["custom_ids"], group)
@@ -587,10 +608,82 @@ class BatchProcessor:
         if path is not None:
             path.unlink(missing_ok=True)
 
+    async def _run(
+        self,
+        inflight: dict[str, Any],
+        path: Path | None,
+        state: dict[str, Any],
+        queue: BatchQueue,
+        *,
+        resumed: bool,
+    ) -> Any | None:
+        """One batch of the round, created once the provider's queue has room for it, polled to its end.
+
+        Refused for the enqueued-token limit, it goes again once one of our batches has finished;
+        refused with none of ours in flight, None: its rows wait for the next round (see
+        :mod:`memoryquest.llm.batch_queue`). None too for a resumed batch that no longer exists.
+        """
+        tokens: dict[str, int] = inflight.get("tokens") or {}
+        while True:
+            batch_id = inflight.get("batch_id")
+            if batch_id is None and resumed:
+                # A crash may have come between creating the batch and recording its id.
+                batch_id = await self._find(inflight["input_file_id"])
+            if batch_id is None:
+                await queue.acquire(tokens)
+                try:
+                    batch_id = await self._create(inflight["input_file_id"], state["rounds"])
+                except BaseException as exc:  # cancelled too: the tokens were never enqueued
+                    queue.release(tokens)
+                    if not isinstance(exc, LLMError) or not is_token_limit_refusal(
+                        [(None, str(exc)), (None, str(exc.__cause__))]
+                    ):
+                        raise
+                    messages = [str(exc), str(exc.__cause__)]
+                    if not await queue.refused(
+                        tokens,
+                        inflight["input_file_id"],
+                        len(inflight["custom_ids"]),
+                        stated_limit(messages),
+                    ):
+                        return None
+                    resumed = False
+                    continue
+            else:
+                queue.hold(tokens)
+            if inflight.get("batch_id") != batch_id:
+                inflight["batch_id"] = batch_id
+                _write_state(path, state)
+            log.info(
+                "batch %s: %s, %d requests (round %d of at most %d)",
+                batch_id,
+                "resuming" if resumed else "submitted",
+                len(inflight["custom_ids"]),
+                state["rounds"],
+                self.options.rounds,
+            )
+            try:
+                batch = await self._poll(batch_id, resumed=resumed)
+            finally:
+                queue.release(tokens)
+            if batch is None or not _failed_for_the_token_limit(batch):
+                return batch
+            inflight["batch_id"] = None
+            _write_state(path, state)
+            messages = [e.message for e in batch.errors.data]
+            if not await queue.refused(
+                tokens,
+                inflight["input_file_id"],
+                len(inflight["custom_ids"]),
+                stated_limit(messages),
+            ):
+                return None
+            resumed = False
+
     # --- one batch ------------------------------------------------------------------------
 
-    def _line(self, row: _Row) -> bytes:
-        """The JSONL line of a row: the online request body, with ``custom_id`` = cache key."""
+    def _line(self, row: _Row) -> tuple[bytes, Line]:
+        """The JSONL line of a row (the online request body, ``custom_id`` = cache key), and its size."""
         exchange = self.exchange
         backend: Any = exchange.chat_backend
         row.call = exchange.next_call(row.attempt)
@@ -605,36 +698,38 @@ class BatchProcessor:
         }
         if hints and getattr(backend, "send_variables", False):
             line[HINTS_FIELD] = hints
-        return (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+        encoded = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+        return encoded, Line(len(encoded), *line_tokens(body))
 
-    def _split(self, batch_rows: list[_Row]) -> list[tuple[list[_Row], bytes]]:
-        """The rows as input files within the service's per-batch limits (one file unless very large)."""
-        parts: list[tuple[list[_Row], list[bytes]]] = [([], [])]
-        size = 0
-        for row in batch_rows:
-            line = self._line(row)
-            if len(line) > self.options.max_bytes:
+    def _split(self, batch_rows: list[_Row], queue: BatchQueue) -> list[_Part]:
+        """The rows as input files within the per-batch limits and the provider's queue limit."""
+        lines = [self._line(row) for row in batch_rows]
+        for row, (encoded, _) in zip(batch_rows, lines, strict=True):
+            if len(encoded) > self.options.max_bytes:
                 raise LLMConfigurationError(
-                    f"{row.attempt.where}: one request is {len(line)} bytes, above the batch input limit "
+                    f"{row.attempt.where}: one request is {len(encoded)} bytes, above the batch input limit "
                     f"of {self.options.max_bytes}"
                 )
-            part_rows, part_lines = parts[-1]
-            if part_rows and (
-                len(part_rows) >= self.options.max_lines
-                or size + len(line) > self.options.max_bytes
-            ):
-                parts.append(([], []))
-                part_rows, part_lines = parts[-1]
-                size = 0
-            part_rows.append(row)
-            part_lines.append(line)
-            size += len(line)
-        return [(part_rows, b"".join(part_lines)) for part_rows, part_lines in parts if part_rows]
+        parts: list[_Part] = []
+        for indices in split_parts(
+            [line for _, line in lines],
+            max_lines=self.options.max_lines,
+            max_bytes=self.options.max_bytes,
+            max_tokens=queue.max_tokens,
+        ):
+            tokens: dict[str, int] = {}
+            for i in indices:
+                model, count = lines[i][1].model, lines[i][1].tokens
+                tokens[model] = tokens.get(model, 0) + count
+            parts.append(
+                _Part(
+                    [batch_rows[i] for i in indices], b"".join(lines[i][0] for i in indices), tokens
+                )
+            )
+        return parts
 
-    async def _upload(
-        self, part: tuple[list[_Row], bytes], path: Path | None, state: dict[str, Any]
-    ) -> None:
-        batch_rows, content = part
+    async def _upload(self, part: _Part, path: Path | None, state: dict[str, Any]) -> None:
+        batch_rows, content = part.rows, part.content
         name = f"memoryquest-{state['set'][:12]}-round{state['rounds']}-part{len(state['batches']) + 1}.jsonl"
         uploaded = await self._sdk(
             lambda sdk: sdk.files.create(
@@ -650,6 +745,7 @@ class BatchProcessor:
                 "batch_id": None,
                 "custom_ids": [row.key for row in batch_rows],
                 "round": state["rounds"],
+                "tokens": part.tokens,
                 "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             }
         )
@@ -668,16 +764,23 @@ class BatchProcessor:
         return str(batch.id)
 
     async def _find(self, input_file_id: str) -> str | None:
-        """A recent batch already made from this input file, if any."""
-        page = await self._sdk(lambda sdk: sdk.batches.list(limit=100), "listing recent batches")
-        for batch in page.data:
-            if batch.input_file_id == input_file_id and batch.status not in (
-                "failed",
-                "cancelled",
-                "cancelling",
-            ):
-                return str(batch.id)
-        return None
+        """A batch already made from this input file, if any: every page of the list is read."""
+        after: str | None = None
+        while True:
+            page = await self._sdk(
+                functools.partial(_list_batches, after=after),
+                "listing batches",
+            )
+            for batch in page.data:
+                if batch.input_file_id == input_file_id and batch.status not in (
+                    "failed",
+                    "cancelled",
+                    "cancelling",
+                ):
+                    return str(batch.id)
+            if not page.has_more or not page.data:
+                return None
+            after = str(page.data[-1].id)
 
     async def _poll(self, batch_id: str, *, resumed: bool) -> Any | None:
         """The batch once it has finished; None when a resumed batch no longer exists."""
@@ -839,6 +942,18 @@ def _result_from_body(body: Any) -> ChatResult | None:
     if not isinstance(body, dict) or not body.get("choices"):
         return None
     return chat_result(body)
+
+
+def _list_batches(sdk: Any, *, after: str | None) -> Any:
+    """One page of the project's batches, newest first, after the batch id ``after``."""
+    return sdk.batches.list(limit=100, **({"after": after} if after else {}))
+
+
+def _failed_for_the_token_limit(batch: Any) -> bool:
+    """A batch the provider failed because the queue of enqueued prompt tokens was full."""
+    if batch.status != "failed" or not batch.errors or not batch.errors.data:
+        return False
+    return is_token_limit_refusal([(e.code, e.message) for e in batch.errors.data])
 
 
 def _error_of(record: dict[str, Any] | None, response: Any) -> dict[str, Any]:

@@ -149,6 +149,7 @@ def build_client(
             max_poll_seconds=max(endpoint.batch_max_poll_seconds, endpoint.batch_poll_seconds),
             rounds=endpoint.batch_rounds,
             collect_seconds=endpoint.batch_collect_seconds,
+            enqueued_tokens_max=endpoint.batch_enqueued_tokens_max,
             stages=frozenset(endpoint.batch_stages),
         )
     exchange = ChatExchange(

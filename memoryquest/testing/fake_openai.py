@@ -34,14 +34,23 @@ exact) prompt caching works as the real API's does:
 earlier prompt of the same model and ``prompt_cache_key``, when it is at
 least 1,024 tokens, in steps of 128.
 
-Batches: an uploaded JSONL file (purpose ``batch``) is checked when the
-batch is created (a bad line fails the batch with ``errors``, as the real
-service does); the batch then reports ``in_progress`` for ``batch_polls``
+Batches: an uploaded JSONL file (purpose ``batch``) is checked while the
+batch is ``validating`` (its state when created; the first retrieve ends it):
+a bad line fails the batch with ``errors``, as the real service does, and so
+does the enqueued-token limit (``batch_enqueued_tokens_max``: the prompt
+tokens, counted as the server bills them, of a model's batches still
+validating, in progress or finalizing may not exceed it; a batch that would
+go over fails with ``token_limit_exceeded``). The batch then reports
+``in_progress`` for ``batch_polls``
 retrieves and at least ``batch_delay`` seconds, after which every line runs
 through the same chat handler as an online request (scripted and random
 faults included, one draw per line; the requests/min limit does not apply)
-and the batch is ``completed`` with an output file (status 200 lines) and an
-error file (everything else), in the service's JSONL format. The lines run
+and the batch is ``completed`` (after ``batch_finalizing_polls`` retrieves
+that see it ``finalizing``) with an output file (status 200 lines) and an
+error file (everything else), in the service's JSONL format. A cancelled
+batch is ``cancelling`` until the next retrieve, then ``cancelled``.
+``GET /v1/batches`` pages like the real list: newest first, ``limit``
+(default 20, at most 100), ``after`` (a batch id), ``has_more``. The lines run
 are logged in ``server.batch_lines``, not in ``server.requests``. Since a
 batch line has no HTTP headers, the hints travel in the line's
 ``x_memoryquest_headers`` field (``memoryquest.llm.batch``).
@@ -79,6 +88,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -223,6 +233,7 @@ class LoggedRequest:
         default_factory=dict
     )  # path parameters (``/v1/batches/{batch_id}``)
     upload: tuple[str, bytes] | None = None  # multipart file: (filename, content)
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters (last value)
     early: bool = False  # a retry sent before the Retry-After it was given had elapsed
 
     @property
@@ -278,7 +289,15 @@ class _BatchState:
     lines: list[dict[str, Any]]
     created: float  # monotonic
     headers: dict[str, str]  # of the create request (authorization travels to every line)
+    model: str  # of its first line: the queue limit is per model
+    tokens: int  # prompt tokens enqueued, as the server bills them
+    problems: list[dict[str, Any]]  # reported when validation ends: the batch fails
     polls: int = 0
+    finalizing_polls: int = 0
+    expired: bool = False  # its lines ran out of time: it ends expired, not completed
+
+
+ENQUEUED_STATUSES = ("validating", "in_progress", "finalizing")
 
 
 def _jsonl(records: list[dict[str, Any]]) -> bytes:
@@ -287,6 +306,12 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
 
 def _error_body(message: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
+
+
+def billed_prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens of a chat body, as the server bills them (and counts them enqueued)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    return token_counter(str(body.get("model") or "")).count_messages(messages)
 
 
 def _read_batch_input(
@@ -471,6 +496,8 @@ class FakeOpenAIServer(LoopbackServer):
         batch_polls: int = 1,
         batch_delay: float = 0.0,
         batch_expire_after: int | None = None,
+        batch_finalizing_polls: int = 0,
+        batch_enqueued_tokens_max: int | None = None,
         echo_key: bool = False,
         record: bool = False,
     ) -> None:
@@ -487,6 +514,8 @@ class FakeOpenAIServer(LoopbackServer):
             "batch_polls": batch_polls,
             "batch_delay": batch_delay,
             "batch_expire_after": batch_expire_after,
+            "batch_finalizing_polls": batch_finalizing_polls,
+            "batch_enqueued_tokens_max": batch_enqueued_tokens_max,
             "echo_key": echo_key,
         }
         self.latency = latency
@@ -504,6 +533,9 @@ class FakeOpenAIServer(LoopbackServer):
         self.batch_polls = batch_polls  # retrieves that see a batch in progress before it completes
         self.batch_delay = batch_delay  # and the seconds it stays in progress at least
         self.batch_expire_after = batch_expire_after  # lines run before a batch expires (None: all)
+        self.batch_finalizing_polls = batch_finalizing_polls  # retrieves that see it finalizing
+        # Prompt tokens a model's unfinished batches may hold together (None: no limit).
+        self.batch_enqueued_tokens_max = batch_enqueued_tokens_max
         self.echo_key = echo_key  # a refused key is repeated in the 401 body (a careless server)
         # record=True: every 200 answer to a POST, by request_key(path, body bytes), for ReplayOpenAIServer.
         self.recording: dict[str, bytes] | None = {} if record else None
@@ -803,7 +835,7 @@ class FakeOpenAIServer(LoopbackServer):
             elif fault.kind is FaultKind.CONTENT_FILTER:
                 content, finish = None, "content_filter"
         counter = token_counter(body["model"])
-        prompt_tokens = counter.count_messages(messages)
+        prompt_tokens = billed_prompt_tokens(body)
         cached_tokens = (
             min(self.cached_tokens, prompt_tokens)
             if self.cached_tokens
@@ -1010,11 +1042,11 @@ class FakeOpenAIServer(LoopbackServer):
             "errors": None,
             "input_file_id": stored.id,
             "completion_window": "24h",
-            "status": "in_progress",
+            "status": "validating",
             "output_file_id": None,
             "error_file_id": None,
             "created_at": now,
-            "in_progress_at": now,
+            "in_progress_at": None,
             "expires_at": now + 24 * 3600,
             "finalizing_at": None,
             "completed_at": None,
@@ -1025,24 +1057,64 @@ class FakeOpenAIServer(LoopbackServer):
             "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
             "metadata": body.get("metadata"),
         }
-        if problems:
-            batch.update(
-                status="failed", failed_at=now, errors={"object": "list", "data": problems}
-            )
+        model = str(lines[0]["body"].get("model") or "") if lines and not problems else ""
+        tokens = sum(billed_prompt_tokens(line["body"]) for line in lines) if not problems else 0
         with self._batch_lock:
+            limit = self.batch_enqueued_tokens_max
+            if not problems and limit is not None:
+                enqueued = sum(
+                    state.tokens
+                    for batch_id, state in self._batch_state.items()
+                    if state.model == model
+                    and not state.problems
+                    and self.batches[batch_id]["status"] in ENQUEUED_STATUSES
+                )
+                if enqueued + tokens > limit:
+                    problems = [
+                        {
+                            "code": "token_limit_exceeded",
+                            "line": None,
+                            "param": None,
+                            "message": f"Enqueued token limit reached for {model} in organization "
+                            f"org-fake. Limit: {limit:,} enqueued tokens. Please try again once "
+                            "some in_progress batches have been completed.",
+                        }
+                    ]
             self.batches[batch["id"]] = batch
-            self._batch_state[batch["id"]] = _BatchState(lines, time.monotonic(), dict(headers))
+            self._batch_state[batch["id"]] = _BatchState(
+                lines, time.monotonic(), dict(headers), model, tokens, problems
+            )
             return 200, dict(batch), {}
 
     def _list_batches(
         self, entry: LoggedRequest, headers: dict[str, str]
     ) -> tuple[int, Any, dict[str, str]]:
         self._admit(entry, headers, "batches")
+        query = entry.query
+        try:
+            limit = int(query.get("limit", "20"))
+        except ValueError:
+            raise _ErrorAnswer(400, "limit must be an integer", param="limit") from None
+        if not 1 <= limit <= 100:
+            raise _ErrorAnswer(400, "limit must be between 1 and 100", param="limit")
         with self._batch_lock:
-            data = [dict(batch) for batch in reversed(self.batches.values())]  # newest first
+            newest_first = [dict(batch) for batch in reversed(self.batches.values())]
+        after = query.get("after")
+        if after is not None:
+            ids = [batch["id"] for batch in newest_first]
+            if after not in ids:
+                raise _ErrorAnswer(404, f"No batch found with id '{after}'.", param="after")
+            newest_first = newest_first[ids.index(after) + 1 :]
+        data = newest_first[:limit]
         return (
             200,
-            {"object": "list", "data": data, "first_id": None, "last_id": None, "has_more": False},
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": len(newest_first) > limit,
+            },
             {},
         )
 
@@ -1062,6 +1134,23 @@ class FakeOpenAIServer(LoopbackServer):
             batch = self._batch(entry.params["batch_id"])
             state = self._batch_state[batch["id"]]
             state.polls += 1
+            now = int(time.time())
+            status = batch["status"]
+            if status == "cancelling":
+                batch.update(status="cancelled", cancelled_at=now)
+            elif status == "finalizing":
+                state.finalizing_polls -= 1
+                if state.finalizing_polls <= 0:
+                    self._finish_batch(batch, state)
+            elif status == "validating":
+                if state.problems:
+                    batch.update(
+                        status="failed",
+                        failed_at=now,
+                        errors={"object": "list", "data": state.problems},
+                    )
+                else:
+                    batch.update(status="in_progress", in_progress_at=now)
             due = (
                 state.polls > self.batch_polls
                 and time.monotonic() - state.created >= self.batch_delay
@@ -1078,8 +1167,7 @@ class FakeOpenAIServer(LoopbackServer):
             batch = self._batch(entry.params["batch_id"])
             if batch["status"] not in ("validating", "in_progress"):
                 raise _ErrorAnswer(400, f"Cannot cancel a batch with status '{batch['status']}'.")
-            now = int(time.time())
-            batch.update(status="cancelled", cancelling_at=now, cancelled_at=now)
+            batch.update(status="cancelling", cancelling_at=int(time.time()))
             return 200, dict(batch), {}
 
     def _run_batch(self, batch: dict[str, Any], state: _BatchState) -> None:
@@ -1150,7 +1238,16 @@ class FakeOpenAIServer(LoopbackServer):
                 f"{batch['id']}_error.jsonl", _jsonl(errors), "batch_output"
             ).id
         batch["finalizing_at"] = now
-        if expired:
+        state.expired = expired
+        state.finalizing_polls = self.batch_finalizing_polls
+        batch["status"] = "finalizing"
+        if state.finalizing_polls <= 0:
+            self._finish_batch(batch, state)
+
+    @staticmethod
+    def _finish_batch(batch: dict[str, Any], state: _BatchState) -> None:
+        now = int(time.time())
+        if state.expired:
             batch.update(status="expired", expired_at=now)
         else:
             batch.update(status="completed", completed_at=now)
@@ -1220,6 +1317,10 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 body = raw.decode("utf-8", "replace")
         entry = LoggedRequest(method=method, path=path, headers=headers, body=body, upload=upload)
+        entry.query = {
+            key: values[-1]
+            for key, values in urllib.parse.parse_qs(self.path.partition("?")[2]).items()
+        }
         owner._log(entry)
         owner._enter()
         self._left = False
