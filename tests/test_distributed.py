@@ -50,6 +50,9 @@ USERS = ["user0", "user1"]
 SMALL: dict[str, Any] = {
     "generation": {"queries_per_user": 2, "candidates_per_user": 8},
     "pgr": {"methods": ["query_only", "pgr_tot"], "judges": ["provenance"]},
+    # A run that publishes withdraws queries the tell filter flags; the in-process reference does
+    # not publish. These tests are about running and merging, not about the dataset's validity.
+    "audit": {"filter_tells": False},
 }
 TABLE_NAMES = ("personas", "queries", "timelines", "sessions", "facts", "validation", "rejected")
 

@@ -52,6 +52,9 @@ USERS = ["user0"]
 SMALL: dict[str, Any] = {
     "generation": {"queries_per_user": 2, "candidates_per_user": 8},
     "pgr": {"methods": ["query_only", "pgr_tot"], "judges": ["provenance"]},
+    # A run that publishes withdraws queries the tell filter flags; the in-process reference does
+    # not publish. These tests are about running and merging, not about the dataset's validity.
+    "audit": {"filter_tells": False},
 }
 TABLE_NAMES = ("personas", "queries", "timelines", "sessions", "facts", "validation", "rejected")
 API_KEY = f"sk-test-{uuid.uuid4().hex}"
