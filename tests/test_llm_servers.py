@@ -334,6 +334,62 @@ async def test_a_window_learned_from_a_refusal_plans_the_refused_request_again(
     assert result.queries  # the simulator's candidates were answered, checked and kept
 
 
+async def test_a_judge_refused_for_a_window_it_did_not_know_splits_its_union_under_it(
+    server: FakeOpenAIServer, tmp_path: Path, clients: list[ModelClient]
+) -> None:
+    """The LLM judge plans its parts of the union by the window; learned from a refusal, the
+    window plans the refused request again, in parts, instead of failing the query."""
+    import datetime as dt
+
+    from test_pgr_judges import QUERY
+
+    from memoryquest.contracts import FactType
+    from memoryquest.llm.prompts import load_template
+    from memoryquest.memory.snapshot import MemoryItem
+    from memoryquest.pgr.judges import LLMJudge, judge_request
+
+    words = [
+        "walks",
+        "the",
+        "dog",
+        "along",
+        "the",
+        "canal",
+        "before",
+        "work",
+        "and",
+        "keeps",
+        "a",
+        "notebook",
+        "of",
+        "birds",
+        "seen",
+    ]
+    union = [
+        MemoryItem(
+            fid=f"F{n}",
+            info=" ".join(f"{word}{n}" for word in words * 8),
+            type=FactType.ACTIVITY,
+            date=dt.date(2024, 3, n + 1),
+            related_entities=(),
+            session_ids=(),
+            source_reference_ids=(),
+        )
+        for n in range(8)
+    ]
+    rendered = load_template("judge_references").render(judge_request(QUERY, union).variables)
+    whole = sum(LlamaCppLike.tokens(m["content"]) + 8 for m in rendered) + 16
+    fake = LlamaCppLike(server, window=whole - 1)  # the whole union is refused, by a token
+    client = build_client(settings_for(server, tmp_path), retry=FAST)
+    clients.append(client)
+    judge = LLMJudge()
+    (judgements,) = await judge.judge_sets(QUERY, [union], None, client)  # type: ignore[arg-type]
+    assert client.context_window == fake.window  # learned from the refusal
+    judged = [b for b in chat_bodies(server) if "verdicts" in json.dumps(b["response_format"])]
+    assert len(judged) >= 3  # the refused whole, then its parts
+    assert len(judgements) == len(QUERY.references)
+
+
 async def test_a_window_too_small_for_any_trim_rejects_with_context_length(
     server: FakeOpenAIServer, tmp_path: Path, clients: list[ModelClient]
 ) -> None:
