@@ -52,6 +52,8 @@ from memoryquest.stages.timelines import synthesise_timeline
 pytestmark = pytest.mark.slow
 
 WINDOW = 8192
+# Every reference has its own slot in a timeline: no more references than events_max (3) below.
+FEW_REFERENCES = {"references_min": 2, "references_max": 3}
 # A command-line run over one persona on SmolLM2 takes minutes; one still running after this long
 # has hung, and fails with the output it printed so far (the test's own limit is slow_timeout).
 CLI_SECONDS = 1500
@@ -161,7 +163,8 @@ def simulated_state(tmp_path_factory: pytest.TempPathFactory) -> PersonaState:
     settings = Settings(
         output_dir=tmp_path_factory.mktemp("simulated"),
         endpoint={"backend": "simulated"},
-        generation={"queries_per_user": 1},
+        # References within the real settings' events_max: a timeline has a slot for each.
+        generation={"queries_per_user": 1, **FEW_REFERENCES},
         cache={"enabled": False},
     )
 
@@ -193,6 +196,7 @@ def real_settings(llama_server: str, output_dir: Path, *, window: int | None = W
             "max_regenerations": 0,
             "events_min": 2,
             "events_max": 3,
+            **FEW_REFERENCES,
             "turns_min": 2,
             "turns_max": 4,
             "consolidation_similarity": 0.5,
@@ -433,6 +437,7 @@ def test_generate_over_one_bundled_persona_keeps_a_query_without_the_window_set(
         "generation.max_regenerations=0",
         "generation.events_min=2",
         "generation.events_max=3",
+        *(f"generation.{name}={value}" for name, value in FEW_REFERENCES.items()),
         "generation.turns_min=2",
         "generation.turns_max=4",
         "pgr.max_iterations=1",
