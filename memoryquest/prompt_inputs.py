@@ -26,11 +26,15 @@ so that the simulator still reads plain dicts.
 from __future__ import annotations
 
 import importlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, WithJsonSchema, create_model
+from pydantic.fields import FieldInfo
 
 from memoryquest.contracts import Domain
 from memoryquest.llm.prompts import PromptTemplate, load_template
@@ -38,9 +42,73 @@ from memoryquest.llm.request import LLMRequest
 
 # Constraints an answer's schema states for servers that enforce it (a strict JSON schema, a
 # llama.cpp grammar), without pydantic enforcing them: one malformed item is still refused alone,
-# by its stage's own check, rather than the whole answer.
-ISO_DATE: dict[str, Any] = {"format": "date"}
+# by its stage's own check, rather than the whole answer. A date is a ``pattern``: every
+# grammar converter takes one (llama.cpp's, vLLM's, OpenAI's strict mode), not all a ``format``.
+ISO_DATE_PATTERN = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
+ISO_DATE: dict[str, Any] = {"pattern": ISO_DATE_PATTERN}
 ONE_OF_THE_DOMAINS: dict[str, Any] = {"enum": [domain.value for domain in Domain]}
+
+
+def items_between(low: int, high: int) -> dict[str, Any]:
+    """A list's length bounds, as its schema states them."""
+    return {"minItems": low, "maxItems": high}
+
+
+def one_of(values: Iterable[Any]) -> dict[str, Any]:
+    """The values a field may take (labels, indices), as its schema states them."""
+    return {"enum": list(values)}
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Says:
+    """What one field's schema states beyond its type, for :func:`stated`.
+
+    ``keywords`` (JSON text, so the statement is hashable) are merged into the
+    field's schema; ``item_model`` replaces a list field's item model (itself a
+    :func:`stated` model); ``whole`` replaces the field's schema by ``keywords``
+    (an enum field narrowed to some of its members). Validation never changes.
+    """
+
+    keywords: str = "{}"
+    item_model: type[BaseModel] | None = None
+    whole: bool = False
+
+
+def says(
+    *, item_model: type[BaseModel] | None = None, whole: bool = False, **keywords: Any
+) -> Says:
+    return Says(json.dumps(keywords, sort_keys=True), item_model, whole)
+
+
+def stated(model: type[Answer], /, **fields: Says) -> type[Answer]:
+    """``model`` as one request's schema states it: a subclass whose schema says more (counts,
+    index ranges, labels the inputs bound) and whose validation is the model's own.
+
+    Built once per statement, so its schema, fingerprint and grammar are too.
+    """
+    return _stated(model, tuple(sorted(fields.items())))
+
+
+@cache
+def _stated(model: type[Answer], fields: tuple[tuple[str, Says], ...]) -> type[Answer]:
+    definitions: dict[str, Any] = {}
+    for name, said in fields:
+        info = model.model_fields[name]
+        keywords = json.loads(said.keywords)
+        annotation: Any = info.annotation if said.item_model is None else list[said.item_model]  # type: ignore[name-defined]
+        if said.whole:
+            definitions[name] = (Annotated[annotation, WithJsonSchema(keywords)], info)
+            continue
+        extra = info.json_schema_extra
+        if callable(extra):
+            raise TypeError(f"{model.__name__}.{name} states its schema with a function")
+        merged = FieldInfo.merge_field_infos(info, json_schema_extra={**(extra or {}), **keywords})
+        definitions[name] = (annotation, merged)
+    return create_model(model.__name__, __base__=model, __module__=model.__module__, **definitions)
+
 
 ROW = ConfigDict(extra="ignore")
 """Config of the ``TypedDict`` rows inside a contract: a key a row's type lacks is dropped
@@ -69,6 +137,12 @@ class PromptInputs(BaseModel):
     not_in_prompt: ClassVar[dict[str, str]] = {}
     unread_offline: ClassVar[dict[str, str]] = {}
 
+    def answer_model(self) -> type[BaseModel]:
+        """The answer's model as this request's schema states it: ``output_model``, narrowed
+        (:func:`stated`) where the inputs bound the answer (how many items, which indices or
+        labels), so a server that enforces the schema cannot write what the stage would refuse."""
+        return self.output_model
+
     def variables(self) -> dict[str, Any]:
         """The request's ``variables``: JSON-ready, in field order."""
         return self.model_dump(mode="json")
@@ -90,7 +164,7 @@ class PromptInputs(BaseModel):
         return LLMRequest(
             template_id=self.template_id,
             variables=self.variables(),
-            response_model=self.output_model,
+            response_model=self.answer_model(),
             stage=self.stage,
             temperature=self.temperature if temperature is None else temperature,
             max_output_tokens=max_output_tokens,

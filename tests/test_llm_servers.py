@@ -303,6 +303,93 @@ async def test_query_generation_splits_and_trims_until_every_prompt_fits(
     assert all(r.reason is not RejectionReason.CONTEXT_LENGTH for r in result.rejected)
 
 
+async def test_a_window_learned_from_a_refusal_plans_the_refused_request_again(
+    server: FakeOpenAIServer, tmp_path: Path, clients: list[ModelClient]
+) -> None:
+    """As a new user runs it: no window in the settings, and a server that names its window only
+    when it refuses. The refused request is split and trimmed under that window, as when the
+    window is known, instead of rejecting its persona as ``context_length``."""
+    LlamaCppLike(server, window=6000)
+    settings = settings_for(server, tmp_path)
+    client = build_client(settings, retry=FAST)
+    clients.append(client)
+    persona = load_personas(settings.persona_source, None).personas[0]
+    generation = settings.generation.model_copy(
+        update={"candidates_per_user": 4, "queries_per_user": 1, "max_regenerations": 0}
+    )
+    result = await generate_queries(persona, client, generation)
+    refused = [
+        r for r in server.requests if r.path.endswith("/chat/completions") and r.status == 400
+    ]
+    assert len(refused) == 1  # the first, sized without a window
+    assert client.context_window == 6000  # learned from the refusal
+    generations = [
+        b for b in chat_bodies(server) if "candidates" in json.dumps(b["response_format"])
+    ]
+    planned_again = generations[1:]
+    assert len(planned_again) >= 2  # fewer candidates per call, several calls
+    shown = planned_again[0]["messages"][1]["content"]
+    assert len(shown) < len(generations[0]["messages"][1]["content"])  # trimmed
+    assert all(r.reason is not RejectionReason.CONTEXT_LENGTH for r in result.rejected)
+    assert result.queries  # the simulator's candidates were answered, checked and kept
+
+
+async def test_a_judge_refused_for_a_window_it_did_not_know_splits_its_union_under_it(
+    server: FakeOpenAIServer, tmp_path: Path, clients: list[ModelClient]
+) -> None:
+    """The LLM judge plans its parts of the union by the window; learned from a refusal, the
+    window plans the refused request again, in parts, instead of failing the query."""
+    import datetime as dt
+
+    from test_pgr_judges import QUERY
+
+    from memoryquest.contracts import FactType
+    from memoryquest.llm.prompts import load_template
+    from memoryquest.memory.snapshot import MemoryItem
+    from memoryquest.pgr.judges import LLMJudge, judge_request
+
+    words = [
+        "walks",
+        "the",
+        "dog",
+        "along",
+        "the",
+        "canal",
+        "before",
+        "work",
+        "and",
+        "keeps",
+        "a",
+        "notebook",
+        "of",
+        "birds",
+        "seen",
+    ]
+    union = [
+        MemoryItem(
+            fid=f"F{n}",
+            info=" ".join(f"{word}{n}" for word in words * 8),
+            type=FactType.ACTIVITY,
+            date=dt.date(2024, 3, n + 1),
+            related_entities=(),
+            session_ids=(),
+            source_reference_ids=(),
+        )
+        for n in range(8)
+    ]
+    rendered = load_template("judge_references").render(judge_request(QUERY, union).variables)
+    whole = sum(LlamaCppLike.tokens(m["content"]) + 8 for m in rendered) + 16
+    fake = LlamaCppLike(server, window=whole - 1)  # the whole union is refused, by a token
+    client = build_client(settings_for(server, tmp_path), retry=FAST)
+    clients.append(client)
+    judge = LLMJudge()
+    (judgements,) = await judge.judge_sets(QUERY, [union], None, client)  # type: ignore[arg-type]
+    assert client.context_window == fake.window  # learned from the refusal
+    judged = [b for b in chat_bodies(server) if "verdicts" in json.dumps(b["response_format"])]
+    assert len(judged) >= 3  # the refused whole, then its parts
+    assert len(judgements) == len(QUERY.references)
+
+
 async def test_a_window_too_small_for_any_trim_rejects_with_context_length(
     server: FakeOpenAIServer, tmp_path: Path, clients: list[ModelClient]
 ) -> None:
@@ -395,16 +482,80 @@ async def test_judges_are_answered_by_the_judge_model_and_the_rest_by_the_author
 def test_answer_schemas_state_iso_dates_and_the_domains_for_servers_that_enforce_them() -> None:
     """A grammar (llama.cpp) or strict schema then writes 2024-06-01, never '2024-12-31 Tue 23:57';
     pydantic does not enforce them, so one bad item is still refused alone by its stage."""
+    import re
+
     from memoryquest.contracts import Domain
     from memoryquest.llm.schema import strict_json_schema
+    from memoryquest.prompt_inputs import ISO_DATE_PATTERN
     from memoryquest.stages.queries_contracts import QueryCandidateDraft, QueryCandidatesDraft
 
+    schema = strict_json_schema(QueryCandidatesDraft)
+    assert schema is not None
     for model, item in (("QueryCandidateDraft", "query_date"), ("ReferenceDraft", "date")):
-        schema = strict_json_schema(QueryCandidatesDraft)
-        assert schema is not None
-        assert schema["$defs"][model]["properties"][item]["format"] == "date"
+        assert schema["$defs"][model]["properties"][item]["pattern"] == ISO_DATE_PATTERN
         assert schema["$defs"][model]["properties"]["domain"]["enum"] == [d.value for d in Domain]
+    until = schema["$defs"]["ReferenceDraft"]["properties"]["valid_until"]["anyOf"]
+    assert {"type": "string", "pattern": ISO_DATE_PATTERN} in until
+    assert re.fullmatch(ISO_DATE_PATTERN.strip("^$"), "2024-06-01")
+    for wrong in ("2024-6-1", "2024-13-01", "2024-06-32", "2024-12-31 Tue", "June 2024"):
+        assert not re.fullmatch(ISO_DATE_PATTERN.strip("^$"), wrong), wrong
     loose = QueryCandidateDraft(
         query="q", query_date="soon", reasoning="r", domain="x", references=[]
     )
     assert loose.query_date == "soon"  # left to the stage's check, item by item
+
+
+def test_answer_schemas_state_the_counts_and_indices_the_inputs_bound(tmp_path: Path) -> None:
+    """What a stage counts (candidates, references, verdicts, turns, news said, slots) is in the
+    schema its request sends, from the settings and the inputs; validation stays the model's."""
+    from memoryquest.llm.schema import strict_json_schema
+    from memoryquest.stages.dialogues_contracts import DialogueInputs
+    from memoryquest.stages.queries import generation_request
+    from memoryquest.stages.queries_contracts import ReferenceRelevanceInputs
+
+    settings = Settings(
+        output_dir=tmp_path,
+        generation={"candidates_per_user": 3, "references_min": 2, "references_max": 4},
+    )
+    persona = load_personas(settings.persona_source, None).personas[0]
+    request = generation_request(persona, settings.generation, 0, [])
+    schema = strict_json_schema(request.response_model)
+    assert schema is not None
+    candidates = schema["properties"]["candidates"]
+    assert (candidates["minItems"], candidates["maxItems"]) == (3, 3)
+    references = schema["$defs"]["QueryCandidateDraft"]["properties"]["references"]
+    assert (references["minItems"], references["maxItems"]) == (2, 4)
+    assert generation_request(persona, settings.generation, 1, []).response_model is (
+        request.response_model
+    )  # one model per statement: its schema and grammar are built once
+
+    judge = ReferenceRelevanceInputs(
+        query="q",
+        query_date="2024-06-01",
+        query_domain="Travel",
+        references=[
+            {"index": i, "text": "t", "date": "2024-05-01", "domain": "Books"} for i in range(3)
+        ],
+    ).request()
+    verdicts = judge.response_model.model_json_schema()
+    assert verdicts["properties"]["verdicts"]["minItems"] == 3
+    assert verdicts["$defs"]["RelevanceVerdict"]["properties"]["index"]["enum"] == [0, 1, 2]
+
+    dialogue = DialogueInputs(
+        event={"date": "2024-05-01", "weekday": "Wednesday", "domain": "Books", "description": "d"},
+        news=["reads a lot", "moved house"],
+        demographics={},
+        interaction_summary=None,
+        affinities=[],
+        situations=[],
+        turns_min=4,
+        turns_max=6,
+    ).request()
+    said = dialogue.response_model.model_json_schema()
+    turns = said["properties"]["turns"]
+    assert (turns["minItems"], turns["maxItems"]) == (4, 6)
+    news_said = said["$defs"]["NewsSaid"]["properties"]
+    assert news_said["news_index"]["enum"] == [0, 1]
+    assert news_said["turn_index"]["enum"] == [0, 2, 4]  # the user's turns
+    # Stated, not enforced: an answer with too few turns still parses, for the stage to refuse.
+    assert dialogue.response_model.model_validate({"turns": ["hi"]}).turns == ["hi"]

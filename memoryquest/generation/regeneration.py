@@ -10,6 +10,9 @@ through :func:`regenerate`. The policy lives here once:
   (``LLMOutputError``) is recorded as a rejected candidate, and the item is
   asked again; one whose prompt cannot fit the model's window
   (``LLMContextLengthError``) is not, since asking again cannot help;
+- unless the window was unknown when the item was planned and the refusal
+  named it: the item is planned again under it (split or trimmed by the
+  stage's ``ask``, as when the window is known) in the same round, once;
 - any other error (the endpoint failed, not the item) ends the stage;
 - what a stage's check refuses is recorded, never dropped silently.
 
@@ -65,6 +68,16 @@ class Regeneration(ABC, Generic[ItemT, AnswerT, KeptT]):
     def failed(self, item: ItemT, error: LLMOutputError, round: Round) -> RejectedCandidate:
         """The record of a call that gave no usable answer."""
 
+    def planned_without_the_window(self, answer: AnswerT | BaseException) -> bool:
+        """Whether ``answer`` is a refusal that taught the model's window (a stage whose answer
+        holds several calls' results looks into them)."""
+        return window_learned(answer)
+
+
+def window_learned(answer: object) -> bool:
+    """A call refused as too long for a window it was planned without, which the refusal named."""
+    return isinstance(answer, LLMContextLengthError) and answer.learned_window is not None
+
 
 @dataclass
 class Regenerated(Generic[KeptT]):
@@ -88,8 +101,14 @@ async def regenerate(
         if not pending:
             break
         round = Round(attempt, last=attempt == attempts - 1)
-        answers = await stage.ask([items[i] for i in pending], round)
+        answers = list(await stage.ask([items[i] for i in pending], round))
         outcome.calls += len(pending)
+        replan = [k for k, answer in enumerate(answers) if stage.planned_without_the_window(answer)]
+        if replan:
+            again = await stage.ask([items[pending[k]] for k in replan], round)
+            outcome.calls += len(replan)
+            for k, answer in zip(replan, again, strict=True):
+                answers[k] = answer
         given_up: set[int] = set()
         usable: list[tuple[int, ItemT, AnswerT]] = []
         for position, answer in zip(pending, answers, strict=True):
@@ -115,4 +134,4 @@ async def regenerate(
     return outcome
 
 
-__all__ = ["GIVE_UP", "Regenerated", "Regeneration", "Round", "regenerate"]
+__all__ = ["GIVE_UP", "Regenerated", "Regeneration", "Round", "regenerate", "window_learned"]

@@ -52,7 +52,15 @@ class LLMContextLengthError(LLMOutputError):
     An output error, not a configuration one: it belongs to one item (its
     prompt is too long), which is rejected with the reason ``context_length``
     while the run goes on.
+
+    ``learned_window``: the window a server named when it refused a request that
+    was sized without knowing it. Planned again under that window (split into
+    smaller calls, material trimmed), the item may fit; the stage asks again.
     """
+
+    def __init__(self, message: str = "", *, learned_window: int | None = None) -> None:
+        super().__init__(message)
+        self.learned_window = learned_window
 
 
 class LLMTransportError(LLMError):

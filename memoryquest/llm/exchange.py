@@ -95,6 +95,10 @@ class Attempt:
     conversation: list[dict[str, str]]  # what the next try sends (a repair adds two turns)
     max_tokens: int
     repairs: int = 0
+    # The window the request was last sized against; None when the model's window was unknown.
+    sized_for: int | None = None
+    # A server refused it as too long and named the window it had been sized without.
+    window_learned: bool = False
     withheld: dict[Withheld, int] = field(default_factory=dict)  # answers withheld, by reason
     spent: dict[str, Any] = field(default_factory=_nothing_spent)
 
@@ -299,6 +303,13 @@ class ChatExchange:
             except FieldRejectedError as exc:
                 self.field_rejected(call, attempt.where, exc)
                 continue
+            except LLMContextLengthError:
+                if attempt.sized_for is None and self.context_window is not None:
+                    attempt.window_learned = True
+                    # Sized without a window, refused by a server that named it: fitted again
+                    # under it (the output allowance cut to the room left, or it fails alone).
+                    continue
+                raise
             attempt.add(cost)
             value = self.judge(attempt, result)
             if value is not None:
@@ -385,12 +396,14 @@ class ChatExchange:
         allowance is cut to the room left, a request that cannot fit fails alone."""
         fit = await self.measure(call)
         allowance = attempt.request.output_budget(attempt.template.max_output_tokens)
+        attempt.sized_for = fit.window
         if fit.window is not None and fit.room is not None:
             if fit.room < min(allowance, call.max_output_tokens):
                 raise LLMContextLengthError(
                     f"{attempt.where}: a prompt of {fit.prompt_tokens} tokens and an output "
                     f"allowance of {min(allowance, call.max_output_tokens)} do not fit the "
-                    f"{fit.window}-token context window of {self.chat_backend.model}"
+                    f"{fit.window}-token context window of {self.chat_backend.model}",
+                    learned_window=fit.window if attempt.window_learned else None,
                 )
             if call.max_output_tokens > fit.room:
                 attempt.max_tokens = fit.room

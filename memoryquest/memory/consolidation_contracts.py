@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from memoryquest.contracts import FactType
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -54,3 +54,13 @@ class ConsolidationInputs(PromptInputs):
     output_model: ClassVar[type[BaseModel]] = MergedFactAnswer
 
     facts: list[GroupFact]
+
+    def answer_model(self) -> type[BaseModel]:
+        """One of the group's types, and a frequency from 1 to the group's sum."""
+        types = sorted({fact["type"] for fact in self.facts})
+        total = max(1, sum(fact["frequency"] for fact in self.facts))
+        return stated(
+            MergedFactAnswer,
+            type=says(whole=True, type="string", **one_of(types)),
+            frequency=says(**one_of(range(1, total + 1))),
+        )

@@ -7,13 +7,13 @@ See :mod:`memoryquest.prompt_inputs` for the convention.
 
 from __future__ import annotations
 
-from typing import ClassVar, NotRequired
+from typing import Any, ClassVar, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from memoryquest.contracts import FactType
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -84,3 +84,23 @@ class ExtractionInputs(PromptInputs):
 
     existing_facts: list[ExistingFact]
     sessions: list[SessionView]
+
+    def answer_model(self) -> type[BaseModel]:
+        """Facts that update a shown fid or add a ``NEW_<n>`` one, each citing shown sentences."""
+        numbers = [
+            int(number)
+            for session in self.sessions
+            for turn in session["turns"]
+            for number in turn.get("sentences", {})
+        ]
+        new = {"type": "string", "pattern": "^NEW_[0-9]+$"}
+        fid = [{"type": "string", **one_of(f["fid"] for f in self.existing_facts)}, new]
+        cited: dict[str, Any] = {"minItems": 1}
+        if numbers:
+            cited["items"] = {"type": "integer", **one_of(numbers)}
+        fact = stated(
+            ExtractedFact,
+            fid=says(anyOf=fid if self.existing_facts else [new]),
+            sentences=says(**cited),
+        )
+        return stated(ExtractionAnswer, facts=says(item_model=fact))

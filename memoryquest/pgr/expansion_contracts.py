@@ -15,6 +15,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from memoryquest.pgr.prospection_contracts import QueryInputs
+from memoryquest.prompt_inputs import says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -46,9 +47,17 @@ class MultiQueryInputs(ExpansionInputs):
     template_id: ClassVar[str] = "pgr_expand_queries"
     output_model: ClassVar[type[BaseModel]] = SearchQueries
 
+    def answer_model(self) -> type[BaseModel]:
+        """At most the ``count`` searches asked for."""
+        return stated(SearchQueries, queries=says(maxItems=max(1, self.count)))
+
 
 class HypotheticalFactsInputs(ExpansionInputs):
     """Hypothetical-fact expansion (HyDE): facts the user may have told, written to be searched with."""
 
     template_id: ClassVar[str] = "pgr_hypothetical_facts"
     output_model: ClassVar[type[BaseModel]] = HypotheticalFacts
+
+    def answer_model(self) -> type[BaseModel]:
+        """At most the ``count`` facts asked for."""
+        return stated(HypotheticalFacts, facts=says(maxItems=max(1, self.count)))

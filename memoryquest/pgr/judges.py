@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from memoryquest.contracts import JudgeKind, Query, ReferenceJudgement
-from memoryquest.llm.client import LLMOutputError, ModelClient
+from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.memory.snapshot import MemoryItem
 from memoryquest.pgr.judges_contracts import (
@@ -183,7 +183,12 @@ class LLMJudge(Judge):
         _, size = await client.first_fitting(fullest_first())
         parts = [union[start : start + size] for start in range(0, len(union), size)]
         self.llm_calls += len(parts)
-        answers = await client.complete_all([judge_request(query, part) for part in parts])
+        try:
+            answers = await client.complete_all([judge_request(query, part) for part in parts])
+        except LLMContextLengthError as exc:
+            if exc.learned_window is None:
+                raise
+            return await self._verdicts(query, union, client)  # split under the window it named
         merged: dict[int, ReferenceVerdict] = {}
         for offset, (part, answer) in enumerate(zip(parts, answers, strict=True)):
             verdicts = verdicts_by_number(answer, len(query.references), len(part), query.query_id)

@@ -7,12 +7,12 @@ See :mod:`memoryquest.prompt_inputs` for the convention.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, JudgeInputs
+from memoryquest.prompt_inputs import ROW, JudgeInputs, items_between, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -61,3 +61,19 @@ class JudgeReferencesInputs(JudgeInputs):
 
     references: list[NumberedReference]
     retrieved: list[RetrievedFact]
+
+    def answer_model(self) -> type[BaseModel]:
+        """One verdict for each reference number, citing retrieved memories by their numbers."""
+        count = len(self.references)
+        memories = [fact["number"] for fact in self.retrieved]
+        cited: dict[str, Any] = {"maxItems": 0}
+        if memories:
+            cited = {"items": {"type": "integer", **one_of(memories)}}
+        verdict = stated(
+            ReferenceVerdict,
+            number=says(**one_of(r["number"] for r in self.references)),
+            memories=says(**cited),
+        )
+        return stated(
+            ReferenceVerdicts, verdicts=says(item_model=verdict, **items_between(count, count))
+        )

@@ -12,9 +12,16 @@ from typing import ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
+
+
+# The most steps (nodes) each plan's prompt asks for, stated in its schema: a grammar-bound model
+# cannot list steps past them until its output allowance cuts the answer off.
+CHAIN_STEPS_MAX = 8  # pgr_cot_initial: "Five to eight steps."
+REFINED_CHAIN_STEPS_MAX = 10  # pgr_cot_refine: "at most ten steps"
+REFINED_TREE_NODES_MAX = 12  # pgr_tot_refine: "at most twelve nodes"
 
 
 class PlannedStep(BaseModel):
@@ -116,6 +123,9 @@ class CotInitialInputs(PlanInputs):
     template_id: ClassVar[str] = "pgr_cot_initial"
     output_model: ClassVar[type[BaseModel]] = ChainPlan
 
+    def answer_model(self) -> type[BaseModel]:
+        return stated(ChainPlan, steps=says(maxItems=CHAIN_STEPS_MAX))
+
 
 class TotInitialInputs(PlanInputs):
     template_id: ClassVar[str] = "pgr_tot_initial"
@@ -139,12 +149,18 @@ class CotRefineInputs(RefineInputs[ChainStepView]):
     template_id: ClassVar[str] = "pgr_cot_refine"
     output_model: ClassVar[type[BaseModel]] = ChainPlan
 
+    def answer_model(self) -> type[BaseModel]:
+        return stated(ChainPlan, steps=says(maxItems=REFINED_CHAIN_STEPS_MAX))
+
 
 class TotRefineInputs(RefineInputs[TreeStepView]):
     """The previous tree and every fact retrieved so far, for a re-plan (phase 2)."""
 
     template_id: ClassVar[str] = "pgr_tot_refine"
     output_model: ClassVar[type[BaseModel]] = TreePlan
+
+    def answer_model(self) -> type[BaseModel]:
+        return stated(TreePlan, nodes=says(maxItems=REFINED_TREE_NODES_MAX))
 
 
 class SummaryInputs(PlanInputs):

@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from memoryquest.contracts import JudgeKind, RetrievalMethod
-from memoryquest.prompt_inputs import JudgeInputs
+from memoryquest.prompt_inputs import JudgeInputs, one_of, says, stated
 
 TIE = "tie"
 
@@ -56,6 +56,11 @@ class PairwiseInputs(JudgeInputs):
     first_response: str
     second_label: str
     second_response: str
+
+    def answer_model(self) -> type[BaseModel]:
+        """The choice names one of the two labels, or a tie."""
+        labels = (self.first_label, self.second_label, TIE)
+        return stated(PairwiseVerdict, choice=says(**one_of(labels)))
 
 
 # --------------------------------------------------------------------------- what `pgr run --win-rate` reports

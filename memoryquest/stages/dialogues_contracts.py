@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs, items_between, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -70,3 +70,20 @@ class DialogueInputs(PromptInputs):
     turns_min: int
     turns_max: int
     ledger: list[str] = []  # what the user said before, one dated line each
+
+    def answer_model(self) -> type[BaseModel]:
+        """``turns_min..turns_max`` turns; each news item said once, in a user turn (even index)."""
+        count = len(self.news)
+        turns = says(**items_between(self.turns_min, self.turns_max))
+        if not count:
+            return stated(DialogueDraft, turns=turns, news_said=says(**items_between(0, 0)))
+        said = stated(
+            NewsSaid,
+            news_index=says(**one_of(range(count))),
+            turn_index=says(**one_of(range(0, self.turns_max, 2))),
+        )
+        return stated(
+            DialogueDraft,
+            turns=turns,
+            news_said=says(item_model=said, **items_between(count, count)),
+        )

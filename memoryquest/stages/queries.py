@@ -51,7 +51,14 @@ from memoryquest.generation.common import (
     persona_variables,
     rejected,
 )
-from memoryquest.generation.regeneration import GIVE_UP, GiveUp, Regeneration, Round, regenerate
+from memoryquest.generation.regeneration import (
+    GIVE_UP,
+    GiveUp,
+    Regeneration,
+    Round,
+    regenerate,
+    window_learned,
+)
 from memoryquest.ids import make_id
 from memoryquest.llm.client import LLMContextLengthError, LLMOutputError, ModelClient
 from memoryquest.llm.request import DEFAULT_MAX_OUTPUT_TOKENS, LLMRequest
@@ -498,6 +505,11 @@ class _QueryJob(Regeneration[Persona, list[Any], list[_Passing]]):
 
     def failed(self, item: Persona, error: LLMOutputError, round: Round) -> RejectedCandidate:
         return self._call_failed(error, round, 0)
+
+    def planned_without_the_window(self, answer: list[Any] | BaseException) -> bool:
+        """An attempt's calls were planned without the window when one of them taught it."""
+        calls = answer if isinstance(answer, list) else [answer]
+        return any(window_learned(call) for call in calls)
 
     def _call_failed(self, error: LLMOutputError, round: Round, call: int) -> RejectedCandidate:
         return rejected(

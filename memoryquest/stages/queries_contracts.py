@@ -7,12 +7,22 @@ See :mod:`memoryquest.prompt_inputs` for the convention.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field, with_config
+from pydantic import BaseModel, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ISO_DATE, ONE_OF_THE_DOMAINS, ROW, JudgeInputs, PromptInputs
+from memoryquest.prompt_inputs import (
+    ISO_DATE,
+    ONE_OF_THE_DOMAINS,
+    ROW,
+    JudgeInputs,
+    PromptInputs,
+    items_between,
+    one_of,
+    says,
+    stated,
+)
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -30,7 +40,7 @@ class ReferenceDraft(BaseModel):
     rationale: str = Field(
         default="", description="One sentence: which part of the request this changes."
     )
-    valid_until: str | None = Field(
+    valid_until: Annotated[str, WithJsonSchema({"type": "string", **ISO_DATE})] | None = Field(
         default=None,
         description="ISO date of the last day a time-bounded statement holds; null otherwise.",
     )
@@ -109,6 +119,20 @@ class QueryGenerationInputs(PromptInputs):
     domains: list[str]
     already_proposed: list[str]
 
+    def answer_model(self) -> type[BaseModel]:
+        """``count`` candidates of ``references_min..references_max`` references each."""
+        candidate = stated(
+            QueryCandidateDraft,
+            references=says(
+                item_model=stated(ReferenceDraft),
+                **items_between(self.references_min, self.references_max),
+            ),
+        )
+        return stated(
+            QueryCandidatesDraft,
+            candidates=says(item_model=candidate, **items_between(*[self.count] * 2)),
+        )
+
 
 @with_config(ROW)
 class RelevanceReference(TypedDict):
@@ -129,3 +153,13 @@ class ReferenceRelevanceInputs(JudgeInputs):
 
     query_domain: str
     references: list[RelevanceReference]
+
+    def answer_model(self) -> type[BaseModel]:
+        """One verdict for each reference, by its index."""
+        count = len(self.references)
+        verdict = stated(
+            RelevanceVerdict, index=says(**one_of(r["index"] for r in self.references))
+        )
+        return stated(
+            RelevanceAnswer, verdicts=says(item_model=verdict, **items_between(count, count))
+        )

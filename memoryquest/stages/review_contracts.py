@@ -18,7 +18,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -85,3 +85,10 @@ class SessionReviewInputs(PromptInputs):
     date: str
     turns: list[ReviewTurn]
     earlier: list[EarlierTurn] = []
+
+    def answer_model(self) -> type[BaseModel]:
+        """Flagged sentences name turns of this conversation by their indices."""
+        if not self.turns:
+            return self.output_model
+        flagged = stated(FlaggedSentence, turn_index=says(**one_of(t["index"] for t in self.turns)))
+        return stated(SessionReview, flagged=says(item_model=flagged))

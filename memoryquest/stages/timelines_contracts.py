@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.prompt_inputs import ROW, PromptInputs
+from memoryquest.prompt_inputs import ROW, PromptInputs, items_between, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
 
@@ -99,3 +99,14 @@ class TimelineInputs(PromptInputs):
     tasks: list[dict[str, Any]]
     news_words_min: int
     news_words_max: int
+
+    def answer_model(self) -> type[BaseModel]:
+        """One event for each slot, by its index, with as many news items as the slots ask for."""
+        count = len(self.slots)
+        news = [slot["news"] for slot in self.slots] or [0]
+        event = stated(
+            EventDraft,
+            slot=says(**one_of(slot["slot"] for slot in self.slots)),
+            news=says(**items_between(min(news), max(news))),
+        )
+        return stated(TimelineDraft, events=says(item_model=event, **items_between(count, count)))
