@@ -37,6 +37,7 @@ from memoryquest.llm.errors import (
     TransientBackendError,
 )
 from memoryquest.llm.hints import encode_hints
+from memoryquest.llm.schema import grammar_schema
 from memoryquest.llm.servers import (
     PROFILES,
     ServerFacts,
@@ -468,7 +469,7 @@ class OpenAIChatBackend:
         elif call.mode is OutputMode.JSON_OBJECT_SCHEMA:
             body["response_format"] = {
                 "type": "json_object",
-                "schema": call.strict_schema or call.schema,
+                "schema": grammar_schema(call.schema) or call.strict_schema or call.schema,
             }
         elif call.mode is OutputMode.JSON_OBJECT:
             body["response_format"] = {"type": "json_object"}

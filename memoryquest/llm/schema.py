@@ -98,15 +98,31 @@ def schema_name(model: type[BaseModel]) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", model.__name__)[:64] or "response"
 
 
-def to_strict(schema: dict[str, Any]) -> dict[str, Any]:
+_GRAMMAR_ALLOWED = _ALLOWED | {"minLength", "maxLength"}
+"""A grammar-constrained server (llama.cpp's json_object + schema) enforces string lengths too:
+an answer model that refuses an empty string says so to the grammar, so it cannot be sent."""
+
+
+def to_strict(
+    schema: dict[str, Any], allowed: frozenset[str] | set[str] = _ALLOWED
+) -> dict[str, Any]:
     root = copy.deepcopy(schema)
     defs = root.get("$defs", {})
     if _resolve(root, defs).get("type") != "object":
         raise NotStrictable("the root of a strict schema must be an object")
-    converted = _convert(root, defs)
+    converted = _convert(root, defs, allowed)
     if defs:
-        converted["$defs"] = {name: _convert(body, defs) for name, body in defs.items()}
+        converted["$defs"] = {name: _convert(body, defs, allowed) for name, body in defs.items()}
     return converted
+
+
+def grammar_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The strict form of ``schema`` with its string lengths kept, for a server that turns the
+    schema into a grammar; None when strict mode cannot express it."""
+    try:
+        return to_strict(schema, _GRAMMAR_ALLOWED)
+    except NotStrictable:
+        return None
 
 
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +135,7 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _convert(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
+def _convert(node: Any, defs: dict[str, Any], allowed: frozenset[str] | set[str]) -> dict[str, Any]:
     if not isinstance(node, dict):
         raise NotStrictable(f"unexpected schema node {node!r}")
     if "$ref" in node and len(node) > 1:
@@ -140,18 +156,18 @@ def _convert(node: Any, defs: dict[str, Any]) -> dict[str, Any]:
         raise NotStrictable("a value of any type (Any) cannot be strict")
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key not in _ALLOWED:
+        if key not in allowed:
             continue
         if key == "format" and value not in _STRICT_FORMATS:
             continue
         if key == "properties":
-            out[key] = {name: _convert(sub, defs) for name, sub in value.items()}
+            out[key] = {name: _convert(sub, defs, allowed) for name, sub in value.items()}
         elif key == "items":
             if not isinstance(value, dict):
                 raise NotStrictable("tuple-style items")
-            out[key] = _convert(value, defs)
+            out[key] = _convert(value, defs, allowed)
         elif key == "anyOf":
-            out[key] = [_convert(sub, defs) for sub in value]
+            out[key] = [_convert(sub, defs, allowed) for sub in value]
         elif key == "additionalProperties":
             continue  # set below for objects
         elif key == "$defs":
