@@ -6,9 +6,9 @@ from enum import StrEnum
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from memoryquest.llm.schema import extract_json, schema_name, strict_json_schema
+from memoryquest.llm.schema import extract_json, schema_name, strict_json_schema, validate_answer
 
 
 class Kind(StrEnum):
@@ -83,3 +83,21 @@ def test_schema_names_are_api_safe() -> None:
 )
 def test_json_is_found_inside_a_reply(reply: str, expected: str) -> None:
     assert extract_json(reply) == expected
+
+
+class Note(BaseModel):
+    text: str
+    tags: list[str]
+
+
+def test_a_line_break_inside_a_string_is_read_not_refused() -> None:
+    """Some servers' JSON grammars let a raw control character into a string: invalid JSON, but
+    unambiguous, so the answer is read with it kept; anything else invalid is still refused."""
+    raw = '{"text": "first line\nsecond line", "tags": ["a"]}'
+    with pytest.raises(ValidationError):
+        Note.model_validate_json(raw)
+    assert validate_answer(Note, raw) == Note(text="first line\nsecond line", tags=["a"])
+    with pytest.raises(ValidationError):
+        validate_answer(Note, '{"text": "cut off')
+    with pytest.raises(ValidationError):
+        validate_answer(Note, '{"text": "a\nb"}')  # read, then held to the model: tags missing

@@ -54,12 +54,12 @@ from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.prompts import PromptTemplate, load_template
 from memoryquest.llm.request import LLMRequest, ResponseT
 from memoryquest.llm.schema import (
-    extract_json,
     repair_instruction,
     response_schema,
     schema_fingerprint,
     schema_name,
     strict_json_schema,
+    validate_answer,
 )
 from memoryquest.llm.tokens import TokenCounter, token_counter
 
@@ -456,7 +456,7 @@ class ChatExchange:
         text = result.text or ""
         model = request.response_model
         try:
-            return model.model_validate_json(extract_json(text))
+            return validate_answer(model, text)
         except ValidationError as exc:
             problem = _summarise(exc) if text.strip() else "the answer was empty"
             attempt.repairs += 1

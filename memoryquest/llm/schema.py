@@ -15,9 +15,11 @@ import copy
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 # Keywords OpenAI strict mode accepts; anything else is stripped from the sent schema.
 _ALLOWED = {
@@ -206,6 +208,25 @@ def extract_json(text: str) -> str:
     if 0 <= start < end:
         return stripped[start : end + 1]
     return stripped
+
+
+def validate_answer(model: type[ModelT], text: str) -> ModelT:
+    """The answer as ``model``. A raw control character (a line break) inside a JSON string is
+    invalid JSON but unambiguous, and some servers' JSON grammars let it through: such an answer
+    is read with the control characters kept rather than asked for again."""
+    document = extract_json(text)
+    try:
+        return model.model_validate_json(document)
+    except ValidationError as exc:
+        if not any(
+            e["type"] == "json_invalid" and "control character" in e["msg"] for e in exc.errors()
+        ):
+            raise
+        try:
+            parsed = json.loads(document, strict=False)
+        except ValueError:
+            raise exc from None
+        return model.model_validate(parsed)
 
 
 def schema_instruction(schema: dict[str, Any]) -> str:
