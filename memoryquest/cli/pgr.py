@@ -507,23 +507,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote the Win Rate report to {report_target}{_where_read(report_target, dataset)}")
         written.append(report_target)
     if written:
-        record_path = written[0].with_name(written[0].name.split(".")[0] + RUN_RECORD_SUFFIX)
-        record = evaluation_record(
-            command=["memoryquest", *args.argv],
-            dataset=dataset,
-            manifest=inputs.manifest,
-            settings=settings,
-            queries=len(queries),
-            users=users,
-            chat_model=evaluation.chat_model,
-            judge_model=evaluation.judge_model,
-            embedder=evaluation.embedder,
+        _write_record(
+            args,
+            inputs,
+            settings,
+            queries,
+            written,
+            models=(evaluation.chat_model, evaluation.judge_model, evaluation.embedder),
             usage=evaluation.usage,
-            outputs=written,
-        )
-        write_atomically(record_path, [record.model_dump_json(indent=2) + "\n"])
-        print(
-            f"wrote the run record (dataset hash, models, prompt versions, seeds, cost) to {record_path}"
         )
     return 0
 
@@ -587,24 +578,49 @@ def _run_memories(args: argparse.Namespace, settings: Settings) -> int:
     if args.output is not None:
         write_atomically(args.output, [row.model_dump_json() + "\n" for row in results])
         print(f"wrote {len(results)} results to {args.output}")
-        record_path = args.output.with_name(args.output.name.split(".")[0] + RUN_RECORD_SUFFIX)
-        record = evaluation_record(
-            command=["memoryquest", *args.argv],
-            dataset=dataset,
-            manifest=inputs.manifest,
-            settings=settings,
-            queries=len(queries),
-            users=users,
-            chat_model=client.chat_backend.model,
-            judge_model=client.judge_model_name,
-            embedder=client.embedder_name,
+        _write_record(
+            args,
+            inputs,
+            settings,
+            queries,
+            [args.output],
+            models=(client.chat_backend.model, client.judge_model_name, client.embedder_name),
             usage=client.usage(),
-            outputs=[args.output],
             memory_systems={row.system: row.system_version for row in results},
         )
-        write_atomically(record_path, [record.model_dump_json(indent=2) + "\n"])
-        print(f"wrote the run record to {record_path}")
     return 0
+
+
+def _write_record(
+    args: argparse.Namespace,
+    inputs: PGRInputs,
+    settings: Settings,
+    queries: Sequence[Query],
+    written: Sequence[Path],
+    *,
+    models: tuple[str, str, str],
+    usage: Sequence[StageUsage],
+    memory_systems: dict[str, str] | None = None,
+) -> None:
+    """The run record beside the first file written (``NAME.run.json``)."""
+    chat_model, judge_model, embedder = models
+    record = evaluation_record(
+        command=["memoryquest", *args.argv],
+        dataset=dataset_dir(args),
+        manifest=inputs.manifest,
+        settings=settings,
+        queries=len(queries),
+        users=len({q.persona_id for q in queries}),
+        chat_model=chat_model,
+        judge_model=judge_model,
+        embedder=embedder,
+        usage=usage,
+        outputs=written,
+        memory_systems=memory_systems,
+    )
+    path = written[0].with_name(written[0].name.split(".")[0] + RUN_RECORD_SUFFIX)
+    write_atomically(path, [record.model_dump_json(indent=2) + "\n"])
+    print(f"wrote the run record (dataset hash, models, prompt versions, seeds, cost) to {path}")
 
 
 def _where_read(report: Path, dataset: Path) -> str:

@@ -43,10 +43,9 @@ from memoryquest.contracts import Query, RetrievalMethod
 from memoryquest.llm.client import ModelClient
 from memoryquest.pgr.expansion_contracts import (
     ExpansionInputs,
-    HypotheticalFacts,
+    ExpansionTexts,
     HypotheticalFactsInputs,
     MultiQueryInputs,
-    SearchQueries,
 )
 from memoryquest.pgr.lexical import BM25Index
 from memoryquest.pgr.retrieval import Hit, MemoryIndex, Retriever
@@ -79,7 +78,7 @@ EXPANSIONS: tuple[RetrievalMethod, ...] = (
     RetrievalMethod.MULTI_QUERY,
     RetrievalMethod.HYPOTHETICAL_FACTS,
 )
-"""The baselines that ask the model for texts to search with."""
+"""The baselines that ask the model for texts to search with (see EXPANSION_INPUTS)."""
 
 RRF_K = 60  # the usual constant of reciprocal rank fusion
 
@@ -125,30 +124,24 @@ def recency_hits(index: MemoryIndex, k: int) -> list[Hit]:
     return [Hit(item.fid, float((item.date - index.as_of).days)) for item in newest]
 
 
+EXPANSION_INPUTS: dict[RetrievalMethod, type[ExpansionInputs]] = {
+    RetrievalMethod.MULTI_QUERY: MultiQueryInputs,
+    RetrievalMethod.HYPOTHETICAL_FACTS: HypotheticalFactsInputs,
+}
+
+
 async def expansion_texts(
     method: RetrievalMethod, query: Query, count: int, client: ModelClient
 ) -> list[str]:
     """The texts the model writes for an expansion baseline (one request, cached per query)."""
-    inputs: ExpansionInputs
-    if method is RetrievalMethod.MULTI_QUERY:
-        inputs = MultiQueryInputs(
-            query=query.text, query_date=query.query_date.isoformat(), count=count
-        )
-        searches: SearchQueries = await client.complete(
-            inputs.request(cache_scope=f"query:{query.query_id}")
-        )
-        texts = searches.queries
-    elif method is RetrievalMethod.HYPOTHETICAL_FACTS:
-        inputs = HypotheticalFactsInputs(
-            query=query.text, query_date=query.query_date.isoformat(), count=count
-        )
-        imagined: HypotheticalFacts = await client.complete(
-            inputs.request(cache_scope=f"query:{query.query_id}")
-        )
-        texts = imagined.facts
-    else:
+    inputs_model = EXPANSION_INPUTS.get(method)
+    if inputs_model is None:
         raise ValueError(f"{method.value} is not a query expansion")
-    return [t.strip() for t in texts if t.strip()][:count]
+    inputs = inputs_model(query=query.text, query_date=query.query_date.isoformat(), count=count)
+    answer: ExpansionTexts = await client.complete(
+        inputs.request(cache_scope=f"query:{query.query_id}")
+    )
+    return [t.strip() for t in answer.texts if t.strip()][:count]
 
 
 def fused_hits(ranked_lists: list[list[Hit]], k: int) -> list[Hit]:

@@ -20,14 +20,30 @@ from memoryquest.prompt_inputs import says, stated
 # --------------------------------------------------------------------------- what the model answers
 
 
-class SearchQueries(BaseModel):
+class ExpansionTexts(BaseModel):
+    """An expansion's answer: the texts to search with, whatever the template calls them."""
+
+    @property
+    def texts(self) -> list[str]:
+        raise NotImplementedError
+
+
+class SearchQueries(ExpansionTexts):
     queries: list[str] = Field(min_length=1, description="Search queries, one per angle.")
 
+    @property
+    def texts(self) -> list[str]:
+        return self.queries
 
-class HypotheticalFacts(BaseModel):
+
+class HypotheticalFacts(ExpansionTexts):
     facts: list[str] = Field(
         min_length=1, description="Short facts about the user that would change the answer."
     )
+
+    @property
+    def texts(self) -> list[str]:
+        return self.facts
 
 
 # --------------------------------------------------------------------------- what the model is given
