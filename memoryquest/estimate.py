@@ -266,17 +266,37 @@ async def estimate_run(
         settings.endpoint.embedding_model if remote_embeddings else client.embedder_name
     )
     scale = planned_personas / len(sample)
-    stages = [
-        _scale_stage(
-            row, scale, prices, chat_model, embedding_model, remote_embeddings, row.stage in batched
-        )
-        for row in usage
-    ]
-
+    # Both ways of sending the run, from the one dry run; the estimate's own is the settings' way.
+    batch_stages = set(settings.endpoint.batch_stages)
+    sent_in_batches = {"online": set[str](), "batch": batch_stages}
+    priced = {
+        mode: [
+            _scale_stage(
+                row,
+                scale,
+                prices,
+                chat_model,
+                embedding_model,
+                remote_embeddings,
+                row.stage in in_batches,
+            )
+            for row in usage
+        ]
+        for mode, in_batches in sent_in_batches.items()
+    }
     if settings.generation.review:
-        stages, reviewed_as = _review_priced(
-            stages, usage, settings, scale, prices, embedding_model, remote_embeddings, batched
-        )
+        for mode, in_batches in sent_in_batches.items():
+            priced[mode], reviewed_as = _review_priced(
+                priced[mode],
+                usage,
+                settings,
+                scale,
+                prices,
+                embedding_model,
+                remote_embeddings,
+                in_batches,
+            )
+    stages = priced["batch" if batch else "online"]
     approximations = [
         "output tokens are the offline simulator's answer lengths; a real model's answers differ in length",
         f"scaled linearly from {len(sample)} sample persona(s) to {planned_personas}",
@@ -308,23 +328,7 @@ async def estimate_run(
         )
     total_cost = sum(s.cost_usd for s in stages)
     rounds = {row.stage: max(c[0].get(row.stage, 0) for c in counted) for row in usage}
-    batched_stages = set(settings.endpoint.batch_stages)
-    batch_rounds = max(sum(1 for r in c[1] if r & batched_stages) for c in counted)
-    priced = {
-        mode: [
-            _scale_stage(
-                row,
-                scale,
-                prices,
-                chat_model,
-                embedding_model,
-                remote_embeddings,
-                mode == "batch" and row.stage in set(settings.endpoint.batch_stages),
-            )
-            for row in usage
-        ]
-        for mode in ("online", "batch")
-    }
+    batch_rounds = max(sum(1 for r in c[1] if r & batch_stages) for c in counted)
     modes, memory_note = _modes(priced, rounds, batch_rounds, usage, settings)
     return RunEstimate(
         planned_personas=planned_personas,
