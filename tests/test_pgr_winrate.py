@@ -207,6 +207,13 @@ def run() -> Run:
     return dataset.queries, dataset.facts, results, dataset.personas
 
 
+def judged_by(judge: PositionBiased | Recording) -> ModelClient:
+    """The simulator writes the answers; ``judge`` answers the judges' requests."""
+    author = ModelClient(SimulatedChatBackend(), shared_local_embedder())
+    author.judge_client = ModelClient(judge, shared_local_embedder())
+    return author
+
+
 class Recording:
     """A judge model that keeps every prompt it is shown and calls a tie."""
 
@@ -229,20 +236,18 @@ def test_the_judge_is_shown_the_references_only_when_asked(run: Run, sees_refere
     --judge-sees-references it holds the references, and the report says so."""
     queries, facts, results, personas = run
     judge = Recording()
-    author = ModelClient(SimulatedChatBackend(), shared_local_embedder())
-    author.judge_client = ModelClient(judge, shared_local_embedder())
-    report = asyncio.run(
+    judged = asyncio.run(
         answer_level(
             queries,
             personas,
             facts,
             results,
-            author,
+            judged_by(judge),
             samples=50,
             judge_sees_references=sees_references,
         )
-    ).report
-    assert judge.prompts and report.judge_sees_references is sees_references
+    )
+    assert judge.prompts and judged.report.judge_sees_references is sees_references
     references = [r.text for q in queries for r in q.references]
     memory = [f.info for f in facts]
     for prompt in judge.prompts:
@@ -250,12 +255,7 @@ def test_the_judge_is_shown_the_references_only_when_asked(run: Run, sees_refere
         assert "age: " in prompt or "interested in" in prompt  # the user's profile is shown
     if not sees_references:
         # no fact's text either, beyond what an answer itself quotes
-        answers_shown = "\n".join(
-            r.answer or ""
-            for r in asyncio.run(
-                answer_level(queries, personas, facts, results, author, samples=50)
-            ).results
-        )
+        answers_shown = "\n".join(r.answer or "" for r in judged.results)
         leaked = [f for f in memory if f in "\n".join(judge.prompts) and f not in answers_shown]
         assert not leaked
 
@@ -267,15 +267,13 @@ def test_a_judge_that_always_picks_the_first_position_gives_fifty_percent(
     (endpoint.judge_model): a judge biased to the first position cancels out to 50% exactly."""
     queries, facts, results, personas = run
     judge = PositionBiased()
-    author = ModelClient(SimulatedChatBackend(), shared_local_embedder())
-    author.judge_client = ModelClient(judge, shared_local_embedder())
     judged = asyncio.run(
         answer_level(
             queries,
             personas,
             facts,
             results,
-            author,
+            judged_by(judge),
             samples=200,
             generator_model="position-biased",
         )
