@@ -204,6 +204,27 @@ def test_slot_order_news_counts_and_positions_say_nothing_of_the_reference(
         assert abs(shares[True].get(n, 0) - shares[False].get(n, 0)) < 0.05, shares
 
 
+def test_a_slots_place_in_its_timeline_says_nothing_of_the_reference(run: GeneratedRun) -> None:
+    """At every (index, slots after it) — which gives the timeline's length too — the share of
+    slots that carry a reference stays near one half, so a classifier on a slot's place in its
+    timeline learns nothing."""
+    g = run.settings.generation
+    seen: dict[tuple[int, int], Counter[bool]] = {}
+    for persona, q in _variants(run, 600):
+        slots = plan_slots(persona, q, g)
+        for index, s in enumerate(slots):
+            place = (index, len(slots) - 1 - index)
+            seen.setdefault(place, Counter())[s.reference is not None] += 1
+    lengths: dict[int, Counter[bool]] = {}
+    for (index, after), counter in seen.items():
+        lengths.setdefault(index + after + 1, Counter()).update(counter)
+    for length, counter in lengths.items():
+        assert counter[True] / counter.total() == pytest.approx(0.5, abs=0.02), (length, counter)
+    for place, counter in seen.items():
+        if counter.total() >= 60:
+            assert 0.3 <= counter[True] / counter.total() <= 0.7, (place, counter)
+
+
 def test_the_prompt_is_the_same_whichever_slots_carry_the_references(run: GeneratedRun) -> None:
     """The model is blind: moving the references to other slots (same dates, domains and counts)
     leaves every variable of the request as it was."""

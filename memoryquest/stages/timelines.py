@@ -1,11 +1,13 @@
 """The ``timelines`` stage: a dated timeline of events leading up to one query.
 
 Code plans the timeline before any prompt, from ids alone (:func:`plan_slots`):
-``events_min..events_max`` slots, one per reference on the reference's own date
-and in its domain, the rest filler on days spread over the window the settings
-allow (from ``lead_days_max`` days before the earliest reference to the day
-before the query) in domains of the persona's own tasks, which may be the
-references' domains too. Every slot gets ``news_per_event_min..max`` news
+one slot per reference on the reference's own date and in its domain, and as
+many filler slots as references (within ``events_min..events_max``, so half of
+every timeline's slots carry a reference whatever its length), the filler on
+days near the references' own (within the window the settings allow: from
+``lead_days_max`` days before the earliest reference to the day before the
+query) and in domains of the persona's own tasks, which may be the references'
+domains too. Every slot gets ``news_per_event_min..max`` news
 items, and each reference a position among its slot's news. Counts, order and
 positions come from hashes of ids, so none of them says which slot is a
 reference. The model is given the dated slots (date, domain, number of news
@@ -124,26 +126,57 @@ def filler_domains(persona: Persona, query: Query) -> list[Domain]:
     return sorted(found or set(Domain) - {query.domain}, key=lambda d: d.value)
 
 
+def filler_days(
+    query: Query, references: Sequence[Reference], count: int, settings: GenerationSettings
+) -> list[dt.date]:
+    """``count`` filler days, each near a reference's day drawn from ids (within the mean gap
+    between the references, either side), so filler days follow the references' own spread
+    and a slot's index in its timeline does not set references apart; the lead days before
+    the earliest reference hold filler no more often than any other stretch.
+
+    Days stay in the window the settings allow (from ``lead_days_max`` days before the earliest
+    reference to the day before the query) and off the references' days while others remain.
+    """
+    key = query.query_id
+    dates = sorted(r.date for r in references)
+    first_day = dates[0] - dt.timedelta(days=settings.lead_days_max)
+    window = [first_day + dt.timedelta(days=n) for n in range((query.query_date - first_day).days)]
+    free = [day for day in window if day not in set(dates)] or window
+    gap = (
+        max(1, round((dates[-1] - dates[0]).days / (len(dates) - 1)))
+        if len(dates) > 1
+        else settings.lead_days_max
+    )
+    days: list[dt.date] = []
+    for n in range(count):
+        for attempt in range(64):
+            near = dates[_draw(key, "near", n, attempt) % len(dates)]
+            shift = _draw(key, "shift", n, attempt) % (2 * gap + 1) - gap
+            day = near + dt.timedelta(days=shift)
+            if day in free and day not in days:
+                break
+        else:  # a window too crowded for a near day: any free one, in an order drawn per query
+            unused = [d for d in free if d not in days] or free
+            day = min(unused, key=lambda d: _draw(key, "day", d.isoformat()))
+        days.append(day)
+    return days
+
+
 def plan_slots(persona: Persona, query: Query, settings: GenerationSettings) -> list[Slot]:
     """The timeline's slots in date order, each reference's among them, chosen from ids.
 
-    Filler days are drawn without replacement from the window (the references' days left out
-    while others remain); filler domains go round the persona's domains in an order drawn
+    Filler days are drawn near the references' days (:func:`filler_days`); filler domains go round the persona's domains in an order drawn
     per query; the number of news items is drawn per slot index and the reference's position
     per reference, so neither depends on which slot carries a reference.
     """
     key = query.query_id
     references = sorted(query.references, key=lambda r: r.reference_id)
-    low = min(max(settings.events_min, len(references) + 1), settings.events_max)
-    count = max(low + _draw(key, "events") % (settings.events_max - low + 1), len(references))
-    earliest = min(r.date for r in references)
-    first_day = earliest - dt.timedelta(days=settings.lead_days_max)
-    window = [first_day + dt.timedelta(days=n) for n in range((query.query_date - first_day).days)]
-    taken = {r.date for r in references}
-    free = [day for day in window if day not in taken] or window
-    by_draw = sorted(free, key=lambda day: _draw(key, "day", day.isoformat()))
-    filler_count = count - len(references)
-    days = [by_draw[n % len(by_draw)] for n in range(filler_count)]
+    # One filler slot per reference (as far as the event bounds allow): the share of slots that
+    # carry a reference is then the same at every timeline length, so a slot's index and the
+    # number of slots after it, which together give the length, say nothing of which carry one.
+    wanted = min(max(2 * len(references), settings.events_min), settings.events_max)
+    count = max(wanted, len(references))
+    days = filler_days(query, references, count - len(references), settings)
     domains = sorted(filler_domains(persona, query), key=lambda d: _draw(key, "domain", d.value))
     planned: list[tuple[dt.date, Domain, Reference | None, int]] = [
         (r.date, r.domain, r, _draw(key, "order", r.reference_id)) for r in references
