@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+import shutil
 from pathlib import Path
+from statistics import fmean
 
 import pyarrow.parquet as pq
 import pytest
 
+from memoryquest.cli.main import main
 from memoryquest.contracts import (
     JudgeKind,
     ReferenceJudgement,
@@ -18,9 +22,12 @@ from memoryquest.contracts import (
 )
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
+from memoryquest.pgr.calibration_contracts import wilson_interval
+from memoryquest.pgr.metrics import bootstrap_ci, paired_bootstrap_ci
+from memoryquest.pgr.run_record import EvaluationRun, read_evaluation_run
 from memoryquest.pgr.winrate import win_rate_report
 from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
-from memoryquest.publish import load_published, publish_dataset
+from memoryquest.publish import PublishError, load_published, publish_dataset
 from memoryquest.publish.arrow import arrow_schema, rows_to_table, table_to_rows
 from memoryquest.publish.card import CardInputs, headline_lines, render_card
 from memoryquest.publish.stats import compute_statistics
@@ -285,7 +292,11 @@ def test_published_validation_table_holds_the_baseline_rows(
 # --------------------------------------------------------------------------- answer-level Win Rate
 
 
-def card_for(dataset: GeneratedDataset, win_rates: WinRateReport | None = None) -> str:
+def card_for(
+    dataset: GeneratedDataset,
+    win_rates: WinRateReport | None = None,
+    evaluation: EvaluationRun | None = None,
+) -> str:
     assert dataset.manifest is not None
     inputs = CardInputs(
         manifest=dataset.manifest,
@@ -299,6 +310,7 @@ def card_for(dataset: GeneratedDataset, win_rates: WinRateReport | None = None) 
         has_personalens=True,
         licence_file=None,
         win_rates=win_rates,
+        evaluation=evaluation,
     )
     return render_card(inputs)
 
@@ -372,3 +384,190 @@ def test_the_card_names_the_reviewer_its_flag_rate_and_whether_the_author_graded
     assert "| blind reviewer (`session_review`) | no |  |  |" in offline
     assert f"**The model that wrote the data, `{dataset.manifest.chat_model}`" in offline
     assert "Blind reviewer:" not in offline
+
+
+# --------------------------------------------------------------------------- a `pgr run` in the card
+
+
+@pytest.fixture(scope="module")
+def evaluated(
+    generated_dataset: GeneratedDataset, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """The pipeline's dataset on disk, and the record of a real offline `pgr run` of it that kept
+    its results and measured its two non-exact judges (every default baseline at PGR's budget)."""
+    root = tmp_path_factory.mktemp("evaluated")
+    directory = generated_dataset.save(root / "dataset")
+    out = root / "run" / "pgr.jsonl"
+    judges = ("--judge", "provenance", "--judge", "embedding", "--judge", "llm")
+    settings = ("--set", f"cache.directory={root / 'cache'}", "--set", "pgr.max_iterations=2")
+    code = main(
+        ["pgr", "run", str(directory), *settings, "--method", "pgr_cot", *judges]
+        + ["--output", str(out)]
+    )
+    assert code == 0
+    return directory, out.with_name("pgr.run.json")
+
+
+def run_lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def section_of(card: str) -> str:
+    return card[card.index("### PGR evaluation run") : card.index("## Validity audit")]
+
+
+def expected_baseline_cells(lines: list[dict[str, object]], samples: int) -> dict[str, str]:
+    """(baseline, judge) -> the card's row for it, worked out from the results file's raw lines."""
+    own = {
+        (line["judge"], line["query_id"]): line
+        for line in lines
+        if line["method"] == "pgr_cot" and line["baseline_for"] is None
+    }
+    cells = {}
+    for baseline in {str(line["method"]) for line in lines if line["baseline_for"] == "pgr_cot"}:
+        for judge in ("provenance", "embedding", "llm"):
+            rows = [
+                line
+                for line in lines
+                if line["method"] == baseline
+                and line["baseline_for"] == "pgr_cot"
+                and line["judge"] == judge
+            ]
+            ours = [float(own[(judge, r["query_id"])]["recall"]) for r in rows]  # type: ignore[arg-type]
+            theirs = [float(r["recall"]) for r in rows]  # type: ignore[arg-type]
+            low, high = bootstrap_ci(theirs, samples)
+            d_low, d_high = paired_bootstrap_ci(ours, theirs, samples)
+            difference = fmean(a - b for a, b in zip(ours, theirs, strict=True))
+            budget = fmean(int(r["budget"]) for r in rows)  # type: ignore[call-overload]
+            cells[f"{baseline}/{judge}"] = (
+                f"| PGR-CoT | `{baseline}` | `{judge}` | {len(rows)} | {budget:.1f} | "
+                f"{fmean(theirs):.3f} ({low:.3f}..{high:.3f}) | "
+                f"{difference:+.3f} ({d_low:+.3f}..{d_high:+.3f}) |"
+            )
+    return cells
+
+
+def expected_judge_cell(row: dict[str, int]) -> str:
+    """The false-accept cells of one judge, from the calibration file's counts."""
+    wrong = row["other_query"] + row["near_miss"]
+    accepted = row["accepted_other_query"] + row["accepted_near_miss"]
+    low, high = wilson_interval(accepted, wrong)
+    return (
+        f"{100 * accepted / wrong:.1f}% ({100 * low:.1f}..{100 * high:.1f}%) | "
+        f"{accepted} / {wrong} | {row['accepted_other_query']} / {row['other_query']} | "
+        f"{row['accepted_near_miss']} / {row['near_miss']} |"
+    )
+
+
+def test_the_card_shows_every_baseline_at_pgrs_budget_and_each_judges_false_accept_rate(
+    generated_dataset: GeneratedDataset, evaluated: tuple[Path, Path]
+) -> None:
+    _, record_path = evaluated
+    run = read_evaluation_run(record_path)
+    section = section_of(card_for(generated_dataset, evaluation=run))
+    lines = run_lines(record_path.with_name("pgr.jsonl"))
+
+    # The run is named: its record, results and calibration files and the dataset it evaluated.
+    assert (
+        "`pgr.run.json` (results `pgr.jsonl`, judges' calibration `pgr.calibration.json`)"
+        in section
+    )
+    assert generated_dataset.manifest is not None
+    assert f"run `{generated_dataset.manifest.run_id}`" in section
+
+    # Every baseline the run was set, under every judge, at PGR's own budget for each query.
+    pgr_budget = {
+        (line["judge"], line["query_id"]): len(line["retrieved_fids"])  # type: ignore[arg-type]
+        for line in lines
+        if line["method"] == "pgr_cot" and line["baseline_for"] is None
+    }
+    matched = [line for line in lines if line["baseline_for"] == "pgr_cot"]
+    assert {line["method"] for line in matched} == set(run.record.budget_baselines)
+    assert len(run.record.budget_baselines) == 6
+    assert all(line["budget"] == pgr_budget[(line["judge"], line["query_id"])] for line in matched)
+    cells = expected_baseline_cells(lines, run.record.bootstrap_samples)
+    assert len(cells) == 6 * 3
+    for cell in cells.values():
+        assert cell in section
+    assert "| PGR-CoT | `pgr_cot` (itself) | `provenance` |" in section
+
+    # Each non-exact judge's false-accept rate, with its interval and its counts.
+    calibration = json.loads(
+        record_path.with_name("pgr.calibration.json").read_text(encoding="utf-8")
+    )
+    assert sorted(row["judge"] for row in calibration["judges"]) == ["embedding", "llm"]
+    for row in calibration["judges"]:
+        assert row["other_query"] + row["near_miss"] > 0
+        assert f"| `{row['judge']}` |" in section
+        assert expected_judge_cell(row) in section
+    assert "Cohen's κ" in section
+    assert str(record_path.parent.parent) not in section  # the card names files, not this machine's paths
+
+
+def test_the_card_follows_the_runs_records(
+    generated_dataset: GeneratedDataset, evaluated: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Change one result and one count of the run's files: the card's row for each changes."""
+    _, record_path = evaluated
+    for file in record_path.parent.iterdir():
+        shutil.copy(file, tmp_path / file.name)
+    record = tmp_path / record_path.name
+    before = section_of(card_for(generated_dataset, evaluation=read_evaluation_run(record)))
+    results = tmp_path / "pgr.jsonl"
+    lines = run_lines(results)
+    target = next(
+        line
+        for line in lines
+        if line["method"] == "random"
+        and line["baseline_for"] == "pgr_cot"
+        and line["judge"] == "provenance"
+        and float(line["recall"]) < 1.0  # type: ignore[arg-type]
+    )
+    target["recall"] = 1.0
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    calibration_path = tmp_path / "pgr.calibration.json"
+    calibration = json.loads(calibration_path.read_text(encoding="utf-8"))
+    (judge,) = [row for row in calibration["judges"] if row["judge"] == "embedding"]
+    judge["accepted_near_miss"] = judge["near_miss"] - judge["accepted_near_miss"]
+    calibration_path.write_text(json.dumps(calibration), encoding="utf-8")
+
+    after = section_of(card_for(generated_dataset, evaluation=read_evaluation_run(record)))
+    samples = read_evaluation_run(record).record.bootstrap_samples
+    old_cells = expected_baseline_cells(run_lines(record_path.with_name("pgr.jsonl")), samples)
+    new_cells = expected_baseline_cells(lines, samples)
+    assert old_cells["random/provenance"] != new_cells["random/provenance"]
+    assert old_cells["random/provenance"] in before and old_cells["random/provenance"] not in after
+    assert new_cells["random/provenance"] in after
+    assert old_cells["bm25/provenance"] == new_cells["bm25/provenance"]
+    assert old_cells["bm25/provenance"] in after
+    assert expected_judge_cell(judge) in after and expected_judge_cell(judge) not in before
+
+
+def test_publish_keeps_the_run_it_shows_and_refuses_another_datasets(
+    generated_dataset: GeneratedDataset, evaluated: tuple[Path, Path], tmp_path: Path
+) -> None:
+    directory, record_path = evaluated
+    destination = tmp_path / "published"
+    code = main(
+        ["publish", str(directory), "--output", str(destination), "--allow-failed-audit"]
+        + ["--pgr-run", str(record_path)]
+    )
+    assert code == 0
+    card = (destination / "README.md").read_text(encoding="utf-8")
+    assert "#### Judges' error rates" in card and "`pgr.run.json`" in card
+    assert (
+        json.loads((destination / "evaluation" / "pgr.run.json").read_text(encoding="utf-8"))[
+            "dataset_run_id"
+        ]
+        == json.loads(record_path.read_text(encoding="utf-8"))["dataset_run_id"]
+    )
+    assert (destination / "evaluation" / "pgr.calibration.json").is_file()
+
+    # A run of another dataset (another generation run) is refused, and nothing is written.
+    run = read_evaluation_run(record_path)
+    stranger = EvaluationRun(
+        **{**run.__dict__, "record": run.record.model_copy(update={"dataset_run_id": "other"})}
+    )
+    with pytest.raises(PublishError, match="evaluated the dataset of run other"):
+        publish_dataset(generated_dataset, tmp_path / "refused", Settings(), evaluation=stranger)
+    assert not (tmp_path / "refused").exists()

@@ -55,6 +55,7 @@ from memoryquest.contracts import (
     ValidationResult,
 )
 from memoryquest.intake import PersonaSelection
+from memoryquest.pgr.calibration_contracts import CALIBRATION_SUFFIX
 from memoryquest.pgr.metrics import PGRSummary, query_difficulty, summarise
 from memoryquest.pgr.run_record import RUN_RECORD_SUFFIX, evaluation_record
 from memoryquest.pgr.runner import validate_queries
@@ -65,7 +66,7 @@ from memoryquest.progress.figures import request_limit
 from memoryquest.settings import PGRSettings, Settings
 
 if TYPE_CHECKING:
-    from memoryquest.pgr.calibration import JudgeCalibrationReport
+    from memoryquest.pgr.calibration_contracts import JudgeCalibrationReport
     from memoryquest.pgr.winrate_contracts import WinRateReport
 
 PGR_METHODS = (RetrievalMethod.PGR_COT.value, RetrievalMethod.PGR_TOT.value)
@@ -244,9 +245,6 @@ def win_rate_table(report: WinRateReport) -> str:
             f"{rate:>22} {controlled:>22} {row.flip_rate:>6.0%} {words:>15} {tally:>13}"
         )
     return "\n".join(lines) + _unjudged_note(report)
-
-
-CALIBRATION_SUFFIX = ".calibration.json"  # beside --output: pgr.jsonl -> pgr.calibration.json
 
 
 def calibration_table(report: JudgeCalibrationReport) -> str:

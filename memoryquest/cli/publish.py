@@ -11,6 +11,10 @@ the dataset when it lies beside it (``DATASET_DIR/pgr.winrate.json``, where
 ``--win-rate-report``: the card and the explorer then show its table. A
 report that cannot be read, is not one, or judged queries the dataset does
 not have is a one-line error, and nothing is published.
+
+``--pgr-run NAME.run.json`` names a ``memoryquest pgr run`` of the dataset
+(run with ``--output NAME.jsonl``): the card then shows every baseline at PGR's
+budget and each judge's measured error, computed from that run's files.
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="publish even when the validity audit fails; the card's first line then says it failed",
     )
     add_win_rate_report_option(parser)
+    parser.add_argument(
+        "--pgr-run",
+        type=Path,
+        metavar="NAME.run.json",
+        help="the record of a `memoryquest pgr run DATASET_DIR --output NAME.jsonl`: the card shows "
+        "every baseline at PGR's budget and each judge's false-accept and false-reject rate from "
+        "that run's results and calibration, under the run's name",
+    )
     add_hub_options(parser)
     add_verbose_option(parser)
     parser.set_defaults(func=_publish)
@@ -117,6 +129,7 @@ def win_rate_report_path(args: argparse.Namespace, dataset_dir: Path) -> Path | 
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from memoryquest.pgr.run_record import read_evaluation_run
     from memoryquest.publish import AuditFailedError, publish_dataset, read_win_rate_report
 
     settings = settings_from_args(args)
@@ -133,6 +146,7 @@ def _publish(args: argparse.Namespace) -> int:
         if report_path is None
         else read_win_rate_report(report_path, [q.query_id for q in dataset.queries])
     )
+    evaluation = None if args.pgr_run is None else read_evaluation_run(args.pgr_run)
     log = log_dir_of_dataset(source) / PUBLISH_LOG
     try:
         with command_log(args, log):
@@ -142,6 +156,7 @@ def _publish(args: argparse.Namespace) -> int:
                 settings,
                 allow_failed_audit=args.allow_failed_audit,
                 win_rates=win_rates,
+                evaluation=evaluation,
             )
     except AuditFailedError as exc:
         print(f"memoryquest: error: {one_line(str(exc))}", file=sys.stderr)

@@ -23,18 +23,24 @@ over the verdicts they both gave on the methods' retrievals.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
-
-from pydantic import BaseModel, Field
 
 from memoryquest.contracts import Domain, JudgeKind, Query, ValidationResult
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.memory.snapshot import MemoryItem
+from memoryquest.pgr.calibration_contracts import (
+    CALIBRATION_SUFFIX,
+    CalibrationItem,
+    JudgeAgreementRow,
+    JudgeCalibrationReport,
+    JudgeErrorRow,
+    wilson_interval,
+)
 from memoryquest.pgr.judges import Judge
 from memoryquest.pgr.retrieval import MemoryIndex
 
 __all__ = [
+    "CALIBRATION_SUFFIX",
     "CalibrationItem",
     "JudgeAgreementRow",
     "JudgeCalibrationReport",
@@ -48,51 +54,6 @@ __all__ = [
 
 RIGHT, OTHER_QUERY, NEAR_MISS = "right", "other_query", "near_miss"
 KINDS = (RIGHT, OTHER_QUERY, NEAR_MISS)
-
-
-class CalibrationItem(BaseModel):
-    """One fact put to a judge for one reference, and what the right verdict is."""
-
-    query_id: str
-    reference_id: str
-    fid: str
-    kind: str = Field(description="right, other_query or near_miss")
-    judge: JudgeKind
-    accepted: bool
-
-
-class JudgeErrorRow(BaseModel):
-    judge: JudgeKind
-    right: int
-    rejected_right: int
-    other_query: int
-    accepted_other_query: int
-    near_miss: int
-    accepted_near_miss: int
-    false_accept: float = Field(description="Wrong facts (either kind) the judge accepted.")
-    false_accept_low: float
-    false_accept_high: float
-    false_reject: float = Field(description="Facts stating the reference the judge rejected.")
-    false_reject_low: float
-    false_reject_high: float
-
-
-class JudgeAgreementRow(BaseModel):
-    first: JudgeKind
-    second: JudgeKind
-    verdicts: int
-    agreement: float
-    kappa: float | None = Field(description="Cohen's κ; null when one judge gave a single verdict.")
-
-
-class JudgeCalibrationReport(BaseModel):
-    """What ``memoryquest pgr run`` prints and writes as ``*.calibration.json``."""
-
-    facts_per_kind: int
-    queries: int
-    judges: list[JudgeErrorRow]
-    agreement: list[JudgeAgreementRow]
-    unjudged: list[str] = Field(default_factory=list)
 
 
 def _pick(candidates: Sequence[MemoryItem], salt: str, count: int) -> list[MemoryItem]:
@@ -161,20 +122,6 @@ async def judge_calibration(
             for reference_id, kind, item in triples
         ]
     return verdicts
-
-
-def wilson_interval(
-    successes: int, trials: int, z: float = 1.959963984540054
-) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (a rate near 0 keeps a sensible upper bound)."""
-    if trials == 0:
-        return 0.0, 1.0
-    p = successes / trials
-    centre = p + z * z / (2 * trials)
-    spread = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    scale = 1 + z * z / trials
-    # the bounds hold p itself (rounding can put a bound a hair past a rate of 0 or 1)
-    return max(0.0, min(p, (centre - spread) / scale)), min(1.0, max(p, (centre + spread) / scale))
 
 
 def cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> float | None:

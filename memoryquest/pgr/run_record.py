@@ -5,21 +5,28 @@ files' hash, the run that wrote it), which code, methods, judges and baselines,
 which models answered and judged, which prompt versions they were sent, which
 seeds drew the random baseline and the intervals, and what it cost.
 ``memoryquest pgr run`` writes one next to its results (``NAME.run.json``).
+
+:func:`read_evaluation_run` reads a record back with the files it names (the
+results and the judges' calibration), so the dataset card can show a run's
+figures, computed from its rows, under the run's name.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 import memoryquest
-from memoryquest.contracts import PromptVersion, RunManifest, StageUsage
+from memoryquest.contracts import PromptVersion, RunManifest, StageUsage, ValidationResult
 from memoryquest.manifest import prompt_versions
+from memoryquest.pgr.calibration_contracts import CALIBRATION_SUFFIX, JudgeCalibrationReport
 from memoryquest.settings import Settings
 
 RUN_RECORD_SUFFIX = ".run.json"  # beside a results file: pgr.jsonl -> pgr.run.json
@@ -116,3 +123,116 @@ def evaluation_record(
         outputs=[path.name for path in outputs],
         memory_systems=dict(memory_systems or {}),
     )
+
+
+# --------------------------------------------------------------------------- reading a run back
+
+
+class EvaluationRunError(ValueError):
+    """A run record, or a file it names, cannot be read or belongs to another dataset."""
+
+
+@dataclass(frozen=True)
+class EvaluationRun:
+    """One ``pgr run``: its record, its results and the judges' calibration (when it measured one),
+    each with the file name the record gives it."""
+
+    record_file: str
+    record: EvaluationRecord
+    results_file: str
+    results: list[ValidationResult]
+    calibration_file: str | None = None
+    calibration: JudgeCalibrationReport | None = None
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise EvaluationRunError(f"cannot read {what} {path}: {reason}") from None
+
+
+def _results(path: Path) -> list[ValidationResult]:
+    """The rows of a results file; ``pgr run`` joins each to its query's text and date, which a
+    validation row does not hold, so only a row's own fields are read."""
+    fields = set(ValidationResult.model_fields)
+    rows = []
+    for number, line in enumerate(_read_text(path, "the results").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            joined = json.loads(line)
+            rows.append(
+                ValidationResult.model_validate({k: v for k, v in joined.items() if k in fields})
+            )
+        except (ValueError, AttributeError) as exc:
+            problem = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise EvaluationRunError(
+                f"{path}, line {number}, is not a result of `memoryquest pgr run`: {problem}"
+            ) from None
+    return rows
+
+
+def read_evaluation_run(path: Path) -> EvaluationRun:
+    """The run whose record is ``path`` (``NAME.run.json``), with the results and calibration it
+    names beside it. A run of memory systems (``--memory``), or one that kept no results (no
+    ``--output``), has no PGR results to show: a one-line :class:`EvaluationRunError`."""
+    path = Path(path)
+    try:
+        record = EvaluationRecord.model_validate_json(_read_text(path, "the run record"))
+    except ValidationError as exc:
+        raise EvaluationRunError(
+            f"{path} is not a run record of `memoryquest pgr run`: {_first_error(exc)}"
+        ) from None
+    if record.memory_systems:
+        raise EvaluationRunError(
+            f"{path} records a run of memory systems (--memory), not of PGR and its baselines"
+        )
+    results = [name for name in record.outputs if name.endswith(".jsonl")]
+    if not results:
+        raise EvaluationRunError(
+            f"{path} names no results file: run `memoryquest pgr run DIR --output NAME.jsonl`"
+        )
+    calibration_file = next((n for n in record.outputs if n.endswith(CALIBRATION_SUFFIX)), None)
+    calibration = None
+    if calibration_file is not None:
+        where = path.with_name(calibration_file)
+        try:
+            calibration = JudgeCalibrationReport.model_validate_json(
+                _read_text(where, "the judges' calibration")
+            )
+        except ValidationError as exc:
+            raise EvaluationRunError(
+                f"{where} is not a judges' calibration of `memoryquest pgr run`: {_first_error(exc)}"
+            ) from None
+    return EvaluationRun(
+        record_file=path.name,
+        record=record,
+        results_file=results[0],
+        results=_results(path.with_name(results[0])),
+        calibration_file=calibration_file,
+        calibration=calibration,
+    )
+
+
+def check_run_of(run: EvaluationRun, run_id: str | None, query_ids: Collection[str]) -> None:
+    """``run`` evaluated the dataset that run ``run_id`` wrote, and only its queries."""
+    if run.record.dataset_run_id != run_id:
+        raise EvaluationRunError(
+            f"{run.record_file} evaluated the dataset of run {run.record.dataset_run_id}, "
+            f"not this one (run {run_id})"
+        )
+    strangers = sorted({r.query_id for r in run.results} - set(query_ids))
+    if strangers:
+        raise EvaluationRunError(
+            f"{run.results_file} scored query {strangers[0]}, which this dataset does not have"
+        )
+    if not run.results:
+        raise EvaluationRunError(f"{run.results_file} holds no results")

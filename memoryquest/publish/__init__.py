@@ -10,6 +10,8 @@ Layout of a published dataset::
     plots/*.png                                figures embedded in the card
     explorer/                                  static viewer (ground truth included: not for a system under test)
     pgr.winrate.json                           answer-level Win Rate report, when one was given
+    evaluation/NAME.run.json                   the record of the `pgr run` the card shows, when one was given
+    evaluation/NAME.calibration.json           and its judges' calibration
 
 A memory system under test reads only ``history``, ``queries`` and ``facts``
 (:data:`~memoryquest.contracts.READABLE_TABLES`; :func:`load_readable` reads nothing
@@ -25,6 +27,11 @@ generated tables: it lives beside them as ``pgr.winrate.json``
 wherever ``--output`` put it. :func:`read_win_rate_report` reads and checks it;
 ``publish_dataset(..., win_rates=...)`` shows it in the card and the explorer
 and keeps a copy at the root, where ``memoryquest explore`` finds it again.
+
+A whole ``memoryquest pgr run`` (:func:`~memoryquest.pgr.run_record.read_evaluation_run`
+of its record, ``NAME.run.json``) given as ``publish_dataset(..., evaluation=...)``
+puts every baseline at PGR's budget and each judge's measured error in the card,
+under the run's name; its record and calibration are kept in ``evaluation/``.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from memoryquest.dataset import (
     swap_into_place,
     write_jsonl,
 )
+from memoryquest.pgr.run_record import EvaluationRun, EvaluationRunError, check_run_of
 from memoryquest.pgr.winrate_contracts import WIN_RATE_FILE, WinRateReport
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
@@ -84,6 +92,7 @@ __all__ = [
 ]
 
 MANIFEST_FILE = "manifest.json"
+EVALUATION_DIR = "evaluation"  # the record and calibration of the `pgr run` the card shows
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE.md"
 
@@ -263,6 +272,7 @@ def _build(
     settings: Settings,
     audit: AuditReport,
     win_rates: WinRateReport | None = None,
+    evaluation: EvaluationRun | None = None,
 ) -> PublishReport:
     secrets = _secrets(settings)
     assignment = assign_splits(_persona_ids(dataset), settings.publish)
@@ -316,9 +326,17 @@ def _build(
             audit_failures=audit.failures,
             audit_targets_missed=audit.targets_missed,
             win_rates=win_rates,
+            evaluation=evaluation,
         )
     )
     (root / CARD_FILE).write_text(card, encoding="utf-8")
+    if evaluation is not None:
+        kept = {evaluation.record_file: evaluation.record.model_dump_json(indent=2)}
+        if evaluation.calibration is not None and evaluation.calibration_file is not None:
+            kept[evaluation.calibration_file] = evaluation.calibration.model_dump_json(indent=2)
+        (root / EVALUATION_DIR).mkdir()
+        for name, text in kept.items():
+            (root / EVALUATION_DIR / name).write_text(text + "\n", encoding="utf-8")
     if win_rates is not None:
         (root / WIN_RATE_FILE).write_text(
             win_rates.model_dump_json(indent=2) + "\n", encoding="utf-8"
@@ -378,6 +396,7 @@ def publish_dataset(
     *,
     allow_failed_audit: bool = False,
     win_rates: WinRateReport | None = None,
+    evaluation: EvaluationRun | None = None,
 ) -> PublishReport:
     """Write ``dataset`` to ``destination`` in the published layout, atomically.
 
@@ -386,7 +405,8 @@ def publish_dataset(
     validity audit runs first; a dataset that fails it is refused, unless
     ``allow_failed_audit``, in which case the card's first line says so.
     ``win_rates`` (:func:`read_win_rate_report`) adds the Win Rate table to
-    the card and the explorer and is kept as ``WIN_RATE_FILE``.
+    the card and the explorer and is kept as ``WIN_RATE_FILE``. ``evaluation`` (a ``pgr run`` of
+    this dataset) adds its baselines at PGR's budget and its judges' error rates to the card.
     """
     started = time.perf_counter()
     if dataset.manifest is None:
@@ -396,6 +416,11 @@ def publish_dataset(
         )
     destination = Path(destination).absolute()
     _check_destination(destination)
+    if evaluation is not None:
+        try:
+            check_run_of(evaluation, dataset.manifest.run_id, [q.query_id for q in dataset.queries])
+        except EvaluationRunError as exc:
+            raise PublishError(str(exc)) from None
     audit = audit_dataset(dataset, settings)
     if audit.failures and not allow_failed_audit:
         raise AuditFailedError(audit)
@@ -406,7 +431,7 @@ def publish_dataset(
     staging = Path(tempfile.mkdtemp(prefix=staging_prefix(destination), dir=destination.parent))
     try:
         staging.chmod(0o755)
-        report = _build(dataset, manifest, staging, settings, audit, win_rates)
+        report = _build(dataset, manifest, staging, settings, audit, win_rates, evaluation)
         swap_into_place(staging, destination)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -12,6 +12,11 @@ whatever it retrieved) is shown, labelled with the budget, but never compared.
 When ``memoryquest pgr run --win-rate`` was run, the answer-level Win Rate of
 each PGR method against each baseline at its budget is shown beside recall,
 with its interval, and claims nothing beyond it.
+
+Given a ``memoryquest pgr run`` (its record ``NAME.run.json``), the card names
+it and shows, recomputed from the run's own rows, every baseline at each PGR
+method's budget with its interval, and from the run's calibration each judge's
+false-accept and false-reject rate with its Wilson interval and its counts.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from memoryquest.contracts import (
     RetrievalMethod,
     RunManifest,
 )
-from memoryquest.pgr.metrics import BudgetComparison
+from memoryquest.pgr.calibration_contracts import JudgeCalibrationReport, wilson_interval
+from memoryquest.pgr.metrics import BudgetComparison, summarise
+from memoryquest.pgr.run_record import EvaluationRun
 from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish.arrow import describe_columns
 from memoryquest.publish.splits import SPLITS
@@ -89,6 +96,7 @@ class CardInputs:
     ] = ()  # failed gates, when publishing anyway (--allow-failed-audit)
     audit_targets_missed: Sequence[str] = ()  # benchmark targets the audit found missed
     win_rates: WinRateReport | None = None  # answer-level Win Rate (memoryquest pgr run --win-rate)
+    evaluation: EvaluationRun | None = None  # a `memoryquest pgr run` with its results (--pgr-run)
 
 
 def _q(text: str) -> str:
@@ -564,6 +572,7 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
     else:
         lines.append("No validation results in this dataset.")
     lines.append("")
+    lines += evaluation_run_lines(inputs.evaluation, inputs.manifest)
     for path, alt in inputs.plots:
         lines += [f"![{alt}]({path})", ""]
     return lines
@@ -634,6 +643,186 @@ def win_rate_lines(report: WinRateReport) -> list[str]:
     if report.unjudged:
         lines += ["", f"{len(report.unjudged)} pair(s) could not be judged and are left out."]
     return lines
+
+
+def evaluation_run_lines(run: EvaluationRun | None, manifest: RunManifest) -> list[str]:
+    """The figures of one ``memoryquest pgr run``, named by its record and recomputed from its
+    rows: every baseline at each PGR method's budget, and each judge's measured error."""
+    lines = ["### PGR evaluation run", ""]
+    if run is None:
+        return [
+            *lines,
+            "No run of `memoryquest pgr run` was given (`memoryquest publish --pgr-run NAME.run.json`),",
+            "so this card reports no judge's measured error rate.",
+            "",
+        ]
+    record = run.record
+    files = f"results `{run.results_file}`" + (
+        f", judges' calibration `{run.calibration_file}`" if run.calibration_file else ""
+    )
+    same = (
+        " — the same model, so part of a dense method's gap to PGR is built in: the queries were "
+        "kept for being far from their references under it"
+        if record.embedder == manifest.embedder
+        else ""
+    )
+    lines += [
+        f"From the run recorded in `{run.record_file}` ({files}): `memoryquest pgr run` of "
+        f"{_listed(record.methods)} under the judges {_listed(record.judges)}, with the baselines "
+        f"{_listed(record.budget_baselines)}; memoryquest {record.package_version}, "
+        f"{record.created_at.isoformat()}, over {record.queries} "
+        f"queries of {record.users} user(s) of the dataset written by run `{record.dataset_run_id}` "
+        f"(its files' sha256 `{record.dataset_sha256[:16]}…`). Chat model `{record.chat_model}`, "
+        f"judge model `{record.judge_model}`. The facts were retrieved with `{record.embedder}`; "
+        f"γ was computed with `{manifest.embedder}`{same}. The figures below are computed here from "
+        "the run's rows; the record also holds its command line, seeds, prompt versions and cost.",
+        "",
+    ]
+    lines += _baselines_at_budget(run)
+    lines += _judge_error_lines(run.calibration, run)
+    return lines
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names) or "none"
+
+
+def _baselines_at_budget(run: EvaluationRun) -> list[str]:
+    summary = summarise(run.results, samples=run.record.bootstrap_samples)
+    lines = ["#### Every baseline at PGR's budget", ""]
+    if not summary.comparisons:
+        return [*lines, "The run holds no baseline at a PGR method's budget.", ""]
+    lines += [
+        "For every query, each baseline was asked for exactly as many facts as the PGR method retrieved",
+        "for it (`budget`: the facts its augmentation, Phase 1 and Phase 2 accumulated, not",
+        "`pgr.query_only_k`), over the same memory snapshot. Recall with 95% percentile bootstrap",
+        f"intervals over queries ({summary.bootstrap_samples} resamples, the run's `pgr.bootstrap_samples`);",
+        "the difference is paired by query. `random` is chance at the same budget.",
+        "",
+    ]
+    rows: list[tuple[object, ...]] = []
+    for own in summary.rows:
+        matched = [
+            c for c in summary.comparisons if c.method is own.method and c.judge is own.judge
+        ]
+        if not matched:
+            continue
+        rows.append(
+            (
+                _name(own.method.value),
+                f"`{own.method.value}` (itself)",
+                f"`{own.judge.value}`",
+                own.n,
+                _fmt(own.facts_retrieved, 1),
+                f"{own.recall:.3f} ({_ci(own.recall_low, own.recall_high)})",
+                "",
+            )
+        )
+        rows += [
+            (
+                _name(own.method.value),
+                f"`{c.baseline.value}`",
+                f"`{c.judge.value}`",
+                c.n,
+                _fmt(c.budget, 1),
+                f"{c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})",
+                f"{c.difference:+.3f} ({_ci(c.difference_low, c.difference_high, signed=True)})",
+            )
+            for c in matched
+        ]
+    lines += _table(
+        [
+            "PGR method",
+            "retrieval",
+            "judge",
+            "queries",
+            "budget (facts / query)",
+            "Recall (95% CI)",
+            "PGR − baseline (95% CI)",
+        ],
+        rows,
+    )
+    return [*lines, ""]
+
+
+def _rate(part: int, whole: int) -> str:
+    """``part`` of ``whole`` as a percentage with its 95% Wilson interval."""
+    if not whole:
+        return "– (none judged)"
+    low, high = wilson_interval(part, whole)
+    return f"{_percent(part / whole)} ({_win_rate(low, high)})"
+
+
+def _judge_error_lines(report: JudgeCalibrationReport | None, run: EvaluationRun) -> list[str]:
+    lines = ["#### Judges' error rates", ""]
+    if report is None or not report.judges:
+        return [
+            *lines,
+            "This run measured no judge's error: it ran only the exact `provenance` judge, or",
+            "`pgr.calibration_facts` was 0.",
+            "",
+        ]
+    threshold = run.record.pgr_settings.get("embedding_judge_threshold")
+    answered_by = {
+        JudgeKind.EMBEDDING: f"`{run.record.embedder}`, cosine ≥ {threshold}",
+        JudgeKind.LLM: f"`{run.record.judge_model}`",
+    }
+    lines += [
+        "A recall is as good as its judge. The `provenance` judge is exact (a fact descends from the",
+        "reference or it does not) and is the ground truth here. Every other judge was given facts whose",
+        f"answer provenance knows, each alone, for every reference of {report.queries} queries (up to",
+        f"{report.facts_per_kind} per reference and kind, from `{run.calibration_file}`): facts credited to",
+        "the reference (right), facts of the same user credited to another query's reference, and near",
+        "misses (same user, a session in the reference's domain, credited to none of the query's",
+        "references). The false-accept rate is the share of the wrong facts (both kinds) it accepted,",
+        "the false-reject rate the share of right facts it rejected; 95% Wilson intervals.",
+        "",
+    ]
+    lines += _table(
+        [
+            "judge",
+            "answered by",
+            "false-accept (95% CI)",
+            "wrong accepted / judged",
+            "other query's",
+            "near misses",
+            "false-reject (95% CI)",
+            "right rejected / judged",
+        ],
+        [
+            (
+                f"`{row.judge.value}`",
+                answered_by.get(row.judge, ""),
+                _rate(
+                    row.accepted_other_query + row.accepted_near_miss,
+                    row.other_query + row.near_miss,
+                ),
+                f"{row.accepted_other_query + row.accepted_near_miss} / "
+                f"{row.other_query + row.near_miss}",
+                f"{row.accepted_other_query} / {row.other_query}",
+                f"{row.accepted_near_miss} / {row.near_miss}",
+                _rate(row.rejected_right, row.right),
+                f"{row.rejected_right} / {row.right}",
+            )
+            for row in report.judges
+        ],
+    )
+    lines.append("")
+    for pair in report.agreement:
+        kappa = (
+            "undefined (one judge gave a single verdict)"
+            if pair.kappa is None
+            else f"{pair.kappa:.3f}"
+        )
+        lines.append(
+            f"- `{pair.first.value}` and `{pair.second.value}` agree on {_percent(pair.agreement)} of "
+            f"{pair.verdicts} reference verdicts on the run's retrievals; Cohen's κ {kappa}."
+        )
+    if report.unjudged:
+        lines.append(
+            f"- {len(report.unjudged)} query(ies) could not be put to the model judge and are left out."
+        )
+    return [*lines, ""]
 
 
 def judge_model(manifest: RunManifest) -> str:
