@@ -24,7 +24,7 @@ from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
 from memoryquest.pgr.calibration_contracts import wilson_interval
 from memoryquest.pgr.metrics import bootstrap_ci, paired_bootstrap_ci
-from memoryquest.pgr.run_record import EvaluationRun, read_evaluation_run
+from memoryquest.pgr.run_record import EvaluationRun, EvaluationRunError, read_evaluation_run
 from memoryquest.pgr.winrate import win_rate_report
 from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
 from memoryquest.publish import PublishError, load_published, publish_dataset
@@ -501,7 +501,9 @@ def test_the_card_shows_every_baseline_at_pgrs_budget_and_each_judges_false_acce
         assert f"| `{row['judge']}` |" in section
         assert expected_judge_cell(row) in section
     assert "Cohen's κ" in section
-    assert str(record_path.parent.parent) not in section  # the card names files, not this machine's paths
+    assert (
+        str(record_path.parent.parent) not in section
+    )  # the card names files, not this machine's paths
 
 
 def test_the_card_follows_the_runs_records(
@@ -571,3 +573,31 @@ def test_publish_keeps_the_run_it_shows_and_refuses_another_datasets(
     with pytest.raises(PublishError, match="evaluated the dataset of run other"):
         publish_dataset(generated_dataset, tmp_path / "refused", Settings(), evaluation=stranger)
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_run_the_card_cannot_show_is_one_line_naming_the_file(
+    evaluated: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, record_path = evaluated
+    for file in record_path.parent.iterdir():
+        shutil.copy(file, tmp_path / file.name)
+    record = tmp_path / record_path.name
+    document = json.loads(record.read_text(encoding="utf-8"))
+
+    def rewritten(**changes: object) -> Path:
+        record.write_text(json.dumps({**document, **changes}), encoding="utf-8")
+        return record
+
+    with pytest.raises(EvaluationRunError, match="names no results file.*--output NAME.jsonl"):
+        read_evaluation_run(rewritten(outputs=["pgr.calibration.json"]))
+    with pytest.raises(EvaluationRunError, match=r"a run of memory systems \(--memory\)"):
+        read_evaluation_run(rewritten(memory_systems={"turns": "1"}))
+    with pytest.raises(EvaluationRunError, match="is not a run record"):
+        read_evaluation_run(rewritten(record_version=2))
+    results = tmp_path / "pgr.jsonl"
+    lines = results.read_text(encoding="utf-8").splitlines()
+    broken = json.loads(lines[1])
+    broken["recall"] = "most"
+    results.write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]), encoding="utf-8")
+    with pytest.raises(EvaluationRunError, match=r"pgr.jsonl, line 2, is not a result.*recall"):
+        read_evaluation_run(rewritten())
