@@ -459,6 +459,27 @@ def expected_judge_cell(row: dict[str, int]) -> str:
     )
 
 
+def expected_retrieval_cell(lines: list[dict[str, object]], judge: str) -> str:
+    """The judge on the run's own retrievals: references provenance did not find that it did."""
+    verdicts: dict[tuple[object, ...], dict[object, bool]] = {}
+    for line in lines:
+        for judgement in line["judgements"]:  # type: ignore[attr-defined]
+            key = (
+                line["query_id"],
+                line["method"],
+                line["baseline_for"],
+                judgement["reference_id"],
+            )
+            verdicts.setdefault(key, {})[line["judge"]] = judgement["found"]
+    unsupported = [v[judge] for v in verdicts.values() if not v["provenance"]]
+    low, high = wilson_interval(sum(unsupported), len(unsupported))
+    share = sum(unsupported) / len(unsupported)
+    return (
+        f"{100 * share:.1f}% ({100 * low:.1f}..{100 * high:.1f}%), "
+        f"{sum(unsupported)} / {len(unsupported)} |"
+    )
+
+
 def test_the_card_shows_every_baseline_at_pgrs_budget_and_each_judges_false_accept_rate(
     generated_dataset: GeneratedDataset, evaluated: tuple[Path, Path]
 ) -> None:
@@ -500,6 +521,7 @@ def test_the_card_shows_every_baseline_at_pgrs_budget_and_each_judges_false_acce
         assert row["other_query"] + row["near_miss"] > 0
         assert f"| `{row['judge']}` |" in section
         assert expected_judge_cell(row) in section
+        assert expected_retrieval_cell(lines, row["judge"]) in section
     assert "Cohen's κ" in section
     assert (
         str(record_path.parent.parent) not in section

@@ -369,6 +369,45 @@ def summarise(
     )
 
 
+class RetrievalJudgeErrors(BaseModel):
+    """A judge's reference verdicts on a run's own retrievals, against the exact provenance judge."""
+
+    judge: JudgeKind
+    unsupported: int = Field(description="Verdicts where provenance found no supporting fact.")
+    accepted_unsupported: int = Field(description="Of those, the ones this judge said found.")
+    supported: int = Field(description="Verdicts where provenance found a supporting fact.")
+    rejected_supported: int = Field(description="Of those, the ones this judge said not found.")
+
+
+def judge_errors_on_retrievals(results: Sequence[ValidationResult]) -> list[RetrievalJudgeErrors]:
+    """Each non-exact judge beside provenance on the same retrieval's same reference: the wrong
+    facts a judge meets there are the ones the methods retrieve, not drawn at random."""
+    found: dict[tuple[str, str, str | None, str], dict[JudgeKind, bool]] = {}
+    for row in results:
+        baseline = row.baseline_for.value if row.baseline_for else None
+        for judgement in row.judgements:
+            key = (row.query_id, row.method.value, baseline, judgement.reference_id)
+            found.setdefault(key, {})[row.judge] = judgement.found
+    rows = []
+    for judge in JudgeKind:
+        both = [
+            (v[JudgeKind.PROVENANCE], v[judge])
+            for v in found.values()
+            if judge is not JudgeKind.PROVENANCE and judge in v and JudgeKind.PROVENANCE in v
+        ]
+        if both:
+            rows.append(
+                RetrievalJudgeErrors(
+                    judge=judge,
+                    unsupported=sum(not exact for exact, _ in both),
+                    accepted_unsupported=sum(not exact and said for exact, said in both),
+                    supported=sum(exact for exact, _ in both),
+                    rejected_supported=sum(exact and not said for exact, said in both),
+                )
+            )
+    return rows
+
+
 def _phase1(result: ValidationResult) -> int:
     return len(result.iterations[0].new_fids) if result.iterations else 0
 

@@ -36,7 +36,7 @@ from memoryquest.contracts import (
     RunManifest,
 )
 from memoryquest.pgr.calibration_contracts import JudgeCalibrationReport, wilson_interval
-from memoryquest.pgr.metrics import BudgetComparison, summarise
+from memoryquest.pgr.metrics import BudgetComparison, judge_errors_on_retrievals, summarise
 from memoryquest.pgr.run_record import EvaluationRun
 from memoryquest.pgr.winrate_contracts import WinRateReport
 from memoryquest.publish.arrow import describe_columns
@@ -572,9 +572,9 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
     else:
         lines.append("No validation results in this dataset.")
     lines.append("")
-    lines += evaluation_run_lines(inputs.evaluation, inputs.manifest)
     for path, alt in inputs.plots:
         lines += [f"![{alt}]({path})", ""]
+    lines += evaluation_run_lines(inputs.evaluation, inputs.manifest)
     return lines
 
 
@@ -767,6 +767,7 @@ def _judge_error_lines(report: JudgeCalibrationReport | None, run: EvaluationRun
         JudgeKind.EMBEDDING: f"`{run.record.embedder}`, cosine ≥ {threshold}",
         JudgeKind.LLM: f"`{run.record.judge_model}`",
     }
+    on_retrievals = {row.judge: row for row in judge_errors_on_retrievals(run.results)}
     lines += [
         "A recall is as good as its judge. The `provenance` judge is exact (a fact descends from the",
         "reference or it does not) and is the ground truth here. Every other judge was given facts whose",
@@ -775,21 +776,16 @@ def _judge_error_lines(report: JudgeCalibrationReport | None, run: EvaluationRun
         "the reference (right), facts of the same user credited to another query's reference, and near",
         "misses (same user, a session in the reference's domain, credited to none of the query's",
         "references). The false-accept rate is the share of the wrong facts (both kinds) it accepted,",
-        "the false-reject rate the share of right facts it rejected; 95% Wilson intervals.",
+        "the false-reject rate the share of right facts it rejected; 95% Wilson intervals. Facts drawn",
+        "at random are easier to turn down than the ones a method retrieves, so the last column gives",
+        "the same judge on the run's own retrievals: of the references provenance found no supporting",
+        "fact for, the share this judge said were found.",
         "",
     ]
-    lines += _table(
-        [
-            "judge",
-            "answered by",
-            "false-accept (95% CI)",
-            "wrong accepted / judged",
-            "other query's",
-            "near misses",
-            "false-reject (95% CI)",
-            "right rejected / judged",
-        ],
-        [
+    rows = []
+    for row in report.judges:
+        seen = on_retrievals.get(row.judge)
+        rows.append(
             (
                 f"`{row.judge.value}`",
                 answered_by.get(row.judge, ""),
@@ -803,9 +799,25 @@ def _judge_error_lines(report: JudgeCalibrationReport | None, run: EvaluationRun
                 f"{row.accepted_near_miss} / {row.near_miss}",
                 _rate(row.rejected_right, row.right),
                 f"{row.rejected_right} / {row.right}",
+                "–"
+                if seen is None
+                else f"{_rate(seen.accepted_unsupported, seen.unsupported)}, "
+                f"{seen.accepted_unsupported} / {seen.unsupported}",
             )
-            for row in report.judges
+        )
+    lines += _table(
+        [
+            "judge",
+            "answered by",
+            "false-accept (95% CI)",
+            "wrong accepted / judged",
+            "other query's",
+            "near misses",
+            "false-reject (95% CI)",
+            "right rejected / judged",
+            "on the run's retrievals: found without provenance (95% CI), n",
         ],
+        rows,
     )
     lines.append("")
     for pair in report.agreement:
