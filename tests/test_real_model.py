@@ -509,3 +509,11 @@ def test_win_rate_runs_on_the_real_model(
     report = json.loads((tmp_path / "pgr.winrate.json").read_text())
     print(f"[win rate] judged pairs: {len(report['pairs'])}; unjudged: {report['unjudged']}")
     assert report["rows"] and report["pairs"], report
+    assert report["judge_model"] == "smollm2", report["judge_model"]
+    for row in report["rows"]:
+        print(
+            f"[win rate] {row['method']} vs {row['baseline']}: raw {row['win_rate']:.2f}, "
+            f"length-controlled {row['length_controlled']:.2f}, flip {row['flip_rate']:.2f}"
+        )
+        assert 0 <= row["win_rate"] <= 1 and 0 <= row["length_controlled"] <= 1, row
+        assert 0 <= row["flip_rate"] <= 1, row
