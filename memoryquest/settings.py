@@ -287,11 +287,13 @@ class PGRSettings(Section):
         return self
 
 
-FilterClassifier = Literal["user_turns", "facts", "structure_turns", "structure_sessions"]
+FilterClassifier = Literal[
+    "user_turns", "news_wording", "facts", "structure_turns", "structure_sessions"
+]
 
 
 def _every_filter_classifier() -> list[FilterClassifier]:
-    return ["user_turns", "facts", "structure_turns", "structure_sessions"]
+    return ["user_turns", "news_wording", "facts", "structure_turns", "structure_sessions"]
 
 
 class AuditSettings(Section):

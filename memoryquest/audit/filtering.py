@@ -46,6 +46,7 @@ from memoryquest.settings import AuditSettings, Settings
 
 MATERIAL_STAGES = {
     "user_turns": Stage.DIALOGUES,
+    "news_wording": Stage.DIALOGUES,
     "structure_turns": Stage.DIALOGUES,
     "structure_sessions": Stage.TIMELINES,
     "facts": Stage.MEMORY,
@@ -54,6 +55,7 @@ MATERIAL_STAGES = {
 
 ITEM_NOUNS = {
     "user_turns": "user turn",
+    "news_wording": "sentence's added clause",
     "structure_turns": "turn's place in its session",
     "structure_sessions": "session's place and domain",
     "facts": "credited fact",
@@ -233,7 +235,7 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
     config = settings.audit
     rate = config.filter_fdr
     current = dataset
-    audit = audit_with_scores(current, settings)
+    audit = audit_with_scores(current, settings, wording="news_wording" in config.filter_classifiers)
     before = _gated_aucs(audit.report)
     rounds: list[FilterRound] = []
     stopped = f"stopped at the round limit ({config.filter_rounds_max}); the last round still withdrew queries"
@@ -257,7 +259,7 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
                 else " and every gate passes"
             )
             break
-        audit = audit_with_scores(current, settings)
+        audit = audit_with_scores(current, settings, wording="news_wording" in config.filter_classifiers)
     summary = FilterSummary(
         fdr=rate,
         queries_before=len(dataset.queries),
