@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from memoryquest.audit.detectability import (
     ClassifierScore,
-    embedding_classifier,
     ExclusiveNgrams,
     Material,
     OutOfFold,
+    embedding_classifier,
     exclusive_ngrams,
     structure_classifier,
     text_classifier,
@@ -30,7 +30,6 @@ from memoryquest.audit.ground_truth import GroundTruth, ReferenceIssue, ground_t
 from memoryquest.audit.leakage import SHARED_WORDS_NOTED, Leakage, leakage
 from memoryquest.audit.material import Exchange, exchanges, session_halves
 from memoryquest.audit.report import AuditCheck, AuditReport, DatasetSize, FilterSummary
-from memoryquest.audit.wording import news_units
 from memoryquest.audit.structure import (
     SESSION_FEATURES,
     TURN_FEATURES,
@@ -38,6 +37,7 @@ from memoryquest.audit.structure import (
     session_units,
     turn_units,
 )
+from memoryquest.audit.wording import news_units
 from memoryquest.contracts import Fact, RejectedCandidate, Role, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
