@@ -287,11 +287,13 @@ class PGRSettings(Section):
         return self
 
 
-FilterClassifier = Literal["user_turns", "facts", "structure_turns", "structure_sessions"]
+FilterClassifier = Literal[
+    "user_turns", "news_wording", "facts", "structure_turns", "structure_sessions"
+]
 
 
 def _every_filter_classifier() -> list[FilterClassifier]:
-    return ["user_turns", "facts", "structure_turns", "structure_sessions"]
+    return ["user_turns", "news_wording", "facts", "structure_turns", "structure_sessions"]
 
 
 class AuditSettings(Section):
@@ -331,9 +333,10 @@ class AuditSettings(Section):
         0.05,
         gt=0,
         lt=1,
-        description="A reference item stands out when its out-of-fold p-value (how many of its "
-        "fold's other items score at least as high) passes the Benjamini-Hochberg procedure at "
-        "this false discovery rate, over every item and query of the classifier.",
+        description="A query stands out when the p-value of its reference items (each: how many "
+        "of its fold's other items score at least as high; combined with their mean rank's) "
+        "passes the Benjamini-Hochberg procedure at this false discovery rate, over every query "
+        "of the classifier.",
     )
     filter_classifiers: list[FilterClassifier] = Field(
         default_factory=_every_filter_classifier,

@@ -73,8 +73,8 @@ PLANTED_CUES = [
     "which I'd like reflected in the suggestions you give me later",
     "and it's going to be part of the bigger decision ahead",
 ]
-TEXT_CLASSIFIERS = AuditSettings(filter_classifiers=["user_turns", "facts"])
-"""The planted cue is in the text. The offline generator's reference sessions also differ from the
+TEXT_CLASSIFIERS = AuditSettings(filter_classifiers=["user_turns", "news_wording", "facts"])
+"""The planted cue is in the text (its words, and the clause it adds to the news item's sentence). The offline generator's reference sessions also differ from the
 others by their structure (news items, place in the timeline: structure_auc_sessions ≈ 0.86 on five
 personas), which the structural classifiers rightly flag in clean and planted queries alike; the
 planted-cue figures are measured on the text classifiers, whose business the cue is."""
@@ -188,13 +188,6 @@ def test_a_clean_dataset_keeps_its_queries() -> None:
     assert removed <= 0.1 * len(dataset.queries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="varied cues (36 wordings) in a third of 36 queries lift the planted queries' mean "
-    "user-turn rank only to 0.72 (clean 0.46): at a 5% false discovery rate nothing is flagged "
-    "(0 of 12 planted, 0 of 24 clean); a fixed 99th percentile took 4 of 12 and 2 of 24, but 18 "
-    "of 44 queries of a clean 3-persona run",
-)
 def test_planted_cues_are_removed_far_more_often_than_clean_queries(
     planted: tuple[GeneratedDataset, set[str]], filtered: FilterResult
 ) -> None:
@@ -208,17 +201,18 @@ def test_planted_cues_are_removed_far_more_often_than_clean_queries(
     assert before is not None and after is not None and after < before - 0.05
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 36's target (>= 90% of planted queries out, <= 10% of clean ones) is not met "
-    "for varied cues by the audit's classifiers on so small a dataset: 0 of 12 planted and 0 of "
-    "24 clean queries here at a 5% false discovery rate",
-)
 def test_planted_cues_meet_the_issue_target(
     planted: tuple[GeneratedDataset, set[str]], filtered: FilterResult
 ) -> None:
+    """Issue 36: at least 90% of the planted queries out, at most 10% of the clean ones. The
+    varied cues share no words, so the n-gram classifiers miss most of them; the clause each
+    adds to its news item's sentence, embedded, is what gives them away."""
     planted_share, clean_share = _shares(planted, filtered)
+    print(f"planted removed {planted_share:.0%}, clean removed {clean_share:.0%}")
     assert planted_share >= 0.9 and clean_share <= 0.1
+    before = filtered.summary.aucs_before["classifier_auc_news_wording"]
+    after = filtered.summary.aucs_after["classifier_auc_news_wording"]
+    assert before is not None and after is not None and after < before - 0.05
 
 
 def test_a_withdrawn_query_goes_to_rejected_and_its_history_stays(
@@ -286,7 +280,7 @@ def saved(
     return one_phrase[0].save(tmp_path_factory.mktemp("planted") / "dataset")
 
 
-TEXT_ONLY = ["--set", 'audit.filter_classifiers=["user_turns","facts"]']
+TEXT_ONLY = ["--set", 'audit.filter_classifiers=["user_turns","news_wording","facts"]']
 
 
 def test_the_command_writes_the_filtered_dataset_and_leaves_the_input_alone(

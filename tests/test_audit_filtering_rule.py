@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from memoryquest.audit.detectability import OutOfFold
-from memoryquest.audit.filtering import fdr_cutoff, mean_rank_p_value, standing_out
+from memoryquest.audit.filtering import (
+    cauchy_combination,
+    fdr_cutoff,
+    mean_rank_p_value,
+    standing_out,
+)
 from memoryquest.audit.run import ScoredMaterial
 
 
@@ -41,8 +46,9 @@ def test_an_item_above_every_other_item_of_its_fold_stands_out_alone() -> None:
     scored = material([(OTHERS, [(1500.0, "r1"), (500.0, "r2")])])
     owners = {"r1": "q1", "r2": "q2"}
     found = standing_out(scored, 0.05, owners)
-    assert [(i.reference_id, i.together) for i in found] == [("r1", False)]
-    assert found[0].p_value == pytest.approx(1 / 1001) and found[0].p_value <= found[0].cutoff
+    assert [i.reference_id for i in found] == ["r1"]
+    assert found[0].p_value == pytest.approx(1 / 1001) == found[0].query_p_value
+    assert found[0].query_p_value <= found[0].cutoff
 
 
 def test_each_fold_is_its_own_yardstick() -> None:
@@ -54,7 +60,7 @@ def test_each_fold_is_its_own_yardstick() -> None:
     assert [i.reference_id for i in found] == ["r1"]
 
 
-def test_a_query_whose_items_are_all_high_stands_out_together() -> None:
+def test_a_query_whose_items_are_all_high_stands_out() -> None:
     # four references each at rank 0.955: none stands out alone, together they do
     together = [(955.5, f"a{i}") for i in range(4)]
     middling = [(605.5, f"b{i}") for i in range(4)]
@@ -62,7 +68,7 @@ def test_a_query_whose_items_are_all_high_stands_out_together() -> None:
     owners = {**{f"a{i}": "qa" for i in range(4)}, **{f"b{i}": "qb" for i in range(4)}}
     found = standing_out(scored, 0.05, owners)
     assert sorted(i.reference_id for i in found) == ["a0", "a1", "a2", "a3"]
-    assert all(i.together for i in found)
+    assert all(i.query_p_value < i.p_value for i in found)
     # one high item among middling ones of the same query does not carry them
     mixed = material([(OTHERS, [(955.5, "c0"), (405.5, "c1"), (505.5, "c2"), (455.5, "c3")])])
     assert standing_out(mixed, 0.05, {f"c{i}": "qc" for i in range(4)}) == []
@@ -97,6 +103,16 @@ def test_the_benjamini_hochberg_cutoff() -> None:
     assert fdr_cutoff([0.001, 0.01, 0.03, 0.5], 0.05) == 0.03  # 0.03 <= 3/4 * 0.05
     assert fdr_cutoff([0.2, 0.5], 0.05) is None
     assert fdr_cutoff([0.02, 0.04], 0.05) == 0.04
+
+
+def test_the_cauchy_combination_lets_one_strong_signal_through() -> None:
+    assert cauchy_combination([0.3]) == pytest.approx(0.3)
+    assert cauchy_combination([0.001, 0.5, 0.5]) < 0.005
+    # a p-value of 1 does not cancel the others (capped), and it holds under the null
+    assert cauchy_combination([0.001, 1.0, 1.0]) < 0.01
+    draws = np.random.default_rng(0).uniform(size=(20_000, 3))
+    combined = np.array([cauchy_combination(row) for row in draws])
+    assert float(np.mean(combined <= 0.05)) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(draws))
 
 
 def test_the_p_value_of_a_mean_rank_narrows_with_more_items() -> None:

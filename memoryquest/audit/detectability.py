@@ -442,3 +442,44 @@ def structure_classifier(
 
 def _value_name(feature: str, value: object) -> str:
     return f"{feature}={value}"
+
+
+# --------------------------------------------------------------------------- embedding classifier
+
+EXAMPLES_LISTED = 3
+"""Reference texts listed as what an embedding classifier leans on."""
+
+
+def embedding_classifier(
+    material: str,
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    labels: Sequence[bool],
+    groups: Sequence[str],
+    *,
+    within_user: bool,
+    seed: int,
+    negatives_per_group: int = NEGATIVES_PER_GROUP,
+) -> tuple[ClassifierScore, OutOfFold | None]:
+    """Like :func:`text_classifier`, on sentence embeddings (``vectors``, one row per text).
+
+    An embedding has no terms to name, so what it leans on lists the
+    reference texts it scores highest out of fold: what the classifier found
+    the references to have in common, in their own words.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    split = _split(labels, groups, within_user, seed, negatives_per_group)
+    if not _measurable(split):
+        return _unmeasured(material, split, within_user)
+    matrix = np.asarray(vectors)[split.keep]
+
+    def fit_score(x: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        model = LogisticRegression(class_weight="balanced", max_iter=2000, random_state=seed)
+        return np.asarray(model.fit(x[train], y[train]).decision_function(x[test]))
+
+    aucs, out_of_fold = _cross_validate(split, matrix, fit_score)
+    scored = np.flatnonzero(split.y & (out_of_fold.folds >= 0))
+    top = scored[np.argsort(-out_of_fold.scores[scored], kind="stable")]
+    leans_on = list(dict.fromkeys(texts[split.keep[i]] for i in top))[:EXAMPLES_LISTED]
+    return _score(material, split, aucs, within_user, leans_on if aucs else []), out_of_fold

@@ -5,13 +5,17 @@ references can leave the classifier's AUC under its gate while each of those
 references is easy to pick out. The filter works item by item. Each
 classifier the audit fits across users (reference vs other user turns,
 reference-credited vs other facts, and the structural features of turns and
-of sessions) gives every item an out-of-fold score, from a model that never
-saw that item's user. A reference item stands out when its score is above
-what the other items of the same fold reach (each fold is scored by its own
-model, so each is its own yardstick), as judged by the Benjamini-Hochberg
-procedure over every item and query of a classifier at the false discovery
-rate ``audit.filter_fdr``: without a tell next to nothing is withdrawn, however
-many items are tested. Its query is withdrawn with reason ``tell``, and the
+of sessions, and the clause each news item's sentence adds to it,
+:mod:`memoryquest.audit.wording`) gives every item an out-of-fold score, from
+a model that never saw that item's user. A reference item's p-value is the
+share of the other items of the same fold that score at least as high (each
+fold is scored by its own model, so each is its own yardstick); a query's
+items' p-values, and that of their mean rank, are combined into the query's
+(the Cauchy combination, valid for dependent p-values), and a query stands out
+when the Benjamini-Hochberg procedure over every query of a classifier keeps
+it at the false discovery rate ``audit.filter_fdr``: without a tell next to
+nothing is withdrawn, however many queries are tested. It is withdrawn with
+reason ``tell``, and the
 audit is run again, until no reference item stands out and every gate
 passes, or ``audit.filter_rounds_max`` rounds have been run.
 
@@ -46,6 +50,7 @@ from memoryquest.settings import AuditSettings, Settings
 
 MATERIAL_STAGES = {
     "user_turns": Stage.DIALOGUES,
+    "news_wording": Stage.DIALOGUES,
     "structure_turns": Stage.DIALOGUES,
     "structure_sessions": Stage.TIMELINES,
     "facts": Stage.MEMORY,
@@ -54,6 +59,7 @@ MATERIAL_STAGES = {
 
 ITEM_NOUNS = {
     "user_turns": "user turn",
+    "news_wording": "sentence's added clause",
     "structure_turns": "turn's place in its session",
     "structure_sessions": "session's place and domain",
     "facts": "credited fact",
@@ -62,14 +68,14 @@ ITEM_NOUNS = {
 
 @dataclass(frozen=True)
 class StandingOut:
-    """A reference item that stands out: its out-of-fold p-value, and the cutoff it met (alone,
-    or with its query's other references)."""
+    """A reference item of a query that stands out: the item's own out-of-fold p-value, its
+    query's (all of the query's items of this material combined), and the cutoff that met."""
 
     material: str
     reference_id: str
     p_value: float
+    query_p_value: float
     cutoff: float
-    together: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,21 @@ def mean_rank_p_value(ranks: Sequence[float]) -> float:
     return float(norm.sf((float(np.mean(ranks)) - 0.5) / spread))
 
 
+P_VALUE_CAP = 0.9
+"""An item scored below the rest of its fold argues no more against a tell than one at this
+p-value: uncapped, the Cauchy transform of a p-value near 1 is near minus infinity and would
+cancel any signal of the query's other items."""
+
+
+def cauchy_combination(p_values: Sequence[float]) -> float:
+    """One p-value for several (the Cauchy combination test, Liu & Xie 2020): the mean of their
+    Cauchy transforms, valid for p-values that depend on each other, as a query's items scored by
+    one classifier do; one strong signal carries it."""
+    capped = np.clip(np.asarray(p_values, dtype=float), 1e-15, P_VALUE_CAP)
+    statistic = float(np.mean(np.tan((0.5 - capped) * np.pi)))
+    return float(0.5 - np.arctan(statistic) / np.pi)
+
+
 def fdr_cutoff(p_values: Sequence[float], rate: float) -> float | None:
     """The Benjamini-Hochberg cutoff: the largest p-value p_(k) with p_(k) <= k / m * rate, or
     None when no hypothesis is rejected (the false discovery rate is held at ``rate``)."""
@@ -114,41 +135,41 @@ def fdr_cutoff(p_values: Sequence[float], rate: float) -> float | None:
     return passing[-1] if passing else None
 
 
-def standing_out(scored: ScoredMaterial, rate: float, owners: dict[str, str]) -> list[StandingOut]:
-    """The reference items of ``scored`` that stand out, alone or together with their query's others.
-
-    Each reference item is a hypothesis (its p-value: how many of its fold's other items score
-    at least as high), and so is each query with two or more scored references (the mean rank
-    of its items: a tell in every reference, each only somewhat high, adds up). Within each
-    family, items and queries, the Benjamini-Hochberg procedure keeps the expected share of
-    ordinary ones among those flagged at ``rate``: on data without a tell, next to nothing
-    stands out, however many items are tested; with one, the items that carry it do.
-    """
-    ranked = list(_ranked(scored))
+def query_p_values(scored: ScoredMaterial, owners: dict[str, str]) -> dict[str, float]:
+    """Each query's p-value under ``scored``: its reference items' p-values (how many of their
+    fold's other items score at least as high) and, with two or more, the p-value of their mean
+    rank (a tell in every reference, each only somewhat high, adds up), combined."""
     by_query: dict[str, list[_Ranked]] = {}
-    for item in ranked:
-        by_query.setdefault(owners.get(item.reference_id, ""), []).append(item)
-    query_p = {
-        query: mean_rank_p_value([i.rank for i in items])
-        for query, items in by_query.items()
-        if len(items) > 1
-    }
-    item_cutoff = fdr_cutoff([i.p_value for i in ranked], rate)
-    found = [
-        StandingOut(scored.material, i.reference_id, i.p_value, item_cutoff)
-        for i in ranked
-        if item_cutoff is not None and i.p_value <= item_cutoff
+    for item in _ranked(scored):
+        if item.reference_id in owners:
+            by_query.setdefault(owners[item.reference_id], []).append(item)
+    combined: dict[str, float] = {}
+    for query, items in by_query.items():
+        p_values = [i.p_value for i in items]
+        if len(items) > 1:
+            p_values.append(mean_rank_p_value([i.rank for i in items]))
+        combined[query] = cauchy_combination(p_values)
+    return combined
+
+
+def standing_out(scored: ScoredMaterial, rate: float, owners: dict[str, str]) -> list[StandingOut]:
+    """The reference items of the queries that stand out under ``scored``.
+
+    Each query is a hypothesis (:func:`query_p_values`), and the Benjamini-Hochberg procedure
+    keeps the expected share of ordinary queries among those flagged at ``rate``: on data
+    without a tell, next to nothing stands out, however many queries are tested; with one, the
+    queries that carry it do. Counting queries, not items, keeps a query with a tell from
+    counting once per item towards the discoveries that let ordinary items through.
+    """
+    combined = query_p_values(scored, owners)
+    cutoff = fdr_cutoff(list(combined.values()), rate)
+    if cutoff is None:
+        return []
+    return [
+        StandingOut(scored.material, i.reference_id, i.p_value, combined[query], cutoff)
+        for i in _ranked(scored)
+        if (query := owners.get(i.reference_id, "")) in combined and combined[query] <= cutoff
     ]
-    alone = {i.reference_id for i in found}
-    query_cutoff = fdr_cutoff(list(query_p.values()), rate)
-    for query, p_value in query_p.items():
-        if query_cutoff is not None and p_value <= query_cutoff:
-            found += [
-                StandingOut(scored.material, i.reference_id, p_value, query_cutoff, together=True)
-                for i in by_query[query]
-                if i.reference_id not in alone
-            ]
-    return found
 
 
 @dataclass(frozen=True)
@@ -171,8 +192,7 @@ def _rejection(query: Query, items: Sequence[StandingOut], rate: float) -> Rejec
     stage = next(MATERIAL_STAGES[m] for m in MATERIAL_STAGES if any(i.material == m for i in items))
     named = "; ".join(
         f"reference {i.reference_id}'s {ITEM_NOUNS[i.material]} out of fold: p = {i.p_value:.3g}"
-        + (", with its query's other references" if i.together else "")
-        + f" (cutoff {i.cutoff:.3g})"
+        f" (its query's, combined: {i.query_p_value:.3g}, cutoff {i.cutoff:.3g})"
         for i in items
     )
     detail = (
@@ -233,7 +253,9 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
     config = settings.audit
     rate = config.filter_fdr
     current = dataset
-    audit = audit_with_scores(current, settings)
+    audit = audit_with_scores(
+        current, settings, wording="news_wording" in config.filter_classifiers
+    )
     before = _gated_aucs(audit.report)
     rounds: list[FilterRound] = []
     stopped = f"stopped at the round limit ({config.filter_rounds_max}); the last round still withdrew queries"
@@ -257,7 +279,9 @@ def filter_tells(dataset: GeneratedDataset, settings: Settings) -> FilterResult:
                 else " and every gate passes"
             )
             break
-        audit = audit_with_scores(current, settings)
+        audit = audit_with_scores(
+            current, settings, wording="news_wording" in config.filter_classifiers
+        )
     summary = FilterSummary(
         fdr=rate,
         queries_before=len(dataset.queries),

@@ -187,9 +187,9 @@ def filtering_markdown(summary: FilterSummary) -> list[str]:
     rounds = len(summary.rounds)
     lines = [
         f"Per-item tell filter: {summary.queries_removed} of {summary.queries_before} queries withdrawn "
-        f"(reason `tell`) in {rounds} round{'s' * (rounds != 1)}; a reference item stood out when "
-        "few of the other items scored as high out of fold, alone or with the rest of its query's, "
-        f"at a false discovery rate of {summary.fdr:g} (Benjamini-Hochberg). "
+        f"(reason `tell`) in {rounds} round{'s' * (rounds != 1)}; a query stood out when few of the "
+        "other items scored as high out of fold as its reference items (their p-values combined), "
+        f"at a false discovery rate of {summary.fdr:g} over queries (Benjamini-Hochberg). "
         f"{summary.stopped[:1].upper()}{summary.stopped[1:]}.",
         "",
         "| AUC | Before filtering | After |",

@@ -20,6 +20,7 @@ from memoryquest.audit.detectability import (
     ExclusiveNgrams,
     Material,
     OutOfFold,
+    embedding_classifier,
     exclusive_ngrams,
     structure_classifier,
     text_classifier,
@@ -36,6 +37,7 @@ from memoryquest.audit.structure import (
     session_units,
     turn_units,
 )
+from memoryquest.audit.wording import news_units
 from memoryquest.contracts import Fact, RejectedCandidate, Role, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
@@ -45,6 +47,7 @@ MATERIAL_NOUNS = {
     "user_turns": "user turns",
     "assistant_turns": "assistant turns",
     "facts": "facts",
+    "news_wording": "news items' added clauses",
 }
 STRUCTURE_NOUNS = {
     **dict.fromkeys(("turns", *TURN_FEATURES), "user turns"),
@@ -135,6 +138,30 @@ def _classifiers(
         *_scored("user_turns", user_scores, turn_references),
         *_scored("facts", fact_scores, fact_references),
     ]
+
+
+def _wording(
+    dataset: GeneratedDataset, standing: set[str], seed: int
+) -> tuple[ClassifierScore, list[ScoredMaterial]]:
+    """Reference news items' added clauses against the filler news items' (:mod:`memoryquest.audit.wording`),
+    on the local embedder's vectors."""
+    from memoryquest.llm.factory import shared_local_embedder
+
+    group = _Grouping(dataset)
+    texts = {r.reference_id: r.text for q in dataset.queries for r in q.references}
+    units = news_units(dataset.sessions, dataset.timelines, texts, standing)
+    clauses = [u.clause for u in units]
+    score, out_of_fold = embedding_classifier(
+        "news_wording",
+        clauses,
+        shared_local_embedder().embed_sync(clauses),
+        [u.reference_id is not None for u in units],
+        [group(u.persona_id, u.session_id) for u in units],
+        within_user=group.within,
+        seed=seed,
+    )
+    references = [(u.reference_id,) if u.reference_id else () for u in units]
+    return score, _scored("news_wording", out_of_fold, references)
 
 
 def _structure(
@@ -432,8 +459,12 @@ def audit_dataset(dataset: GeneratedDataset, settings: Settings) -> AuditReport:
     return audit_with_scores(dataset, settings).report
 
 
-def audit_with_scores(dataset: GeneratedDataset, settings: Settings) -> ScoredAudit:
-    """:func:`audit_dataset`, with the out-of-fold scores of its classifiers."""
+def audit_with_scores(
+    dataset: GeneratedDataset, settings: Settings, *, wording: bool = False
+) -> ScoredAudit:
+    """:func:`audit_dataset`, with the out-of-fold scores of its classifiers; with ``wording``,
+    also the news items' added clauses on the local embedder (what the tell filter reads; it
+    embeds a few thousand clauses, so a plain audit leaves it out)."""
     started = time.perf_counter()
     config = settings.audit
     if config.ngram_min > config.ngram_max:
@@ -447,6 +478,10 @@ def audit_with_scores(dataset: GeneratedDataset, settings: Settings) -> ScoredAu
     ngram_result = exclusive_ngrams(units, config.ngram_min, config.ngram_max)
     classifiers, scored = _classifiers(units, dataset, standing, settings.seed)
     structure, structure_scored = _structure(dataset, standing, settings.seed)
+    if wording:
+        wording_score, wording_scored = _wording(dataset, standing, settings.seed)
+        classifiers.append(wording_score)
+        scored += wording_scored
     memories = _memories(dataset)
     leak = leakage(dataset.queries, memories, dataset.validation, settings.pgr.query_only_k)
     diversities = [
