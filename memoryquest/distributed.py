@@ -65,7 +65,7 @@ from memoryquest.manifest import Origin, manifest_for
 from memoryquest.pipeline import enabled_groups, run_persona
 from memoryquest.progress import ProgressSnapshot, RunSummary, periodically, plain_line
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
-from memoryquest.progress.files import combine, not_started, read_snapshot
+from memoryquest.progress.files import combine, not_started, read_snapshot, write_snapshot
 from memoryquest.run import (
     DATASET_DIR,
     RUN_REPORT,
@@ -260,8 +260,6 @@ async def watching(
 ) -> AsyncIterator[None]:
     """While the children run: every ``every_seconds`` (and at the end) their combined progress as
     one line in the parent's log, in Prefect's progress artifact and in ``<output>/progress.json``."""
-    from memoryquest.progress.files import write_snapshot
-
     logger = get_run_logger()
     artifact = await acreate_progress_artifact(
         progress=0.0, key="memoryquest-progress", description="Personas finished"

@@ -483,7 +483,7 @@ def test_merged_shards_are_reported_as_one_run(
     from prefect import flow
 
     from memoryquest.cli.main import main
-    from memoryquest.distributed import SHARDED_RUN, SpreadRun, merge_shards
+    from memoryquest.distributed import SHARDED_RUN, SpreadRun, merge_shards, watching
     from memoryquest.progress.files import read_snapshot
     from memoryquest.run import open_run
 
@@ -512,8 +512,6 @@ def test_merged_shards_are_reported_as_one_run(
     @flow
     async def parent() -> None:
         with open_run(request.settings(), request.selection, SHARDED_RUN) as run:
-            from memoryquest.distributed import watching
-
             async with watching(run, plan, every_seconds=60):
                 pass  # the children are done: the final combined line is written on leaving
             await merge_shards(run, plan, request)
