@@ -267,7 +267,10 @@ async def watching(
 
     async def update() -> None:
         snapshot = spread_progress(run, children)
-        write_snapshot(run.output_dir, snapshot)
+        try:
+            write_snapshot(run.output_dir, snapshot)
+        except OSError as exc:  # progress is never worth failing a run for
+            logger.warning("progress not written: %s", exc)
         line = plain_line(snapshot)
         logger.info("%d children: %s", len(children), line)
         await aupdate_progress_artifact(artifact, 100.0 * snapshot.fraction, description=line)

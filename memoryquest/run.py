@@ -146,7 +146,10 @@ async def progress_file(run: Run, figures: RunFigures, every_seconds: float) -> 
     ``memoryquest progress`` and for the parent of a run spread over shards or Dask workers."""
 
     async def update() -> None:
-        write_snapshot(run.output_dir, figures.snapshot())
+        try:
+            write_snapshot(run.output_dir, figures.snapshot())
+        except OSError as exc:  # progress is never worth failing a run for
+            get_run_logger().warning("progress not written: %s", exc)
 
     async with periodically(every_seconds, update):
         yield

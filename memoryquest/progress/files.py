@@ -34,8 +34,9 @@ def write_snapshot(directory: Path, snapshot: ProgressSnapshot) -> Path:
 
 
 def read_snapshot(directory: Path) -> ProgressSnapshot | None:
-    """The snapshot in ``directory/progress.json``, or None while there is none (not started yet)."""
-    with contextlib.suppress(FileNotFoundError, ValidationError, ValueError):
+    """The snapshot in ``directory/progress.json``, or None while there is none (not started yet)
+    or it cannot be read now (a shared disk's hiccup): progress is never worth failing a run for."""
+    with contextlib.suppress(OSError, ValidationError, ValueError):
         return ProgressSnapshot.model_validate_json(
             (directory / PROGRESS_FILE).read_text(encoding="utf-8")
         )
