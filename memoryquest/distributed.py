@@ -14,7 +14,17 @@ runs here when its ``spread`` parameter says where the personas go:
 * **Dask** (:class:`DaskSpread`, :func:`generate_with_dask`): one Prefect
   task per persona, submitted to a Dask scheduler through prefect-dask's
   ``DaskTaskRunner``. Each task builds its own client and runs the stage
-  groups of :mod:`memoryquest.pipeline` in its worker process.
+  groups of :mod:`memoryquest.pipeline` in its worker process, journalling
+  its usage and progress under ``<output>/parts/<user>``.
+
+Either way the spread run is reported as one run. Every child (a shard, a
+persona on Dask) writes its ``usage.jsonl`` (every attempt's spending) and
+``progress.json`` in its own directory; while they run, the parent adds their
+progress up into one line (log, Prefect's progress artifact and
+``<output>/progress.json``, which ``memoryquest progress`` reads), and at the
+end it writes ``<output>/run_report.json`` like an in-process run's, whose
+``usage`` is the merged manifest's (the card's usage table): the sum of the
+children's usage, listed per child beside it (:func:`write_spread_report`).
 
 Both need ``output`` on storage every machine sees at the same path: the
 client's response cache (``<output>/.cache``, what makes a re-run free) and
@@ -27,14 +37,20 @@ teardown (settings, output lock, personas, save, publish) are
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import acreate_table_artifact
+from prefect.artifacts import (
+    acreate_progress_artifact,
+    acreate_table_artifact,
+    aupdate_progress_artifact,
+)
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import arun_deployment
@@ -44,14 +60,30 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryquest.contracts import Persona, RunManifest, StageUsage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import PersonaSelection, is_http_source
-from memoryquest.llm.factory import build_client
-from memoryquest.manifest import Origin, build_manifest, manifest_for
-from memoryquest.pipeline import run_persona
-from memoryquest.run import DATASET_DIR, finish_run, open_run, settings_from_parameters
+from memoryquest.llm.accounting import USAGE_FILE, UsageJournal
+from memoryquest.manifest import Origin, manifest_for
+from memoryquest.pipeline import enabled_groups, run_persona
+from memoryquest.progress import ProgressSnapshot, RunSummary, periodically, plain_line
+from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
+from memoryquest.progress.files import combine, not_started, read_snapshot, write_snapshot
+from memoryquest.run import (
+    DATASET_DIR,
+    RUN_REPORT,
+    Run,
+    finish_run,
+    open_run,
+    progress_file,
+    run_client,
+    run_figures,
+    run_manifest,
+    settings_from_parameters,
+    write_run_report,
+)
 from memoryquest.settings import Settings
 from memoryquest.task_retries import retry_on_infrastructure_failure
 
 SHARDS_DIR = "shards"
+PARTS_DIR = "parts"  # a Dask run's personas, one directory each: their usage and progress
 DEFAULT_SHARD_DEPLOYMENT = "memoryquest-generate/offline"
 SHARDED_RUN = "memoryquest-generate over shards"  # what the output's lock says holds it
 DASK_FLOW = "memoryquest-generate-dask-personas"
@@ -94,6 +126,7 @@ class SpreadRun:
     selection: PersonaSelection
     publish: bool
     allow_failed_audit: bool
+    progress_seconds: float = DEFAULT_EVERY_SECONDS
 
     @property
     def portable_source(self) -> str | None:
@@ -184,6 +217,119 @@ def merge_parts(
         usage=sum_usage(row for manifest in manifests for row in manifest.usage),
     )
     return dataset
+
+
+# --------------------------------------------------------------------------- one run over many children
+
+
+class Child(Protocol):
+    """A part of a spread run that writes its own usage and progress: a shard, a persona on Dask."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def users(self) -> list[str]: ...
+
+    @property
+    def output(self) -> Path: ...
+
+
+def spread_progress(run: Run, children: Sequence[Child]) -> ProgressSnapshot:
+    """The children's progress files added up as one run's; a child that has written none yet
+    counts as its personas with nothing done, so the ETA covers the whole run."""
+    stages = [group.name for group in enabled_groups(run.settings)]
+    snapshots = [
+        read_snapshot(child.output) or not_started(stages, len(child.users)) for child in children
+    ]
+    limited = any(s.requests_per_minute_limit for s in snapshots)
+    shared = run.settings.limits.shared_limit_name is not None
+    return combine(
+        snapshots,
+        elapsed_seconds=time.perf_counter() - run.started,
+        # Children that share one limit send at most that limit together.
+        requests_per_minute_limit=run.settings.limits.requests_per_minute
+        if shared and limited
+        else None,
+    )
+
+
+@contextlib.asynccontextmanager
+async def watching(
+    run: Run, children: Sequence[Child], every_seconds: float
+) -> AsyncIterator[None]:
+    """While the children run: every ``every_seconds`` (and at the end) their combined progress as
+    one line in the parent's log, in Prefect's progress artifact and in ``<output>/progress.json``."""
+    logger = get_run_logger()
+    artifact = await acreate_progress_artifact(
+        progress=0.0, key="memoryquest-progress", description="Personas finished"
+    )
+
+    async def update() -> None:
+        snapshot = spread_progress(run, children)
+        try:
+            write_snapshot(run.output_dir, snapshot)
+        except OSError as exc:  # progress is never worth failing a run for
+            logger.warning("progress not written: %s", exc)
+        line = plain_line(snapshot)
+        logger.info("%d children: %s", len(children), line)
+        await aupdate_progress_artifact(artifact, 100.0 * snapshot.fraction, description=line)
+
+    async with periodically(every_seconds, update):
+        yield
+
+
+def _child_report(child: Child) -> dict[str, Any]:
+    path = child.output / RUN_REPORT
+    try:
+        report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return report
+
+
+def write_spread_report(run: Run, children: Sequence[Child], dataset: GeneratedDataset) -> Path:
+    """``<output>/run_report.json`` of a spread run, read the same as an in-process run's.
+
+    ``usage`` is the merged manifest's (what the card's usage table shows): every attempt of every
+    child, summed per stage. ``children`` lists each child's own usage as its ``usage.jsonl``
+    records it, so the sum can be checked. The summary adds up the children's final progress;
+    the stage states and seconds are the shards' own reports' (a Dask persona has none).
+    """
+    if dataset.manifest is None:
+        raise ValueError("the merged dataset has no run manifest")
+    snapshot = spread_progress(run, children)
+    reports = [_child_report(child) for child in children]
+    skipped = [*run.skipped, *(error for r in reports for error in r.get("persona_errors", []))]
+    counts: dict[str, int] = {}
+    for report in reports:
+        for name, number in report.get("state_counts", {}).items():
+            counts[name] = counts.get(name, 0) + number
+    summary = RunSummary.from_snapshot(snapshot, skipped, time.perf_counter() - run.started)
+    entries = []
+    for child in children:
+        journal = UsageJournal.read(child.output / USAGE_FILE)
+        entries.append(
+            {
+                "label": child.label,
+                "users": child.users,
+                "output": str(child.output),
+                "attempts": journal.attempts,
+                "usage": [row.model_dump(mode="json") for row in journal.rows],
+            }
+        )
+    return write_run_report(
+        run,
+        {
+            "children": entries,
+            "stage_states": {u: s for r in reports for u, s in r.get("stage_states", {}).items()},
+            "stage_seconds": {u: s for r in reports for u, s in r.get("stage_seconds", {}).items()},
+            "state_counts": counts,
+            "persona_errors": skipped,
+            "usage": [row.model_dump(mode="json") for row in dataset.manifest.usage],
+            "summary": summary.model_dump(mode="json"),
+        },
+    )
 
 
 # --------------------------------------------------------------------------- shards
@@ -284,6 +430,7 @@ async def generate_sharded(spread: ShardSpread, request: SpreadRun) -> str:
                     "overrides": request.overrides,
                     "publish": False,
                     "spread": None,  # in the child's own process, whatever its deployment's default
+                    "progress_seconds": request.progress_seconds,
                 },
                 flow_run_name=f"{parent_name}-shard-{shard.index}",
                 # A retried parent finds its children instead of starting them twice.
@@ -292,23 +439,48 @@ async def generate_sharded(spread: ShardSpread, request: SpreadRun) -> str:
                 timeout=None,
             )
 
-        runs = list(await asyncio.gather(*(launch(shard) for shard in plan)))
+        async with watching(run, plan, request.progress_seconds):
+            runs = list(await asyncio.gather(*(launch(shard) for shard in plan)))
         await acreate_table_artifact(
             table=_shard_rows(plan, runs), key="memoryquest-shards", description="Child runs"
         )
         check_shard_runs(plan, runs)
-        parts = [GeneratedDataset.load(shard.output / DATASET_DIR) for shard in plan]
-        dataset = merge_parts(parts, [shard.label for shard in plan], run.settings, run.started)
-        await finish_run(
-            run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
-        )
+        dataset = await merge_shards(run, plan, request)
     logger.info(
         "merged %d shards (%d personas) into %s", len(plan), len(dataset.personas), run.output_dir
     )
     return str(run.output_dir)
 
 
+async def merge_shards(run: Run, plan: Sequence[Shard], request: SpreadRun) -> GeneratedDataset:
+    """The finished shards' datasets as one: merged, reported as one run
+    (:func:`write_spread_report`), saved and published."""
+    parts = [GeneratedDataset.load(shard.output / DATASET_DIR) for shard in plan]
+    dataset = merge_parts(parts, [shard.label for shard in plan], run.settings, run.started)
+    write_spread_report(run, plan, dataset)
+    await finish_run(
+        run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
+    )
+    return dataset
+
+
 # --------------------------------------------------------------------------- Dask
+
+
+@dataclass(frozen=True)
+class PersonaPart:
+    """One persona of a Dask run, journalling its usage and progress in ``output``."""
+
+    persona: Persona
+    output: Path
+
+    @property
+    def users(self) -> list[str]:
+        return [self.persona.source_user_id]
+
+    @property
+    def label(self) -> str:
+        return f"persona {self.persona.source_user_id}"
 
 
 @task(
@@ -318,23 +490,27 @@ async def generate_sharded(spread: ShardSpread, request: SpreadRun) -> str:
     retry_condition_fn=retry_on_infrastructure_failure,  # LLM calls are the client's to retry
     cache_policy=NO_CACHE,
 )
-def generate_persona_on_worker(persona: Persona, settings: Settings) -> GeneratedDataset:
+def generate_persona_on_worker(
+    part: PersonaPart, settings: Settings, progress_seconds: float = DEFAULT_EVERY_SECONDS
+) -> GeneratedDataset:
     """Every stage group for one persona, on whichever Dask worker runs it.
 
     The client is built here, in the worker: its limiter, SDK connections and
     usage ledger belong to this process. The response cache under
-    ``settings.output_dir`` is shared, so a retried persona pays nothing twice.
+    ``settings.output_dir`` is shared, so a retried persona pays nothing twice;
+    its usage is journalled in ``part.output/usage.jsonl``, so what a failed
+    attempt paid is still counted, and its progress goes to ``part.output/progress.json``.
     """
-    started = time.perf_counter()
+    run = Run(settings, part.output, [part.persona])
 
     async def generate() -> GeneratedDataset:
-        client = build_client(settings)
-        try:
-            part = await run_persona(persona, client, settings)
-        finally:
-            await client.aclose()
-        part.manifest = build_manifest(part, client, settings, started)
-        return part
+        run.output_dir.mkdir(parents=True, exist_ok=True)
+        async with run_client(run) as client:
+            figures = run_figures(run, client)
+            async with progress_file(run, figures, progress_seconds):
+                dataset = await run_persona(part.persona, client, settings, observer=figures)
+            dataset.manifest = run_manifest(run, dataset, client)
+        return dataset
 
     return asyncio.run(generate())
 
@@ -343,10 +519,16 @@ def generate_persona_on_worker(persona: Persona, settings: Settings) -> Generate
 async def generate_personas_on_dask(request: SpreadRun) -> str:
     """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
     with open_run(request.settings(), request.selection, DASK_FLOW) as run:
-        futures = [
-            generate_persona_on_worker.submit(persona, run.settings) for persona in run.personas
+        parts = [
+            PersonaPart(persona, run.output_dir / PARTS_DIR / persona.source_user_id)
+            for persona in run.personas
         ]
-        await asyncio.to_thread(wait, futures)  # the workers run; this event loop stays free
+        futures = [
+            generate_persona_on_worker.submit(part, run.settings, request.progress_seconds)
+            for part in parts
+        ]
+        async with watching(run, parts, request.progress_seconds):
+            await asyncio.to_thread(wait, futures)  # the workers run; this event loop stays free
         failed = []
         for persona, future in zip(run.personas, futures, strict=True):
             state = future.state
@@ -359,9 +541,9 @@ async def generate_personas_on_dask(request: SpreadRun) -> str:
                 f"{len(failed)} of {len(futures)} personas failed on the Dask cluster; "
                 + "; ".join(failed)
             )
-        parts: list[GeneratedDataset] = [future.result() for future in futures]
-        labels = [f"persona {p.source_user_id}" for p in run.personas]
-        dataset = merge_parts(parts, labels, run.settings, run.started)
+        datasets: list[GeneratedDataset] = [future.result() for future in futures]
+        dataset = merge_parts(datasets, [p.label for p in parts], run.settings, run.started)
+        write_spread_report(run, parts, dataset)
         await finish_run(
             run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
         )

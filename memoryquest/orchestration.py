@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.utilities.annotations import quote
 from pydantic import BaseModel
 
-from memoryquest.contracts import Persona
+from memoryquest.contracts import Persona, StageUsage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.distributed import Spread, SpreadRun, generate_spread
 from memoryquest.fingerprint import runs_simulator, stage_fingerprints
@@ -64,10 +63,12 @@ from memoryquest.run import (
     Run,
     finish_run,
     open_run,
+    progress_file,
     run_client,
     run_figures,
     run_manifest,
     settings_from_parameters,
+    write_run_report,
 )
 from memoryquest.settings import Settings
 from memoryquest.stages.state import PersonaState
@@ -76,7 +77,6 @@ from memoryquest.task_retries import retry_on_infrastructure_failure
 
 FLOW_NAME = "memoryquest-generate"
 DEFAULT_OUTPUT = "output/run"
-RUN_REPORT = "run_report.json"
 
 # The client is runtime state, not an input: it must not enter the cache key.
 # The state and the settings do, through ``inputs`` (their digest), not by themselves.
@@ -215,22 +215,26 @@ async def _progress_artifact(figures: RunFigures, every_seconds: float) -> Async
         yield
 
 
-def _write_run_report(run: Run, records: dict[str, StageRecord], summary: RunSummary) -> None:
+def _write_run_report(
+    run: Run, records: dict[str, StageRecord], summary: RunSummary, usage: list[StageUsage]
+) -> None:
     """Which stages ran and which came from Prefect's cache (a resumed run shows 'Cached'), how
-    long each task took, and the run's summary (what the command line prints at the end)."""
+    long each task took, what every attempt at the output spent per stage (the manifest's
+    usage), and the run's summary (what the command line prints at the end)."""
     counts: dict[str, int] = {}
     for record in records.values():
         for name in record.states.values():
             counts[name] = counts.get(name, 0) + 1
-    report = {
-        "stage_states": {user: record.states for user, record in records.items()},
-        "stage_seconds": {user: record.seconds for user, record in records.items()},
-        "state_counts": counts,
-        "persona_errors": run.skipped,
-        "summary": summary.model_dump(mode="json"),
-    }
-    (run.output_dir / RUN_REPORT).write_text(
-        json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    write_run_report(
+        run,
+        {
+            "stage_states": {user: record.states for user, record in records.items()},
+            "stage_seconds": {user: record.seconds for user, record in records.items()},
+            "state_counts": counts,
+            "persona_errors": run.skipped,
+            "usage": [row.model_dump(mode="json") for row in usage],
+            "summary": summary.model_dump(mode="json"),
+        },
     )
 
 
@@ -274,8 +278,9 @@ async def generate_benchmark(
     ``{"kind": "shards", "shards": 4}`` as child runs of a deployment on the
     work pool's workers, ``{"kind": "dask", "scheduler_address": ...}`` on a
     Dask cluster. Such a run builds its settings from the plain parameters,
-    which its children and workers read the same, so it takes no ``settings``;
-    the progress parameters below are the in-process run's.
+    which its children and workers read the same, so it takes no ``settings``.
+    It logs its children's combined progress every ``progress_seconds`` and writes one
+    ``run_report.json`` for them all.
 
     Progress is shown on stdout (``progress``: ``auto``, ``live``, ``plain``
     or ``off``; plain lines every ``progress_seconds``) and in Prefect's
@@ -296,6 +301,7 @@ async def generate_benchmark(
             selection=selection,
             publish=publish,
             allow_failed_audit=allow_failed_audit,
+            progress_seconds=progress_seconds,
         )
         return await generate_spread(spread, request)
     if settings is None:
@@ -317,13 +323,14 @@ async def generate_benchmark(
                     every_seconds=progress_seconds,
                 ),
                 _progress_artifact(figures, progress_seconds),
+                progress_file(run, figures, progress_seconds),
             ):
                 dataset, records = await _generate(run, client, figures)
             dataset.manifest = run_manifest(run, dataset, client)
         summary = RunSummary.from_snapshot(
             figures.snapshot(), run.skipped, time.perf_counter() - run.started
         )
-        _write_run_report(run, records, summary)
+        _write_run_report(run, records, summary, dataset.manifest.usage)
         await acreate_markdown_artifact(
             markdown=summary.markdown(), key="memoryquest-summary", description="Run summary"
         )

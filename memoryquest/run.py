@@ -25,6 +25,7 @@ groups of :mod:`memoryquest.pipeline` execute. Around that they all:
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -43,13 +44,15 @@ from memoryquest.llm.factory import build_client
 from memoryquest.manifest import build_manifest
 from memoryquest.pgr.metrics import summarise, summary_markdown
 from memoryquest.pipeline import enabled_groups
-from memoryquest.progress import RunFigures
+from memoryquest.progress import RunFigures, periodically
 from memoryquest.progress.figures import request_limit
+from memoryquest.progress.files import write_snapshot
 from memoryquest.run_lock import RunLock
 from memoryquest.settings import Settings, load_settings
 
 DATASET_DIR = "dataset"
 PUBLISHED_DIR = "published"
+RUN_REPORT = "run_report.json"
 
 
 def settings_from_parameters(
@@ -135,6 +138,29 @@ def run_figures(
         queries_target=len(run.personas) * settings.generation.queries_per_user,
         personas_skipped=len(run.skipped),
     )
+
+
+@contextlib.asynccontextmanager
+async def progress_file(run: Run, figures: RunFigures, every_seconds: float) -> AsyncIterator[None]:
+    """``<output>/progress.json`` from ``figures`` every ``every_seconds`` and at the end, for
+    ``memoryquest progress`` and for the parent of a run spread over shards or Dask workers."""
+
+    async def update() -> None:
+        try:
+            write_snapshot(run.output_dir, figures.snapshot())
+        except OSError as exc:  # progress is never worth failing a run for
+            get_run_logger().warning("progress not written: %s", exc)
+
+    async with periodically(every_seconds, update):
+        yield
+
+
+def write_run_report(run: Run, report: Mapping[str, Any]) -> Path:
+    """``<output>/run_report.json``: what the run did, what it spent, and its summary
+    (what the command line prints at the end, in whatever process the flow ran)."""
+    path = run.output_dir / RUN_REPORT
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
 
 
 def run_manifest(run: Run, dataset: GeneratedDataset, client: ModelClient) -> RunManifest:

@@ -312,6 +312,8 @@ def test_sharded_run_on_two_workers_merges_both_shards(
     assert merged.manifest.persona_ids == [p.persona_id for p in merged.personas]
     published = load_published(output / "published")
     assert sorted(p.source_user_id for p in published.personas) == USERS
+    report = assert_reported_as_one_run(output, [output / "shards" / str(i) for i in range(2)])
+    assert set(report["stage_states"]) == set(USERS)
 
     # Parts from workers running other code are refused, naming the shard.
     assert shards[1].manifest is not None
@@ -373,6 +375,8 @@ def test_dask_run_equals_the_in_process_pipeline(
     }
     assert dask_run.manifest.simulated and dask_run.manifest.settings["output_dir"] == str(output)
     assert sorted(p.source_user_id for p in load_published(output / "published").personas) == USERS
+    # Each persona journalled its usage and progress on its worker; the run reports their sum.
+    assert_reported_as_one_run(output, [output / "parts" / user for user in USERS])
 
 
 def test_merged_shards_sum_the_blind_reviewers_tallies(tmp_path: Path) -> None:
@@ -411,3 +415,158 @@ def test_merged_shards_sum_the_blind_reviewers_tallies(tmp_path: Path) -> None:
     review = merged.manifest.review
     assert (review.sessions_reviewed, review.sessions_flagged) == (50, 5)
     assert review.reviewer_model == merged.manifest.chat_model  # offline: the simulator
+
+
+# --------------------------------------------------------------------------- reported as one run
+
+
+def card_usage(published: Path) -> dict[str, dict[str, str]]:
+    """The dataset card's usage table: stage -> column -> cell."""
+    lines = (published / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("### Usage") + 2
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    table: dict[str, dict[str, str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        table[cells[0]] = dict(zip(header, cells, strict=True))
+    return table
+
+
+def assert_reported_as_one_run(output: Path, children: list[Path]) -> dict[str, Any]:
+    """``output/run_report.json`` and the card count what the children's usage journals hold,
+    summed, and the combined progress counts every child's personas as done."""
+    from memoryquest.llm.accounting import USAGE_FILE, UsageJournal, merge_usage
+    from memoryquest.progress import ProgressSnapshot
+
+    journals = [UsageJournal.read(child / USAGE_FILE) for child in children]
+    assert all(j.rows and j.attempts >= 1 for j in journals), [str(c) for c in children]
+    expected = {row.stage: row for row in merge_usage(*(j.rows for j in journals))}
+    report = json.loads((output / "run_report.json").read_text())
+    usage = {row["stage"]: row for row in report["usage"]}
+    assert usage.keys() == expected.keys() and {"queries", "memory"} <= usage.keys()
+    counters = ("requests", "cache_hits", "input_tokens", "output_tokens", "embedding_requests")
+    for stage, row in expected.items():
+        for name in counters:
+            assert usage[stage][name] == getattr(row, name), (stage, name)
+        assert usage[stage]["cost_usd"] == pytest.approx(row.cost_usd, abs=1e-6)
+    assert sum(row.requests for row in expected.values()) > 0
+    assert [c["output"] for c in report["children"]] == [str(c) for c in children]
+    for entry, journal in zip(report["children"], journals, strict=True):
+        assert entry["usage"] == [row.model_dump(mode="json") for row in journal.rows]
+
+    card = card_usage(output / "published")
+    assert card.keys() == expected.keys()
+    for stage, row in expected.items():
+        assert int(card[stage]["requests"]) == row.requests
+        assert int(card[stage]["input tokens"]) == row.input_tokens
+        assert int(card[stage]["output tokens"]) == row.output_tokens
+        assert int(card[stage]["embedding requests"]) == row.embedding_requests
+
+    final = ProgressSnapshot.model_validate_json((output / "progress.json").read_text())
+    summary = report["summary"]
+    personas = sum(len(entry["users"]) for entry in report["children"])
+    assert final.personas_done == final.personas_total == summary["personas_done"] == personas
+    assert final.fraction == 1.0 and final.eta_seconds == 0.0
+    assert summary["requests"] == final.requests > 0
+    assert summary["input_tokens"] == final.input_tokens
+    return report
+
+
+@pytest.mark.slow
+def test_merged_shards_are_reported_as_one_run(
+    prefect_in_process: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two one-persona shards, run as a worker would run them, then merged as the parent does:
+    one run report and one card whose usage is the sum of the shards' usage journals."""
+    from prefect import flow
+
+    from memoryquest.cli.main import main
+    from memoryquest.distributed import SHARDED_RUN, SpreadRun, merge_shards, watching
+    from memoryquest.progress.files import read_snapshot
+    from memoryquest.run import open_run
+
+    output = tmp_path / "sharded"
+    plan = plan_shards(USERS, 2, output / "shards")
+    for shard in plan:
+        asyncio.run(
+            generate_benchmark(
+                output=str(shard.output),
+                users=shard.users,
+                overrides=SMALL,
+                publish=False,
+                progress="off",
+            )
+        )
+    request = SpreadRun(
+        output=str(output),
+        persona_source=None,
+        config_file=None,
+        overrides=SMALL,
+        selection=PersonaSelection(user_ids=USERS),
+        publish=True,
+        allow_failed_audit=True,  # about merging and reporting, not the dataset's validity
+    )
+
+    @flow
+    async def parent() -> None:
+        with open_run(request.settings(), request.selection, SHARDED_RUN) as run:
+            async with watching(run, plan, every_seconds=60):
+                pass  # the children are done: the final combined line is written on leaving
+            await merge_shards(run, plan, request)
+
+    asyncio.run(parent())
+    report = assert_reported_as_one_run(output, [shard.output for shard in plan])
+    assert report["summary"]["personas_done"] == 2
+    assert set(report["stage_states"]) == set(USERS)
+    children_reports = [json.loads((s.output / "run_report.json").read_text()) for s in plan]
+    assert report["summary"]["requests"] == sum(r["summary"]["requests"] for r in children_reports)
+
+    # One line over both shards, from their files, as `memoryquest progress` prints it.
+    capsys.readouterr()
+    assert main(["progress", *(str(shard.output) for shard in plan)]) == 0
+    both = capsys.readouterr().out
+    snapshots = [read_snapshot(shard.output) for shard in plan]
+    requests = sum(s.requests + s.embedding_requests for s in snapshots if s is not None)
+    assert "personas 2/2" in both and f"requests {requests:,} " in both, both
+    assert main(["progress", str(output)]) == 0
+    assert f"requests {requests:,} " in capsys.readouterr().out
+
+
+def test_combined_progress_counts_a_child_not_started_as_work_to_do(tmp_path: Path) -> None:
+    """While one shard has written nothing, the combined line still counts its personas: half the
+    work is done, and the ETA is the parent's elapsed time again."""
+    from memoryquest.distributed import spread_progress
+    from memoryquest.pipeline import enabled_groups
+    from memoryquest.progress import ProgressSnapshot, StageProgress
+    from memoryquest.progress.files import write_snapshot
+    from memoryquest.run import Run
+
+    settings = load_settings(overrides={**SMALL, "output_dir": str(tmp_path)})
+    stages = [group.name for group in enabled_groups(settings)]
+    plan = plan_shards(USERS, 2, tmp_path / "shards")
+    plan[0].output.mkdir(parents=True)
+    write_snapshot(
+        plan[0].output,
+        ProgressSnapshot(
+            personas_total=1,
+            personas_done=1,
+            stages=[StageProgress(stage=s, done=1, total=1) for s in stages],
+            requests=40,
+            input_tokens=9_000,
+            cost_usd=0.25,
+            rejected={"similarity": 2},
+        ),
+    )
+    run = Run(settings, tmp_path, [], started=time.perf_counter() - 100.0)
+    combined = spread_progress(run, plan)
+    assert (combined.personas_done, combined.personas_total) == (1, 2)
+    assert (combined.steps_done, combined.steps_total) == (len(stages), 2 * len(stages))
+    assert (combined.requests, combined.input_tokens, combined.rejected) == (
+        40,
+        9_000,
+        {"similarity": 2},
+    )
+    assert combined.cost_usd == pytest.approx(0.25)
+    assert combined.eta_seconds == pytest.approx(100.0, rel=0.05)

@@ -203,8 +203,8 @@ def _generate(args: argparse.Namespace) -> int:
         command_log(args, output_dir / LOG_DIR / RUN_LOG, prefect_flows=True),
         local_prefect_api(meanwhile=lambda: _warm_up(settings, publish=not args.no_publish)),
     ):
-        from memoryquest.orchestration import RUN_REPORT, generate_benchmark
-        from memoryquest.run import DATASET_DIR, PUBLISHED_DIR
+        from memoryquest.orchestration import generate_benchmark
+        from memoryquest.run import DATASET_DIR, PUBLISHED_DIR, RUN_REPORT
 
         output = asyncio.run(
             generate_benchmark(

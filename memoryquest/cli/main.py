@@ -62,6 +62,10 @@ COMMANDS: dict[str, Command] = {
         "generate", "generate a MemoryQuest dataset (Prefect flow; offline simulator by default)"
     ),
     "personas": Command("personas", "list or show the personas a source provides"),
+    "progress": Command(
+        "progress",
+        "show the progress of running generations (shards and Dask workers added up) as one line",
+    ),
     "pgr": Command("pgr", "run the bundled Prospection-Guided Retrieval (PGR) runner"),
     "publish": Command(
         "publish",
