@@ -130,7 +130,8 @@ class PromptInputs(BaseModel):
 
     template_id: ClassVar[str]
     output_model: ClassVar[type[BaseModel]]
-    stage: ClassVar[str]  # what the usage ledger bills its requests to
+    # What the usage ledger bills its requests to: a pipeline Stage, or a judge's billing name.
+    stage: ClassVar[str]
     temperature: ClassVar[float] = 0.7
     # A judge's verdict grades what the chat model wrote: endpoint.judge_model answers it.
     judge: ClassVar[bool] = False

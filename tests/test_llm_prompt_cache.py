@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
-from memoryquest.llm.openai_backend import OpenAIChatBackend
+from memoryquest.llm.openai_backend import OpenAIChatBackend, SdkConnection
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.prompt_cache_model import PromptPrefixCache
 from memoryquest.llm.prompts import load_template
@@ -159,7 +159,9 @@ async def test_prompt_cache_key_goes_only_where_it_is_accepted(
     finally:
         await client.aclose()
     assert "prompt_cache_key" not in chat_bodies(server)[0]
-    assert OpenAIChatBackend(model=MODEL, api_key="sk-test").send_cache_key  # OpenAI itself
+    assert OpenAIChatBackend(
+        model=MODEL, connection=SdkConnection(api_key="sk-test")
+    ).send_cache_key  # OpenAI itself
 
 
 def block(words: int, seed: str = "block") -> str:

@@ -242,46 +242,55 @@ def _ngram_check(result: ExclusiveNgrams, settings: AuditSettings) -> AuditCheck
 
 
 def _classifier_check(score: ClassifierScore, settings: AuditSettings) -> AuditCheck:
-    limit = settings.classifier_auc_max
     noun = MATERIAL_NOUNS[score.material]
-    name = f"classifier_auc_{score.material}"
-    counts = f"{score.positives} reference vs {score.negatives} other {noun}"
-    if score.auc is None:
-        detail = f"not measurable: {counts}, {score.scheme}"
-        return AuditCheck(
-            name=name, value=None, threshold=limit, fails_if=">", passed=True, detail=detail
-        )
-    passed = score.auc <= limit
     leans_on = ", ".join(f"'{term}'" for term in score.leans_on)
-    detail = (
-        f"{noun} AUC {score.auc:.3f}"
-        + ("" if passed else f" (> {limit:g})")
-        + f"; {score.scheme}; {counts}"
-        + (f"; leans on {leans_on}" if leans_on else "")
-    )
-    return AuditCheck(
-        name=name, value=score.auc, threshold=limit, fails_if=">", passed=passed, detail=detail
+    return _auc_check(
+        score,
+        f"classifier_auc_{score.material}",
+        settings.classifier_auc_max,
+        noun=noun,
+        what=noun,
+        leans_on=leans_on,
     )
 
 
 def _structure_check(score: ClassifierScore, settings: AuditSettings) -> AuditCheck:
-    limit = settings.structure_auc_max
     level = score.material.removeprefix("structure_")
     noun = STRUCTURE_NOUNS[level]
-    name = f"structure_auc_{level}"
     what = (
         f"every structural feature of {noun}"
         if level in ("turns", "sessions")
         else f"{level} of {noun}"
     )
+    return _auc_check(
+        score,
+        f"structure_auc_{level}",
+        settings.structure_auc_max,
+        noun=noun,
+        what=what,
+        leans_on=", ".join(score.leans_on[:3]),
+        unmeasured_prefix=f"{what}: ",
+    )
+
+
+def _auc_check(
+    score: ClassifierScore,
+    name: str,
+    limit: float,
+    *,
+    noun: str,
+    what: str,
+    leans_on: str,
+    unmeasured_prefix: str = "",
+) -> AuditCheck:
+    """A classifier's AUC held to ``limit`` (fails above it); passes when it cannot be measured."""
     counts = f"{score.positives} reference vs {score.negatives} other {noun}"
     if score.auc is None:
-        detail = f"{what}: not measurable: {counts}, {score.scheme}"
+        detail = f"{unmeasured_prefix}not measurable: {counts}, {score.scheme}"
         return AuditCheck(
             name=name, value=None, threshold=limit, fails_if=">", passed=True, detail=detail
         )
     passed = score.auc <= limit
-    leans_on = ", ".join(score.leans_on[:3])
     detail = (
         f"{what} AUC {score.auc:.3f}"
         + ("" if passed else f" (> {limit:g})")

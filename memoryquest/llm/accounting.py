@@ -161,6 +161,14 @@ class UsageLedger:
             delta = self._pending[stage] = StageUsage(stage=stage)
         return delta
 
+    @contextmanager
+    def _recording(self, stage: str) -> Iterator[list[StageUsage]]:
+        """Under the lock: ``stage``'s total and its not-yet-written part (when persisted);
+        written after, at once for a real endpoint (``write_through``), else in a while."""
+        with self._lock:
+            yield [row for row in (self._row(stage), self._delta(stage)) if row is not None]
+            self._flush() if self.write_through else self._maybe_flush()
+
     def chat(
         self,
         stage: str,
@@ -171,28 +179,22 @@ class UsageLedger:
         cost_usd: float,
         approximate: bool,
     ) -> None:
-        with self._lock:
-            for row in (self._row(stage), self._delta(stage)):
-                if row is None:
-                    continue
+        with self._recording(stage) as rows:
+            for row in rows:
                 row.requests += 1
                 row.input_tokens += input_tokens
                 row.output_tokens += output_tokens
                 row.cached_tokens += cached_tokens
                 row.cost_usd += cost_usd
                 row.approximate_tokens = row.approximate_tokens or approximate
-            self._flush() if self.write_through else self._maybe_flush()
 
     def embedding(self, stage: str, *, tokens: int, cost_usd: float, approximate: bool) -> None:
-        with self._lock:
-            for row in (self._row(stage), self._delta(stage)):
-                if row is None:
-                    continue
+        with self._recording(stage) as rows:
+            for row in rows:
                 row.embedding_requests += 1
                 row.embedding_tokens += tokens
                 row.cost_usd += cost_usd
                 row.approximate_tokens = row.approximate_tokens or approximate
-            self._flush() if self.write_through else self._maybe_flush()
 
     def cache_hits(self, stage: str, count: int = 1) -> None:
         if count:

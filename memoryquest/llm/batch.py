@@ -624,6 +624,16 @@ class BatchProcessor:
         :mod:`memoryquest.llm.batch_queue`). None too for a resumed batch that no longer exists.
         """
         tokens: dict[str, int] = inflight.get("tokens") or {}
+
+        async def may_go_again(messages: list[str]) -> bool:
+            """Refused for the enqueued-token limit (``messages`` may state it): wait for room."""
+            return await queue.refused(
+                tokens,
+                inflight["input_file_id"],
+                len(inflight["custom_ids"]),
+                stated_limit(messages),
+            )
+
         while True:
             batch_id = inflight.get("batch_id")
             if batch_id is None and resumed:
@@ -639,13 +649,7 @@ class BatchProcessor:
                         [(None, str(exc)), (None, str(exc.__cause__))]
                     ):
                         raise
-                    messages = [str(exc), str(exc.__cause__)]
-                    if not await queue.refused(
-                        tokens,
-                        inflight["input_file_id"],
-                        len(inflight["custom_ids"]),
-                        stated_limit(messages),
-                    ):
+                    if not await may_go_again([str(exc), str(exc.__cause__)]):
                         return None
                     resumed = False
                     continue
@@ -670,13 +674,7 @@ class BatchProcessor:
                 return batch
             inflight["batch_id"] = None
             _write_state(path, state)
-            messages = [e.message for e in batch.errors.data]
-            if not await queue.refused(
-                tokens,
-                inflight["input_file_id"],
-                len(inflight["custom_ids"]),
-                stated_limit(messages),
-            ):
+            if not await may_go_again([e.message for e in batch.errors.data]):
                 return None
             resumed = False
 

@@ -15,7 +15,11 @@ from memoryquest.llm.exchange import ChatExchange
 from memoryquest.llm.limiter import RateLimiter, RetryPolicy
 from memoryquest.llm.local_embedder import MODEL_NAME as LOCAL_MODEL_NAME
 from memoryquest.llm.local_embedder import LocalEmbedder
-from memoryquest.llm.openai_backend import OpenAIChatBackend, OpenAIEmbeddingBackend
+from memoryquest.llm.openai_backend import (
+    OpenAIChatBackend,
+    OpenAIEmbeddingBackend,
+    SdkConnection,
+)
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.servers import PROFILES, guess_kind
 from memoryquest.llm.shared_limit import SharedRequestLimit
@@ -50,14 +54,8 @@ def build_chat_backend(settings: Settings) -> ChatBackend:
             "backend 'openai' needs endpoint.api_key (or OPENAI_API_KEY), or endpoint.base_url for a server without keys"
         )
     return OpenAIChatBackend(
-        kind=backend.value,
         model=endpoint.chat_model,
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
-        organization=endpoint.organization,
-        azure_endpoint=endpoint.azure_endpoint,
-        azure_api_version=endpoint.azure_api_version,
-        timeout=endpoint.timeout_seconds,
+        connection=_connection(settings, backend.value, endpoint.base_url),
         seed=settings.seed,
         send_variables=endpoint.simulator_hints,
         prompt_cache_key=endpoint.prompt_cache_key,
@@ -99,10 +97,22 @@ def build_embedding_backend(settings: Settings) -> EmbeddingBackend:
     if backend is Backend.SIMULATED and endpoint.api_key is None and not endpoint.base_url:
         raise LLMConfigurationError("embedder 'openai' needs endpoint.api_key or endpoint.base_url")
     return OpenAIEmbeddingBackend(
-        kind=Backend.AZURE.value if backend is Backend.AZURE else Backend.OPENAI.value,
         model=endpoint.embedding_model,
-        base_url=endpoint.embedding_base_url or endpoint.base_url,
+        connection=_connection(
+            settings,
+            Backend.AZURE.value if backend is Backend.AZURE else Backend.OPENAI.value,
+            endpoint.embedding_base_url or endpoint.base_url,
+        ),
+    )
+
+
+def _connection(settings: Settings, kind: str, base_url: str | None) -> SdkConnection:
+    """The endpoint's key, organization, Azure address and timeout, for a server of ``kind``."""
+    endpoint = settings.endpoint
+    return SdkConnection(
+        kind=kind,
         api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
+        base_url=base_url,
         organization=endpoint.organization,
         azure_endpoint=endpoint.azure_endpoint,
         azure_api_version=endpoint.azure_api_version,

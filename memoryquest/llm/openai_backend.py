@@ -20,7 +20,7 @@ import json
 import re
 import time
 import weakref
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -100,16 +100,25 @@ class _SdkClients:
             await client.close()
 
 
-def make_sdk_factory(
-    *,
-    kind: str,
-    api_key: str | None,
-    base_url: str | None,
-    organization: str | None,
-    azure_endpoint: str | None,
-    azure_api_version: str,
-    timeout: float,
-) -> Any:
+@dataclass(frozen=True)
+class SdkConnection:
+    """How the SDK reaches one server: its kind, address, key and timeout (chat and embeddings alike)."""
+
+    kind: str = "openai"
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+    organization: str | None = None
+    azure_endpoint: str | None = None
+    azure_api_version: str = "2024-10-21"
+    timeout: float = 60.0
+
+    @property
+    def address(self) -> str | None:
+        """The server's URL: the Azure endpoint for Azure, else the base URL (None: OpenAI's own)."""
+        return self.azure_endpoint if self.kind == "azure" else self.base_url
+
+
+def make_sdk_factory(connection: SdkConnection) -> Any:
     """A zero-argument callable building the SDK client.
 
     ``openai`` takes seconds to import, so it is imported here, when the
@@ -118,27 +127,29 @@ def make_sdk_factory(
     """
     import openai
 
-    register_secret(api_key)
+    register_secret(connection.api_key)
 
     def build() -> Any:
         try:
-            if kind == "azure":
+            if connection.kind == "azure":
                 return openai.AsyncAzureOpenAI(
-                    azure_endpoint=azure_endpoint or "",
-                    api_version=azure_api_version,
-                    api_key=api_key,
-                    timeout=timeout,
+                    azure_endpoint=connection.azure_endpoint or "",
+                    api_version=connection.azure_api_version,
+                    api_key=connection.api_key,
+                    timeout=connection.timeout,
                     max_retries=0,
                 )
             return openai.AsyncOpenAI(
-                api_key=api_key or ("EMPTY" if base_url else None),
-                base_url=base_url,
-                organization=organization,
-                timeout=timeout,
+                api_key=connection.api_key or ("EMPTY" if connection.base_url else None),
+                base_url=connection.base_url,
+                organization=connection.organization,
+                timeout=connection.timeout,
                 max_retries=0,
             )
         except openai.OpenAIError as exc:
-            raise LLMConfigurationError(f"cannot build the {kind} client: {exc}") from None
+            raise LLMConfigurationError(
+                f"cannot build the {connection.kind} client: {exc}"
+            ) from None
 
     return build
 
@@ -308,28 +319,28 @@ class OpenAIChatBackend:
     def __init__(
         self,
         *,
-        kind: str = "openai",
         model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        organization: str | None = None,
-        azure_endpoint: str | None = None,
-        azure_api_version: str = "2024-10-21",
-        timeout: float = 60.0,
+        connection: SdkConnection = SdkConnection(),
         seed: int = 0,
         send_variables: bool = False,
         prompt_cache_key: bool | None = None,
         server: ServerKind = ServerKind.AUTO,
         context_window: int | None = None,
     ) -> None:
-        self.name = kind
+        self.name = connection.kind
         self.model = model
-        self.base_url = azure_endpoint if kind == "azure" else base_url
+        self.base_url = connection.address
         self.seed = seed
         # The prompt's variables go along only when asked (endpoint.simulator_hints: the fake server).
         self.send_variables = send_variables
         self.facts = ServerFacts(
-            PROFILES[guess_kind(server, base_url, azure_endpoint if kind == "azure" else None)]
+            PROFILES[
+                guess_kind(
+                    server,
+                    connection.base_url,
+                    connection.azure_endpoint if connection.kind == "azure" else None,
+                )
+            ]
         )
         # Settled when the settings name the server, or when there is nothing to ask (OpenAI, Azure).
         self._settled = server is not ServerKind.AUTO or self.facts.profile.kind in (
@@ -338,24 +349,14 @@ class OpenAIChatBackend:
         )
         self._cache_key_setting = prompt_cache_key
         self._window_setting = context_window
-        self._api_key = api_key
+        self._api_key = connection.api_key
         self.dropped: set[str] = set()  # optional fields the server refused
         # Tokens per message text: a stage's fit check and the send-time check count the same
         # prompt, and system prompts repeat across requests; each is asked of the server once.
         self._counted: dict[str, int] = {}
         self._prepare_lock: asyncio.Lock | None = None
         self._http = _SdkClients(lambda: httpx.AsyncClient(timeout=30.0))
-        self._clients = _SdkClients(
-            make_sdk_factory(
-                kind=kind,
-                api_key=api_key,
-                base_url=base_url,
-                organization=organization,
-                azure_endpoint=azure_endpoint,
-                azure_api_version=azure_api_version,
-                timeout=timeout,
-            )
-        )
+        self._clients = _SdkClients(make_sdk_factory(connection))
 
     # --- what the server is ----------------------------------------------------------------
 
@@ -604,33 +605,17 @@ class OpenAIEmbeddingBackend:
     def __init__(
         self,
         *,
-        kind: str = "openai",
         model: str = "text-embedding-3-small",
-        base_url: str | None = None,
-        api_key: str | None = None,
-        organization: str | None = None,
-        azure_endpoint: str | None = None,
-        azure_api_version: str = "2024-10-21",
-        timeout: float = 60.0,
+        connection: SdkConnection = SdkConnection(),
         max_batch_texts: int = 256,
     ) -> None:
-        self.kind = kind
+        self.kind = connection.kind
         self.name = model
         self.model = model
-        self.base_url = azure_endpoint if kind == "azure" else base_url
+        self.base_url = connection.address
         self.max_batch_texts = max_batch_texts
         self.dimension = EMBEDDING_DIMENSIONS.get(model)
-        self._clients = _SdkClients(
-            make_sdk_factory(
-                kind=kind,
-                api_key=api_key,
-                base_url=base_url,
-                organization=organization,
-                azure_endpoint=azure_endpoint,
-                azure_api_version=azure_api_version,
-                timeout=timeout,
-            )
-        )
+        self._clients = _SdkClients(make_sdk_factory(connection))
 
     async def embed_with_usage(self, texts: list[str]) -> EmbeddingResult:
         import openai

@@ -12,7 +12,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.contracts import FactType
+from memoryquest.contracts import FactType, Stage
 from memoryquest.prompt_inputs import ROW, PromptInputs, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -50,7 +50,7 @@ class ConsolidationInputs(PromptInputs):
     """A group of similar facts close in time, to be merged into one."""
 
     template_id: ClassVar[str] = "memory_consolidation"
-    stage: ClassVar[str] = "memory"
+    stage: ClassVar[str] = Stage.MEMORY
     output_model: ClassVar[type[BaseModel]] = MergedFactAnswer
 
     facts: list[GroupFact]

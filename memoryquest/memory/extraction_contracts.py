@@ -12,7 +12,7 @@ from typing import Any, ClassVar, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from memoryquest.contracts import FactType
+from memoryquest.contracts import FactType, Stage
 from memoryquest.prompt_inputs import ROW, PromptInputs, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -79,7 +79,7 @@ class ExtractionInputs(PromptInputs):
     """The store's active facts and one batch of sessions to extract new or changed facts from."""
 
     template_id: ClassVar[str] = "memory_extraction"
-    stage: ClassVar[str] = "memory"
+    stage: ClassVar[str] = Stage.MEMORY
     output_model: ClassVar[type[BaseModel]] = ExtractionAnswer
 
     existing_facts: list[ExistingFact]

@@ -12,6 +12,7 @@ from typing import ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
+from memoryquest.contracts import Stage
 from memoryquest.prompt_inputs import ROW, PromptInputs, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -97,7 +98,7 @@ class QueryInputs(PromptInputs):
     """The request and the day it is made; every PGR prompt starts from these, and is billed to
     the ``pgr`` stage."""
 
-    stage: ClassVar[str] = "pgr"
+    stage: ClassVar[str] = Stage.PGR
 
     query: str
     query_date: str

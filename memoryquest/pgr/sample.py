@@ -2,21 +2,25 @@
 
 The memory of a bundled PersonaLens user is built from their real profile
 (affinities become preference facts, interaction summaries become activity
-facts), and a hand-written scenario adds two queries whose required
-references each feed one fact — so every judge's answer is known in advance.
-The scenario also carries the temporal traps a snapshot must handle: a fact
-revised after its query date (the query must see the earlier wording) and a
-fact first learnt after the query date (the query must not see it at all).
+facts), and a hand-written scenario (``data/sample_scenario.json``) adds two
+queries whose required references each feed one fact — so every judge's answer
+is known in advance. The scenario also carries the temporal traps a snapshot
+must handle: a fact revised after its query date (the query must see the
+earlier wording) and a fact first learnt after the query date (the query must
+not see it at all).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from memoryquest.contracts import (
     Domain,
@@ -163,79 +167,15 @@ class ScenarioQuery:
     references: tuple[ScenarioReference, ...]
 
 
-SCENARIO: tuple[ScenarioQuery, ...] = (
-    ScenarioQuery(
-        date=dt.date(2024, 4, 10),
-        domain=Domain.SPORTS,
-        text="Can you help me plan joining a recreational soccer league in Toronto this spring?",
-        reasoning="Joining a league touches his fitness, evenings, money and how he gets to games.",
-        references=(
-            ScenarioReference(
-                dt.date(2024, 3, 4),
-                Domain.SERVICES,
-                "Strained his left knee while running in early March and sees a physiotherapist weekly",
-                "Strained left knee while running in early March; sees a physiotherapist every week",
-                ("knee", "physiotherapist", "running"),
-                later=((dt.date(2024, 5, 20), "Left knee has fully healed after physiotherapy"),),
-            ),
-            ScenarioReference(
-                dt.date(2024, 3, 12),
-                Domain.CALENDAR,
-                "Has recurring work meetings on Tuesday and Thursday evenings until the end of June",
-                "Has recurring work meetings Tuesday and Thursday evenings until end of June",
-                ("work meetings", "Tuesday", "Thursday"),
-            ),
-            ScenarioReference(
-                dt.date(2024, 3, 20),
-                Domain.FINANCE,
-                "Is saving for a new car and keeps discretionary spending under 200 dollars a month",
-                "Saving for a new car; keeps discretionary spending under 200 dollars a month",
-                ("saving", "car", "budget"),
-            ),
-            ScenarioReference(
-                dt.date(2024, 3, 28),
-                Domain.BUSES,
-                "Sold his car in March and now takes the bus or streetcar across Toronto",
-                "Sold car in March and now takes the bus or streetcar around Toronto",
-                ("bus", "streetcar", "Toronto"),
-            ),
-        ),
-    ),
-    ScenarioQuery(
-        date=dt.date(2024, 5, 24),
-        domain=Domain.RESTAURANTS,
-        text="Help me organise a dinner party for my coworkers next Friday.",
-        reasoning="Hosting dinner depends on his diet, his flat, his guests and his budget.",
-        references=(
-            ScenarioReference(
-                dt.date(2024, 4, 30),
-                Domain.SHOPPING,
-                "Was diagnosed with coeliac disease in April and now buys only gluten-free groceries",
-                "Diagnosed with coeliac disease in April; buys only gluten-free groceries now",
-                ("coeliac disease", "gluten-free", "groceries"),
-            ),
-            ScenarioReference(
-                dt.date(2024, 5, 6),
-                Domain.HOTELS,
-                "Moved into a one-bedroom apartment with a tiny kitchen and a small dining table",
-                "Moved into a one-bedroom apartment with a tiny kitchen and small dining table",
-                ("apartment", "kitchen", "dining table"),
-            ),
-            ScenarioReference(
-                dt.date(2024, 5, 14),
-                Domain.MESSAGING,
-                "His coworker Priya is vegetarian and organises the team's monthly book club",
-                "Coworker Priya is vegetarian and runs the team's monthly book club",
-                ("Priya", "vegetarian", "book club"),
-            ),
-        ),
-    ),
+_SCENARIO_FILE = json.loads(
+    (resources.files("memoryquest.pgr") / "data" / "sample_scenario.json").read_text(
+        encoding="utf-8"
+    )
 )
+SCENARIO = TypeAdapter(tuple[ScenarioQuery, ...]).validate_python(_SCENARIO_FILE["queries"])
+"""The two queries and their references (``data/sample_scenario.json``)."""
 
-LATE_FACT = (
-    dt.date(2024, 6, 15),
-    "Signed up for a Saturday pottery class at a studio on Queen Street",
-)
+LATE_FACT = TypeAdapter(tuple[dt.date, str]).validate_python(_SCENARIO_FILE["late_fact"])
 """Learnt after both query dates: no query may see it."""
 
 

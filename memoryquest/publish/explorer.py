@@ -52,6 +52,7 @@ from memoryquest.contracts import (
     ValidationResult,
 )
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.pgr.baselines import BASELINE_METHODS
 from memoryquest.pgr.winrate_contracts import WinRateReport
 
 __all__ = [
@@ -79,17 +80,7 @@ _DIGITS = 4  # cosines, γ and recall are rounded to this many decimals
 _METHOD_ORDER = [
     m.value for m in (RetrievalMethod.QUERY_ONLY, RetrievalMethod.PGR_COT, RetrievalMethod.PGR_TOT)
 ]
-_BASELINE_ORDER = [
-    m.value
-    for m in (
-        RetrievalMethod.QUERY_ONLY,
-        RetrievalMethod.BM25,
-        RetrievalMethod.RANDOM,
-        RetrievalMethod.RECENCY,
-        RetrievalMethod.MULTI_QUERY,
-        RetrievalMethod.HYPOTHETICAL_FACTS,
-    )
-]
+_BASELINE_ORDER = [m.value for m in BASELINE_METHODS]
 _JUDGE_ORDER = [j.value for j in (JudgeKind.PROVENANCE, JudgeKind.LLM, JudgeKind.EMBEDDING)]
 _LABELS = {
     "query_only": "query-only",

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
+from memoryquest.contracts import Stage
 from memoryquest.prompt_inputs import ROW, PromptInputs, items_between, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -54,7 +55,7 @@ class DialogueInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "dialogue_expansion"
-    stage: ClassVar[str] = "dialogues"
+    stage: ClassVar[str] = Stage.DIALOGUES
     temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = DialogueDraft
     unread_offline: ClassVar[dict[str, str]] = {

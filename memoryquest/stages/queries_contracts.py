@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
+from memoryquest.contracts import Stage
 from memoryquest.prompt_inputs import (
     ISO_DATE,
     ONE_OF_THE_DOMAINS,
@@ -90,7 +91,7 @@ class QueryGenerationInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "query_generation"
-    stage: ClassVar[str] = "queries"
+    stage: ClassVar[str] = Stage.QUERIES
     temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = QueryCandidatesDraft
     not_in_prompt: ClassVar[dict[str, str]] = {
@@ -148,7 +149,7 @@ class ReferenceRelevanceInputs(JudgeInputs):
     """One candidate query and its references, for the judge of each reference's relevance."""
 
     template_id: ClassVar[str] = "reference_relevance"
-    stage: ClassVar[str] = "queries"
+    stage: ClassVar[str] = Stage.QUERIES
     output_model: ClassVar[type[BaseModel]] = RelevanceAnswer
 
     query_domain: str

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
+from memoryquest.contracts import Stage
 from memoryquest.prompt_inputs import ROW, PromptInputs, items_between, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -79,7 +80,7 @@ class TimelineInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
-    stage: ClassVar[str] = "timelines"
+    stage: ClassVar[str] = Stage.TIMELINES
     temperature: ClassVar[float] = 0.8
     output_model: ClassVar[type[BaseModel]] = TimelineDraft
     not_in_prompt: ClassVar[dict[str, str]] = {
