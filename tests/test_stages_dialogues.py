@@ -112,7 +112,8 @@ def test_sessions_are_recognisably_this_persona(run: GeneratedRun) -> None:
             users = [t.content for t in session.turns if t.role == Role.USER]
             assert any(
                 re.search(
-                    r"\b(?:I(?:'m| am| have| prefer| like| love| usually| need| want)?|[Mm]y|[Mm]e)\b", u
+                    r"\b(?:I(?:'m| am| have| prefer| like| love| usually| need| want)?|[Mm]y|[Mm]e)\b",
+                    u,
                 )
                 for u in users
             )
