@@ -37,6 +37,7 @@ from memoryquest.pgr.calibration_contracts import (
     wilson_interval,
 )
 from memoryquest.pgr.judges import Judge
+from memoryquest.pgr.metrics import verdicts_by_reference
 from memoryquest.pgr.retrieval import MemoryIndex
 
 __all__ = [
@@ -166,12 +167,7 @@ def _error_row(judge: JudgeKind, items: Sequence[CalibrationItem]) -> JudgeError
 
 def agreement_rows(results: Sequence[ValidationResult]) -> list[JudgeAgreementRow]:
     """Each pair of judges over the reference verdicts both gave on the same retrieval."""
-    found: dict[tuple[str, str, str | None, str], dict[JudgeKind, bool]] = {}
-    for row in results:
-        baseline = row.baseline_for.value if row.baseline_for else None
-        for judgement in row.judgements:
-            key = (row.query_id, row.method.value, baseline, judgement.reference_id)
-            found.setdefault(key, {})[row.judge] = judgement.found
+    found = verdicts_by_reference(results)
     kinds = [k for k in JudgeKind if any(k in v for v in found.values())]
     rows = []
     for n, first in enumerate(kinds):

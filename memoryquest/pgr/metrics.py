@@ -379,15 +379,27 @@ class RetrievalJudgeErrors(BaseModel):
     rejected_supported: int = Field(description="Of those, the ones this judge said not found.")
 
 
-def judge_errors_on_retrievals(results: Sequence[ValidationResult]) -> list[RetrievalJudgeErrors]:
-    """Each non-exact judge beside provenance on the same retrieval's same reference: the wrong
-    facts a judge meets there are the ones the methods retrieve, not drawn at random."""
-    found: dict[tuple[str, str, str | None, str], dict[JudgeKind, bool]] = {}
+VerdictKey = tuple[str, str, str | None, str]  # query, method, baseline for, reference
+
+
+def verdicts_by_reference(
+    results: Sequence[ValidationResult],
+) -> dict[VerdictKey, dict[JudgeKind, bool]]:
+    """Every judge's verdict on each reference of each retrieval, so judges can be compared
+    on the very same retrieved facts."""
+    found: dict[VerdictKey, dict[JudgeKind, bool]] = {}
     for row in results:
         baseline = row.baseline_for.value if row.baseline_for else None
         for judgement in row.judgements:
             key = (row.query_id, row.method.value, baseline, judgement.reference_id)
             found.setdefault(key, {})[row.judge] = judgement.found
+    return found
+
+
+def judge_errors_on_retrievals(results: Sequence[ValidationResult]) -> list[RetrievalJudgeErrors]:
+    """Each non-exact judge beside provenance on the same retrieval's same reference: the wrong
+    facts a judge meets there are the ones the methods retrieve, not drawn at random."""
+    found = verdicts_by_reference(results)
     rows = []
     for judge in JudgeKind:
         both = [
