@@ -5,7 +5,8 @@ recognised, output is grammar-constrained JSON, prompts are counted by the serve
 fit its window. Each stage must get usable answers: the schema it sends states what its check
 counts, so the grammar leaves SmolLM2 no way to write a structurally invalid answer, and no
 ``schema`` (truncation and refusals included) or ``context_length`` rejection may come back. What
-the content gates refuse of the prose a 135M model writes is printed, gate by gate.
+the content gates refuse of the prose a 135M model writes is printed, gate by gate. The answers'
+lengths are held to the estimate's (``BesideTheEstimate``): a prompt whose answers double fails.
 """
 
 from __future__ import annotations
