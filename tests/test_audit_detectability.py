@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from memoryquest.audit.detectability import classifier_auc, exclusive_ngrams, structure_classifier
+from memoryquest.audit.detectability import exclusive_ngrams, structure_classifier, text_classifier
 from memoryquest.audit.material import Exchange, exchanges, reference_turns, session_halves
 from memoryquest.contracts import Domain, ReferenceSpan, Role, Session, Turn
 from memoryquest.ids import make_id
@@ -142,7 +142,7 @@ def _material(users: int, per_user: int) -> tuple[list[str], list[bool], list[st
 
 def test_a_separable_material_scores_auc_one_across_users() -> None:
     texts, labels, groups = _material(users=3, per_user=20)
-    score = classifier_auc("user_turns", texts, labels, groups, within_user=False, seed=0)
+    score, _ = text_classifier("user_turns", texts, labels, groups, within_user=False, seed=0)
     assert score.auc == pytest.approx(1.0)
     assert score.scheme == "leave-one-user-out (3 users)" and score.folds == 3
     assert (score.positives, score.negatives) == (15, 45)
@@ -154,13 +154,13 @@ def test_indistinguishable_material_scores_auc_one_half() -> None:
     texts = ["i would like a table for two"] * 40
     labels = [i % 4 == 0 for i in range(40)]
     groups = [f"user{i % 5}" for i in range(40)]
-    score = classifier_auc("facts", texts, labels, groups, within_user=False, seed=0)
+    score, _ = text_classifier("facts", texts, labels, groups, within_user=False, seed=0)
     assert score.auc == pytest.approx(0.5)
 
 
 def test_many_users_use_five_grouped_folds_and_negatives_are_capped() -> None:
     texts, labels, groups = _material(users=8, per_user=12)
-    score = classifier_auc(
+    score, _ = text_classifier(
         "assistant_turns", texts, labels, groups, within_user=False, seed=0, negatives_per_group=5
     )
     assert score.scheme == "group k-fold by user (5 folds, 8 users)"
@@ -170,10 +170,11 @@ def test_many_users_use_five_grouped_folds_and_negatives_are_capped() -> None:
 def test_one_group_or_one_class_gives_no_auc() -> None:
     texts, labels, groups = _material(users=1, per_user=12)
     assert (
-        classifier_auc("user_turns", texts, labels, groups, within_user=False, seed=0).auc is None
+        text_classifier("user_turns", texts, labels, groups, within_user=False, seed=0)[0].auc
+        is None
     )
     texts, _, groups = _material(users=3, per_user=12)
-    score = classifier_auc(
+    score, _ = text_classifier(
         "user_turns", texts, [False] * len(texts), groups, within_user=False, seed=0
     )
     assert score.auc is None and score.positives == 0
@@ -182,7 +183,7 @@ def test_one_group_or_one_class_gives_no_auc() -> None:
 def test_within_user_split_is_named_as_such() -> None:
     texts, labels, _ = _material(users=1, per_user=24)
     halves = ["early" if i < 12 else "late" for i in range(24)]
-    score = classifier_auc("user_turns", texts, labels, halves, within_user=True, seed=0)
+    score, _ = text_classifier("user_turns", texts, labels, halves, within_user=True, seed=0)
     assert score.within_user and score.scheme.startswith("within-user") and score.folds == 2
 
 

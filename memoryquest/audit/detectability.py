@@ -369,29 +369,6 @@ def text_classifier(
     return _score(material, split, aucs, within_user, leans_on), out_of_fold
 
 
-def classifier_auc(
-    material: Material,
-    texts: Sequence[str],
-    labels: Sequence[bool],
-    groups: Sequence[str],
-    *,
-    within_user: bool,
-    seed: int,
-    negatives_per_group: int = NEGATIVES_PER_GROUP,
-) -> ClassifierScore:
-    """The score alone of :func:`text_classifier`."""
-    score, _ = text_classifier(
-        material,
-        texts,
-        labels,
-        groups,
-        within_user=within_user,
-        seed=seed,
-        negatives_per_group=negatives_per_group,
-    )
-    return score
-
-
 # --------------------------------------------------------------------------- structure classifier
 
 
