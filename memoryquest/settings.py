@@ -59,6 +59,16 @@ def Share(default: float, description: str = "") -> Any:  # noqa: N802 - reads l
     return Field(default, ge=0, le=1, description=description or None)
 
 
+def Count(default: int, description: str = "") -> Any:  # noqa: N802 - reads like a type
+    """A count, size or limit of which none makes no sense: a whole number of at least one."""
+    return Field(default, ge=1, description=description or None)
+
+
+def Positive(default: float | None, description: str = "") -> Any:  # noqa: N802 - reads like a type
+    """A duration, rate or budget that must be above zero when set (None: no such limit)."""
+    return Field(default, gt=0, description=description or None)
+
+
 class Section(BaseModel):
     # allow_inf_nan=False: NaN compares false with everything, so a NaN threshold silently disables its check.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -72,51 +82,39 @@ class GenerationSettings(Section):
         description="Keep queries whose mean query-reference cosine is at most this "
         "(above 0: at or below it no real embedder leaves a query).",
     )
-    queries_per_user: int = Field(
-        15, ge=1, description="n_q: at most this many kept queries per user."
-    )
-    candidates_per_user: int = Field(
-        24, ge=1, description="Candidate queries asked for per user before filtering."
-    )
-    references_min: int = Field(3, ge=1)
-    references_max: int = Field(5, ge=1)
-    events_min: int = Field(5, ge=1)
-    events_max: int = Field(10, ge=1)
-    news_per_event_min: int = Field(
+    queries_per_user: int = Count(15, "n_q: at most this many kept queries per user.")
+    candidates_per_user: int = Count(24, "Candidate queries asked for per user before filtering.")
+    references_min: int = Count(3)
+    references_max: int = Count(5)
+    events_min: int = Count(5)
+    events_max: int = Count(10)
+    news_per_event_min: int = Count(
         2,
-        ge=1,
-        description="Each timeline event carries at least this many news items (a reference "
+        "Each timeline event carries at least this many news items (a reference "
         "event's reference among them; every event is planned alike). With 2-6 most user turns "
         "carry news, so the one that carries a reference is not the odd one out.",
     )
-    news_per_event_max: int = Field(
-        6, ge=1, description="Each timeline event carries at most this many news items."
-    )
-    news_words_min: int = Field(
+    news_per_event_max: int = Count(6, "Each timeline event carries at most this many news items.")
+    news_words_min: int = Count(
         4,
-        ge=1,
-        description="A news item, reference or filler, has at least this many words (one form "
+        "A news item, reference or filler, has at least this many words (one form "
         "for all, so length does not tell a reference).",
     )
-    news_words_max: int = Field(
+    news_words_max: int = Count(
         45,
-        ge=1,
-        description="A news item, reference or filler, has at most this many words (the offline "
+        "A news item, reference or filler, has at most this many words (the offline "
         "simulator's references, with their bridge clauses, reach 45).",
     )
     turns_min: int = Field(5, ge=2)
     turns_max: int = Field(30, ge=2)
-    memory_every_sessions: int = Field(3, ge=1, description="Extract facts after every N sessions.")
-    memory_facts_shown: int = Field(
+    memory_every_sessions: int = Count(3, "Extract facts after every N sessions.")
+    memory_facts_shown: int = Count(
         24,
-        ge=1,
-        description="An extraction call sees at most this many existing facts: those nearest to "
+        "An extraction call sees at most this many existing facts: those nearest to "
         "the new sessions' user turns (all of them while there are fewer). Of 286 updates in "
         "9 simulated personas, 97% were of one of the nearest 10 and none ranked past 17.",
     )
-    consolidation_new_facts: int = Field(
-        50, ge=1, description="Consolidate after this many new facts."
-    )
+    consolidation_new_facts: int = Count(50, "Consolidate after this many new facts.")
     consolidation_window_days: int = Field(
         7, ge=0, description="Merge only facts dated within this window."
     )
@@ -124,10 +122,8 @@ class GenerationSettings(Section):
     max_regenerations: int = Field(
         2, ge=0, description="Bounded retries when a stage output breaks an invariant."
     )
-    lead_days_max: int = Field(
-        14,
-        ge=1,
-        description="Timelines start at most this many days before the earliest reference.",
+    lead_days_max: int = Count(
+        14, "Timelines start at most this many days before the earliest reference."
     )
     query_date_start: dt.date = Field(
         dt.date(2024, 3, 1), description="Earliest query date asked for."
@@ -135,8 +131,8 @@ class GenerationSettings(Section):
     query_date_end: dt.date = Field(
         dt.date(2025, 2, 28), description="Latest query date asked for."
     )
-    reference_window_days: int = Field(
-        90, ge=1, description="References are dated at most this many days before their query."
+    reference_window_days: int = Count(
+        90, "References are dated at most this many days before their query."
     )
     filler_similarity_max: float = Cosine(
         0.6,
@@ -181,10 +177,9 @@ class GenerationSettings(Section):
         "a flagged conversation is regenerated, and rejected as 'flagged' once max_regenerations "
         "is spent. One more request per conversation and attempt, billed to the stage 'review'.",
     )
-    ledger_waves: int = Field(
+    ledger_waves: int = Count(
         4,
-        ge=1,
-        description="A user's conversations are written in this many bands of dates, each once the "
+        "A user's conversations are written in this many bands of dates, each once the "
         "earlier bands are settled, so a conversation's ledger shows what the user actually said "
         "before its band (1: all at once, no sentence said in any ledger). Each band adds a round of dialogue calls to a user's wall time.",
     )
@@ -216,11 +211,11 @@ class GenerationSettings(Section):
 
 
 class PGRSettings(Section):
-    query_only_k: int = Field(20, ge=1, description="K of the query-only baseline.")
+    query_only_k: int = Count(20, "K of the query-only baseline.")
     query_only_tau: float = Cosine(0.0, "Similarity floor of the query-only baseline.")
-    step_k: int = Field(5, ge=1, description="K per prospection sub-query.")
+    step_k: int = Count(5, "K per prospection sub-query.")
     step_tau: float = Cosine(0.3, "tau per prospection sub-query.")
-    augment_k: int = Field(5, ge=1, description="K_o: context facts for query augmentation.")
+    augment_k: int = Count(5, "K_o: context facts for query augmentation.")
     augment_tau: float = Cosine(0.6, "tau_o: similarity floor for augmentation context.")
     delta: int = Field(5, ge=0, description="Stop refining when fewer than delta new facts arrive.")
     max_iterations: int = Field(
@@ -303,8 +298,8 @@ class AuditSettings(Section):
     target is named by the audit and on the card, and fails nothing.
     """
 
-    ngram_min: int = Field(2, ge=1, description="Shortest word n-gram checked for exclusivity.")
-    ngram_max: int = Field(5, ge=1, description="Longest word n-gram checked for exclusivity.")
+    ngram_min: int = Count(2, "Shortest word n-gram checked for exclusivity.")
+    ngram_max: int = Count(5, "Longest word n-gram checked for exclusivity.")
     exclusive_ngram_share_max: float = Share(
         0.10,
         "Fail when an n-gram found only around reference turns covers at least this share of them.",
@@ -343,9 +338,7 @@ class AuditSettings(Section):
         min_length=1,
         description="The audit's classifiers whose out-of-fold scores the filter reads.",
     )
-    filter_rounds_max: int = Field(
-        5, ge=1, description="At most this many rounds of scoring and withdrawing."
-    )
+    filter_rounds_max: int = Count(5, "At most this many rounds of scoring and withdrawing.")
     uncovered_max: int = Field(
         0, ge=0, description="Fail when more references than this have no credited fact."
     )
@@ -446,17 +439,15 @@ class EndpointSettings(Section):
         "local embedder unless this or embedding_model is set.",
     )
     local_embedding_model: str = "all-MiniLM-L6-v2-onnx-int8"
-    timeout_seconds: float = Field(
+    timeout_seconds: float = Positive(
         60.0,
-        gt=0,
-        description="Time for the server to start answering. Each request gets this plus the time "
+        "Time for the server to start answering. Each request gets this plus the time "
         "its prompt and output allowance take at the throughput measured on this server "
         "(tokens_per_second until a request has been measured).",
     )
-    tokens_per_second: float = Field(
+    tokens_per_second: float = Positive(
         10.0,
-        gt=0,
-        description="Output tokens per second assumed before the server's own speed is measured; "
+        "Output tokens per second assumed before the server's own speed is measured; "
         "sizes the first requests' timeouts.",
     )
     max_retries: int = Field(6, ge=0)
@@ -466,27 +457,19 @@ class EndpointSettings(Section):
     batch: bool = Field(
         False, description="Send LLM stages through the OpenAI Batch API (half price)."
     )
-    batch_poll_seconds: float = Field(
-        30.0, gt=0, description="First wait between two polls of a running batch."
+    batch_poll_seconds: float = Positive(30.0, "First wait between two polls of a running batch.")
+    batch_max_poll_seconds: float = Positive(600.0, "The poll wait grows 1.5x per poll up to this.")
+    batch_rounds: int = Count(
+        3, "Batches per request set (the first plus resends of failed rows); the rest goes online."
     )
-    batch_max_poll_seconds: float = Field(
-        600.0, gt=0, description="The poll wait grows 1.5x per poll up to this."
-    )
-    batch_rounds: int = Field(
-        3,
-        ge=1,
-        description="Batches per request set (the first plus resends of failed rows); the rest goes online.",
-    )
-    batch_turnaround_minutes: float = Field(
+    batch_turnaround_minutes: float = Positive(
         60.0,
-        gt=0,
-        description="Batch mode, for the estimate's wall time: minutes from submitting a batch "
+        "Batch mode, for the estimate's wall time: minutes from submitting a batch "
         "to its results (the Batch API promises 24 h; small batches usually come back sooner).",
     )
-    batch_enqueued_tokens_max: int | None = Field(
+    batch_enqueued_tokens_max: int | None = Positive(
         None,
-        gt=0,
-        description="Batch mode: prompt tokens per model our unfinished batches may hold at once; a "
+        "Batch mode: prompt tokens per model our unfinished batches may hold at once; a "
         "round above it is cut into several batch files, each created once earlier ones leave room. "
         "OpenAI caps a project's enqueued batch tokens per model (its 'batch queue limit'; a batch "
         "over it fails with token_limit_exceeded). Default: the published usage-tier-1 figure for the "
@@ -531,20 +514,17 @@ class EndpointSettings(Section):
 
 
 class LimitSettings(Section):
-    requests_per_minute: int = Field(500, ge=1)
-    tokens_per_minute: int = Field(400_000, ge=1)
-    max_concurrency: int = Field(16, ge=1)
-    circuit_breaker_failures: int = Field(
-        20, ge=1, description="Consecutive failed requests before the run stops."
+    requests_per_minute: int = Count(500)
+    tokens_per_minute: int = Count(400_000)
+    max_concurrency: int = Count(16)
+    circuit_breaker_failures: int = Count(20, "Consecutive failed requests before the run stops.")
+    retry_base_seconds: float = Positive(
+        0.5, "First retry backoff; doubles per attempt, with jitter."
     )
-    retry_base_seconds: float = Field(
-        0.5, gt=0, description="First retry backoff; doubles per attempt, with jitter."
-    )
-    retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff between two retries.")
-    quota_retry_after_seconds: float = Field(
+    retry_max_seconds: float = Positive(30.0, "Longest backoff between two retries.")
+    quota_retry_after_seconds: float = Positive(
         5.0,
-        gt=0,
-        description="A 429 whose Retry-After is at least this long means a spent quota (the rate and "
+        "A 429 whose Retry-After is at least this long means a spent quota (the rate and "
         "concurrency go down); a shorter one without quota headers only delays its own request.",
     )
     shared_limit_name: str | None = Field(

@@ -6,7 +6,12 @@ import datetime as dt
 
 import pytest
 
-from memoryquest.audit.detectability import classifier_auc, exclusive_ngrams, structure_classifier
+from memoryquest.audit.detectability import (
+    exclusive_ngrams,
+    grouped_split,
+    structure_classifier,
+    text_classifier,
+)
 from memoryquest.audit.material import Exchange, exchanges, reference_turns, session_halves
 from memoryquest.contracts import Domain, ReferenceSpan, Role, Session, Turn
 from memoryquest.ids import make_id
@@ -142,7 +147,9 @@ def _material(users: int, per_user: int) -> tuple[list[str], list[bool], list[st
 
 def test_a_separable_material_scores_auc_one_across_users() -> None:
     texts, labels, groups = _material(users=3, per_user=20)
-    score = classifier_auc("user_turns", texts, labels, groups, within_user=False, seed=0)
+    score, _ = text_classifier(
+        "user_turns", texts, grouped_split(labels, groups, within_user=False, seed=0)
+    )
     assert score.auc == pytest.approx(1.0)
     assert score.scheme == "leave-one-user-out (3 users)" and score.folds == 3
     assert (score.positives, score.negatives) == (15, 45)
@@ -154,14 +161,18 @@ def test_indistinguishable_material_scores_auc_one_half() -> None:
     texts = ["i would like a table for two"] * 40
     labels = [i % 4 == 0 for i in range(40)]
     groups = [f"user{i % 5}" for i in range(40)]
-    score = classifier_auc("facts", texts, labels, groups, within_user=False, seed=0)
+    score, _ = text_classifier(
+        "facts", texts, grouped_split(labels, groups, within_user=False, seed=0)
+    )
     assert score.auc == pytest.approx(0.5)
 
 
 def test_many_users_use_five_grouped_folds_and_negatives_are_capped() -> None:
     texts, labels, groups = _material(users=8, per_user=12)
-    score = classifier_auc(
-        "assistant_turns", texts, labels, groups, within_user=False, seed=0, negatives_per_group=5
+    score, _ = text_classifier(
+        "assistant_turns",
+        texts,
+        grouped_split(labels, groups, within_user=False, seed=0, negatives_per_group=5),
     )
     assert score.scheme == "group k-fold by user (5 folds, 8 users)"
     assert score.positives == 8 * 3 and score.negatives == 8 * 5
@@ -170,11 +181,14 @@ def test_many_users_use_five_grouped_folds_and_negatives_are_capped() -> None:
 def test_one_group_or_one_class_gives_no_auc() -> None:
     texts, labels, groups = _material(users=1, per_user=12)
     assert (
-        classifier_auc("user_turns", texts, labels, groups, within_user=False, seed=0).auc is None
+        text_classifier(
+            "user_turns", texts, grouped_split(labels, groups, within_user=False, seed=0)
+        )[0].auc
+        is None
     )
     texts, _, groups = _material(users=3, per_user=12)
-    score = classifier_auc(
-        "user_turns", texts, [False] * len(texts), groups, within_user=False, seed=0
+    score, _ = text_classifier(
+        "user_turns", texts, grouped_split([False] * len(texts), groups, within_user=False, seed=0)
     )
     assert score.auc is None and score.positives == 0
 
@@ -182,7 +196,9 @@ def test_one_group_or_one_class_gives_no_auc() -> None:
 def test_within_user_split_is_named_as_such() -> None:
     texts, labels, _ = _material(users=1, per_user=24)
     halves = ["early" if i < 12 else "late" for i in range(24)]
-    score = classifier_auc("user_turns", texts, labels, halves, within_user=True, seed=0)
+    score, _ = text_classifier(
+        "user_turns", texts, grouped_split(labels, halves, within_user=True, seed=0)
+    )
     assert score.within_user and score.scheme.startswith("within-user") and score.folds == 2
 
 
@@ -199,7 +215,7 @@ def test_a_structural_tell_need_not_be_monotone() -> None:
                 labels.append(index == 2 and session % 2 == 0)
                 groups.append(f"user{user}")
     score, out_of_fold = structure_classifier(
-        "structure_turns", features, labels, groups, within_user=False, seed=0
+        "structure_turns", features, grouped_split(labels, groups, within_user=False, seed=0)
     )
     assert score.auc is not None and score.auc > 0.85
     assert score.leans_on[0] == "turn_index=2"
@@ -214,6 +230,6 @@ def test_structure_that_says_nothing_scores_one_half() -> None:
     labels = [i % 4 == 0 for i in range(60)]  # independent of the feature's pattern across users
     groups = [f"user{i // 15}" for i in range(60)]
     score, _ = structure_classifier(
-        "structure_turns", features, labels, groups, within_user=False, seed=0
+        "structure_turns", features, grouped_split(labels, groups, within_user=False, seed=0)
     )
     assert score.auc is not None and abs(score.auc - 0.5) < 0.15

@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from memoryquest.audit.detectability import embedding_classifier
+from memoryquest.audit.detectability import embedding_classifier, grouped_split
 from memoryquest.audit.wording import added_clause, news_units, said_sentence
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.pipeline import generate_dataset
@@ -77,12 +77,12 @@ def test_an_embedding_direction_shared_by_references_across_users_is_learned() -
     vectors = rng.normal(size=(len(groups), 16))
     texts = [f"text {i}" for i in range(len(groups))]
     score, _ = embedding_classifier(
-        "news_wording", texts, vectors, labels, groups, within_user=False, seed=0
+        "news_wording", texts, vectors, grouped_split(labels, groups, within_user=False, seed=0)
     )
     assert score.auc is not None and 0.35 < score.auc < 0.65
     vectors[np.array(labels), 3] += 3.0  # every reference leans one way
     score, out_of_fold = embedding_classifier(
-        "news_wording", texts, vectors, labels, groups, within_user=False, seed=0
+        "news_wording", texts, vectors, grouped_split(labels, groups, within_user=False, seed=0)
     )
     assert score.auc is not None and score.auc > 0.95 and score.folds == 5
     assert out_of_fold is not None and (out_of_fold.folds >= 0).all()

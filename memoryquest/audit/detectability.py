@@ -206,19 +206,56 @@ class OutOfFold:
 
 
 @dataclass(frozen=True)
-class _Split:
-    keep: list[int]
-    y: np.ndarray
-    g: np.ndarray
+class GroupedSplit:
+    """The rows a classifier is fitted on and how they fall into folds (:func:`grouped_split`).
+
+    Every classifier of a material with the same labels and groups uses the
+    same split, so their scores are comparable and their out-of-fold scores
+    line up row for row.
+    """
+
+    keep: list[int]  # indices into the caller's sequences (after the cap)
+    y: np.ndarray = field(repr=False)
+    g: np.ndarray = field(repr=False)
     folds: int
     scheme: str
+    within_user: bool
+    seed: int  # the cap's sample and the models' random state
+
+    @property
+    def measurable(self) -> bool:
+        return self.folds >= 2 and bool(self.y.any()) and bool((~self.y).any())
+
+    def score(self, material: str, aucs: Sequence[float], leans_on: list[str]) -> ClassifierScore:
+        """The score of ``material`` from the AUCs of its folds (None without any)."""
+        return ClassifierScore(
+            material=material,
+            auc=float(np.mean(aucs)) if aucs else None,
+            scheme=self.scheme,
+            folds=len(aucs),
+            positives=int(self.y.sum()),
+            negatives=int((~self.y).sum()),
+            within_user=self.within_user,
+            leans_on=leans_on,
+        )
 
 
-def _split(
-    labels: Sequence[bool], groups: Sequence[str], within_user: bool, seed: int, cap: int
-) -> _Split:
-    """The capped rows, their labels and groups, and how they are split into folds."""
-    keep = _capped(labels, groups, cap, seed)
+def grouped_split(
+    labels: Sequence[bool],
+    groups: Sequence[str],
+    *,
+    within_user: bool,
+    seed: int,
+    negatives_per_group: int = NEGATIVES_PER_GROUP,
+) -> GroupedSplit:
+    """Every positive row and at most ``negatives_per_group`` negatives per group (seeded), in
+    grouped folds.
+
+    ``groups`` are users (or, for a one-user dataset, halves of that user's
+    history): no group is ever on both sides of a split. Five folds at most;
+    with five users or fewer each fold leaves one user out.
+    """
+    keep = _capped(labels, groups, negatives_per_group, seed)
     y = np.array([bool(labels[i]) for i in keep], dtype=bool)
     g = np.array([groups[i] for i in keep])
     n_groups = len(set(g.tolist()))
@@ -229,7 +266,7 @@ def _split(
         scheme = f"leave-one-user-out ({n_groups} users)"
     else:
         scheme = f"group k-fold by user ({folds} folds, {n_groups} users)"
-    return _Split(keep, y, g, folds, scheme)
+    return GroupedSplit(keep, y, g, folds, scheme, within_user, seed)
 
 
 FitScore = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -237,7 +274,7 @@ FitScore = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def _cross_validate(
-    split: _Split, features: Any, fit_score: FitScore
+    split: GroupedSplit, features: Any, fit_score: FitScore
 ) -> tuple[list[float], OutOfFold]:
     """Grouped k-fold: the AUC of each fold that holds both classes, and every row's out-of-fold score."""
     from sklearn.metrics import roc_auc_score
@@ -259,44 +296,8 @@ def _cross_validate(
     return aucs, OutOfFold(np.array(split.keep, dtype=int), y, fold_of, scores)
 
 
-def _unmeasured(material: str, split: _Split, within_user: bool) -> tuple[ClassifierScore, None]:
-    positives, negatives = int(split.y.sum()), int((~split.y).sum())
-    score = ClassifierScore(
-        material=material,
-        auc=None,
-        scheme=split.scheme,
-        folds=0,
-        positives=positives,
-        negatives=negatives,
-        within_user=within_user,
-    )
-    return score, None
-
-
-def _measurable(split: _Split) -> bool:
-    return split.folds >= 2 and bool(split.y.any()) and bool((~split.y).any())
-
-
-def _score(
-    material: str,
-    split: _Split,
-    aucs: Sequence[float],
-    within_user: bool,
-    leans_on: list[str],
-) -> ClassifierScore:
-    return ClassifierScore(
-        material=material,
-        auc=float(np.mean(aucs)) if aucs else None,
-        scheme=split.scheme,
-        folds=len(aucs),
-        positives=int(split.y.sum()),
-        negatives=int((~split.y).sum()),
-        within_user=within_user,
-        leans_on=leans_on,
-    )
-
-
-# --------------------------------------------------------------------------- text classifier
+def _unmeasured(material: str, split: GroupedSplit) -> tuple[ClassifierScore, None]:
+    return split.score(material, [], []), None
 
 
 def _fit_text(
@@ -333,25 +334,15 @@ def _text_leans_on(counts: Any, vocabulary: np.ndarray, y: np.ndarray, seed: int
 def text_classifier(
     material: str,
     texts: Sequence[str],
-    labels: Sequence[bool],
-    groups: Sequence[str],
-    *,
-    within_user: bool,
-    seed: int,
-    negatives_per_group: int = NEGATIVES_PER_GROUP,
+    split: GroupedSplit,
 ) -> tuple[ClassifierScore, OutOfFold | None]:
-    """Grouped cross-validated ROC AUC of TF-IDF + logistic regression separating positives from
-    negatives, and the out-of-fold score of every row kept (None when not measurable).
-
-    ``groups`` are users (or, for a one-user dataset, halves of that user's
-    history): no group is ever on both sides of a split. Five folds at most;
-    with five users or fewer each fold leaves one user out.
-    """
+    """Cross-validated ROC AUC, over ``split``'s folds, of TF-IDF + logistic regression separating
+    positives from negatives, and the out-of-fold score of every row kept (None when not
+    measurable)."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    split = _split(labels, groups, within_user, seed, negatives_per_group)
-    if not _measurable(split):
-        return _unmeasured(material, split, within_user)
+    if not split.measurable:
+        return _unmeasured(material, split)
     # Word 1-2 gram counts, tokenised once for all folds (vocabulary only; no label is looked at).
     vectorizer = CountVectorizer(
         tokenizer=words, lowercase=False, token_pattern=None, ngram_range=(1, 2)
@@ -359,37 +350,16 @@ def text_classifier(
     counts = vectorizer.fit_transform([texts[i] for i in split.keep])
 
     def fit_score(x: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        tfidf, model, columns = _fit_text(x, y, train, seed)
+        tfidf, model, columns = _fit_text(x, y, train, split.seed)
         return np.asarray(model.decision_function(tfidf.transform(x[test][:, columns])))
 
     aucs, out_of_fold = _cross_validate(split, counts, fit_score)
     leans_on = (
-        _text_leans_on(counts, vectorizer.get_feature_names_out(), split.y, seed) if aucs else []
+        _text_leans_on(counts, vectorizer.get_feature_names_out(), split.y, split.seed)
+        if aucs
+        else []
     )
-    return _score(material, split, aucs, within_user, leans_on), out_of_fold
-
-
-def classifier_auc(
-    material: Material,
-    texts: Sequence[str],
-    labels: Sequence[bool],
-    groups: Sequence[str],
-    *,
-    within_user: bool,
-    seed: int,
-    negatives_per_group: int = NEGATIVES_PER_GROUP,
-) -> ClassifierScore:
-    """The score alone of :func:`text_classifier`."""
-    score, _ = text_classifier(
-        material,
-        texts,
-        labels,
-        groups,
-        within_user=within_user,
-        seed=seed,
-        negatives_per_group=negatives_per_group,
-    )
-    return score
+    return split.score(material, aucs, leans_on), out_of_fold
 
 
 # --------------------------------------------------------------------------- structure classifier
@@ -398,12 +368,7 @@ def classifier_auc(
 def structure_classifier(
     material: str,
     features: Sequence[Mapping[str, object]],
-    labels: Sequence[bool],
-    groups: Sequence[str],
-    *,
-    within_user: bool,
-    seed: int,
-    negatives_per_group: int = NEGATIVES_PER_GROUP,
+    split: GroupedSplit,
 ) -> tuple[ClassifierScore, OutOfFold | None]:
     """Like :func:`text_classifier`, on categorical features (every value its own indicator).
 
@@ -414,9 +379,8 @@ def structure_classifier(
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import OneHotEncoder
 
-    split = _split(labels, groups, within_user, seed, negatives_per_group)
-    if not _measurable(split):
-        return _unmeasured(material, split, within_user)
+    if not split.measurable:
+        return _unmeasured(material, split)
     names = sorted({name for row in features for name in row})
     table = [[str(features[i].get(name, "")) for name in names] for i in split.keep]
     # Every value seen is a column (no label is looked at); one unseen in training weighs nothing.
@@ -424,7 +388,9 @@ def structure_classifier(
     matrix = encoder.fit_transform(np.array(table, dtype=object).reshape(len(table), len(names)))
 
     def fit(x: Any, y: np.ndarray, rows: np.ndarray) -> Any:
-        model = LogisticRegression(class_weight="balanced", solver="liblinear", random_state=seed)
+        model = LogisticRegression(
+            class_weight="balanced", solver="liblinear", random_state=split.seed
+        )
         return model.fit(x[rows], y[rows])
 
     def fit_score(x: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -437,7 +403,7 @@ def structure_classifier(
         columns = encoder.get_feature_names_out(names)
         order = [i for i in np.argsort(-weights, kind="stable") if weights[i] > 0]
         leans_on = [str(columns[i]) for i in order[:LEANS_ON_TERMS]]
-    return _score(material, split, aucs, within_user, leans_on), out_of_fold
+    return split.score(material, aucs, leans_on), out_of_fold
 
 
 def _value_name(feature: str, value: object) -> str:
@@ -454,12 +420,7 @@ def embedding_classifier(
     material: str,
     texts: Sequence[str],
     vectors: np.ndarray,
-    labels: Sequence[bool],
-    groups: Sequence[str],
-    *,
-    within_user: bool,
-    seed: int,
-    negatives_per_group: int = NEGATIVES_PER_GROUP,
+    split: GroupedSplit,
 ) -> tuple[ClassifierScore, OutOfFold | None]:
     """Like :func:`text_classifier`, on sentence embeddings (``vectors``, one row per text).
 
@@ -469,17 +430,16 @@ def embedding_classifier(
     """
     from sklearn.linear_model import LogisticRegression
 
-    split = _split(labels, groups, within_user, seed, negatives_per_group)
-    if not _measurable(split):
-        return _unmeasured(material, split, within_user)
+    if not split.measurable:
+        return _unmeasured(material, split)
     matrix = np.asarray(vectors)[split.keep]
 
     def fit_score(x: Any, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        model = LogisticRegression(class_weight="balanced", max_iter=2000, random_state=seed)
+        model = LogisticRegression(class_weight="balanced", max_iter=2000, random_state=split.seed)
         return np.asarray(model.fit(x[train], y[train]).decision_function(x[test]))
 
     aucs, out_of_fold = _cross_validate(split, matrix, fit_score)
     scored = np.flatnonzero(split.y & (out_of_fold.folds >= 0))
     top = scored[np.argsort(-out_of_fold.scores[scored], kind="stable")]
     leans_on = list(dict.fromkeys(texts[split.keep[i]] for i in top))[:EXAMPLES_LISTED]
-    return _score(material, split, aucs, within_user, leans_on if aucs else []), out_of_fold
+    return split.score(material, aucs, leans_on if aucs else []), out_of_fold

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from memoryquest.audit.detectability import (
     ClassifierScore,
     ExclusiveNgrams,
+    GroupedSplit,
     Material,
     OutOfFold,
     embedding_classifier,
     exclusive_ngrams,
+    grouped_split,
     structure_classifier,
     text_classifier,
 )
@@ -91,6 +93,13 @@ class _Grouping:
     def __call__(self, persona_id: str, session_id: str | None) -> str:
         return self.halves.get(session_id or "", "early") if self.within else persona_id
 
+    def split(
+        self, labels: Sequence[bool], owners: Sequence[tuple[str, str | None]], seed: int
+    ) -> GroupedSplit:
+        """The classifiers' split of rows labelled ``labels``, each of ``(persona_id, session_id)``."""
+        groups = [self(persona_id, session_id) for persona_id, session_id in owners]
+        return grouped_split(labels, groups, within_user=self.within, seed=seed)
+
 
 def _scored(
     material: str, out_of_fold: OutOfFold | None, references: Sequence[tuple[str, ...]]
@@ -110,14 +119,9 @@ def _classifiers(
         material: Material, chosen: Sequence[Exchange], text: Callable[[Exchange], str]
     ) -> tuple[ClassifierScore, OutOfFold | None]:
         """The score of one side (``text``) of the ``chosen`` exchanges."""
-        return text_classifier(
-            material,
-            [text(u) for u in chosen],
-            [u.reference for u in chosen],
-            [group(u.persona_id, u.session_id) for u in chosen],
-            within_user=group.within,
-            seed=seed,
-        )
+        labels = [u.reference for u in chosen]
+        split = group.split(labels, [(u.persona_id, u.session_id) for u in chosen], seed)
+        return text_classifier(material, [text(u) for u in chosen], split)
 
     facts = dataset.facts
     fact_references = [tuple(r for r in f.source_reference_ids if r in standing) for f in facts]
@@ -125,14 +129,9 @@ def _classifiers(
     replies, _ = exchange_score(
         "assistant_turns", [u for u in units if u.assistant], lambda u: u.assistant
     )
-    fact_score, fact_scores = text_classifier(
-        "facts",
-        [f.info for f in facts],
-        [bool(refs) for refs in fact_references],
-        [group(f.persona_id, f.session_ids[0] if f.session_ids else None) for f in facts],
-        within_user=group.within,
-        seed=seed,
-    )
+    fact_owners = [(f.persona_id, f.session_ids[0] if f.session_ids else None) for f in facts]
+    fact_split = group.split([bool(refs) for refs in fact_references], fact_owners, seed)
+    fact_score, fact_scores = text_classifier("facts", [f.info for f in facts], fact_split)
     turn_references = [(u.reference_id,) if u.reference_id else () for u in units]
     return [user_turns, replies, fact_score], [
         *_scored("user_turns", user_scores, turn_references),
@@ -151,15 +150,10 @@ def _wording(
     texts = {r.reference_id: r.text for q in dataset.queries for r in q.references}
     units = news_units(dataset.sessions, dataset.timelines, texts, standing)
     clauses = [u.clause for u in units]
-    score, out_of_fold = embedding_classifier(
-        "news_wording",
-        clauses,
-        shared_local_embedder().embed_sync(clauses),
-        [u.reference_id is not None for u in units],
-        [group(u.persona_id, u.session_id) for u in units],
-        within_user=group.within,
-        seed=seed,
-    )
+    labels = [u.reference_id is not None for u in units]
+    split = group.split(labels, [(u.persona_id, u.session_id) for u in units], seed)
+    vectors = shared_local_embedder().embed_sync(clauses)
+    score, out_of_fold = embedding_classifier("news_wording", clauses, vectors, split)
     references = [(u.reference_id,) if u.reference_id else () for u in units]
     return score, _scored("news_wording", out_of_fold, references)
 
@@ -182,21 +176,17 @@ def _structure(
     scores: list[ClassifierScore] = []
     scored: list[ScoredMaterial] = []
     for level, names, units in levels:
-        labels = [u.reference for u in units]
-        groups = [group(u.persona_id, u.session_id) for u in units]
+        # One split for the level: every feature set of it is scored on the same rows and folds.
+        split = group.split(
+            [u.reference for u in units], [(u.persona_id, u.session_id) for u in units], seed
+        )
         references = [(u.reference_id,) if u.reference_id else () for u in units]
         for material, chosen in [
             (f"structure_{level}", names),
             *((f"structure_{n}", (n,)) for n in names),
         ]:
-            score, out_of_fold = structure_classifier(
-                material,
-                [{n: u.features[n] for n in chosen} for u in units],
-                labels,
-                groups,
-                within_user=group.within,
-                seed=seed,
-            )
+            features = [{n: u.features[n] for n in chosen} for u in units]
+            score, out_of_fold = structure_classifier(material, features, split)
             scores.append(score)
             if len(chosen) > 1:
                 scored += _scored(material, out_of_fold, references)

@@ -529,6 +529,12 @@ async def score_outcomes(
     ]
 
 
+_AS_RETRIEVED = tuple(
+    name for name in ValidationResult.model_fields if name in RetrievalOutcome.model_fields
+)
+"""A validation row's fields that are the outcome's own, the same under every judge."""
+
+
 def result_row(
     query: Query,
     outcome: RetrievalOutcome,
@@ -539,26 +545,14 @@ def result_row(
     """One validation row: the outcome as one judge saw it (``relevant``: the facts that descend
     from the query's references, for nDCG)."""
     return ValidationResult(
+        **{name: getattr(outcome, name) for name in _AS_RETRIEVED},
         result_id=result_id(query.query_id, outcome.method, judge, outcome.baseline_for),
-        query_id=query.query_id,
-        persona_id=query.persona_id,
-        method=outcome.method,
         judge=judge,
-        memory_as_of=outcome.memory_as_of,
-        memory_size=outcome.memory_size,
-        baseline_for=outcome.baseline_for,
-        budget=outcome.budget,
         retrieved_fids=outcome.retrieved_fids,
         judgements=judgements,
         recall=recall(judgements),
         recall_exact=recall_exact(judgements),
         ndcg=ndcg(outcome.retrieved_fids, relevant),
-        llm_calls=outcome.llm_calls,
-        embedding_calls=outcome.embedding_calls,
-        iterations=outcome.iterations,
-        augmented_query=outcome.augmented_query,
-        summary=outcome.summary,
-        answer=outcome.answer,
     )
 
 

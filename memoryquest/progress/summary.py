@@ -39,24 +39,14 @@ class RunSummary(BaseModel):
         cls, snapshot: ProgressSnapshot, skipped: list[str], wall_seconds: float
     ) -> RunSummary:
         cached = sum(s.cached for s in snapshot.stages)
+        # The figures both name alike are the snapshot's; the skipped personas are the caller's.
+        counted = snapshot.model_dump(include=set(cls.model_fields) - {"personas_skipped"})
         return cls(
-            personas_done=snapshot.personas_done,
+            **counted,
             personas_skipped=len(skipped),
             skipped=skipped,
-            queries_kept=snapshot.queries_kept,
-            rejected=snapshot.rejected,
-            sessions=snapshot.sessions,
-            facts=snapshot.facts,
             stages_computed=snapshot.steps_done - cached,
             stages_cached=cached,
-            requests=snapshot.requests,
-            embedding_requests=snapshot.embedding_requests,
-            input_tokens=snapshot.input_tokens,
-            output_tokens=snapshot.output_tokens,
-            cached_tokens=snapshot.cached_tokens,
-            cost_usd=snapshot.cost_usd,
-            rate_limited=snapshot.rate_limited,
-            retries=snapshot.retries,
             wall_seconds=wall_seconds,
         )
 

@@ -193,6 +193,11 @@ def _ci(low: float, high: float, signed: bool = False) -> str:
     return f"{low:+.3f}..{high:+.3f}" if signed else f"{low:.3f}..{high:.3f}"
 
 
+def _with_ci(value: float, low: float, high: float, signed: bool = False) -> str:
+    """A figure and its interval, as every table shows them: ``0.512 (0.401..0.620)``."""
+    return f"{value:{'+' if signed else ''}.3f} ({_ci(low, high, signed)})"
+
+
 def headline_judge(comparisons: Sequence[BudgetComparison]) -> str | None:
     """The judge the headline speaks for: provenance (exact) when it was run, else the first one."""
     judges = [c.judge.value for c in comparisons]
@@ -262,7 +267,7 @@ def headline_lines(
             continue
         first = rows[0]
         baselines = "; ".join(
-            f"{_name(c.baseline.value)} {c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})"
+            f"{_name(c.baseline.value)} {_with_ci(c.baseline_recall, c.baseline_low, c.baseline_high)}"
             for c in rows
         )
         lines += [
@@ -558,9 +563,9 @@ def _statistics_section(inputs: CardInputs) -> list[str]:
                         f"`{c.judge.value}`",
                         c.n,
                         _fmt(c.budget, 1),
-                        f"{c.method_recall:.3f} ({_ci(c.method_low, c.method_high)})",
-                        f"{c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})",
-                        f"{c.difference:+.3f} ({_ci(c.difference_low, c.difference_high, signed=True)})",
+                        _with_ci(c.method_recall, c.method_low, c.method_high),
+                        _with_ci(c.baseline_recall, c.baseline_low, c.baseline_high),
+                        _with_ci(c.difference, c.difference_low, c.difference_high, signed=True),
                     )
                     for c in stats.budget_matched
                 ],
@@ -707,28 +712,37 @@ def _baselines_at_budget(run: EvaluationRun) -> list[str]:
         ]
         if not matched:
             continue
-        rows.append(
+        # The PGR method's own recall first, then each baseline at its budget, in one row layout.
+        retrievals = [
             (
-                _name(own.method.value),
                 f"`{own.method.value}` (itself)",
-                f"`{own.judge.value}`",
                 own.n,
-                _fmt(own.facts_retrieved, 1),
-                f"{own.recall:.3f} ({_ci(own.recall_low, own.recall_high)})",
+                own.facts_retrieved,
+                _with_ci(own.recall, own.recall_low, own.recall_high),
                 "",
-            )
-        )
+            ),
+            *(
+                (
+                    f"`{c.baseline.value}`",
+                    c.n,
+                    c.budget,
+                    _with_ci(c.baseline_recall, c.baseline_low, c.baseline_high),
+                    _with_ci(c.difference, c.difference_low, c.difference_high, signed=True),
+                )
+                for c in matched
+            ),
+        ]
         rows += [
             (
                 _name(own.method.value),
-                f"`{c.baseline.value}`",
-                f"`{c.judge.value}`",
-                c.n,
-                _fmt(c.budget, 1),
-                f"{c.baseline_recall:.3f} ({_ci(c.baseline_low, c.baseline_high)})",
-                f"{c.difference:+.3f} ({_ci(c.difference_low, c.difference_high, signed=True)})",
+                retrieval,
+                f"`{own.judge.value}`",
+                n,
+                _fmt(budget, 1),
+                recall,
+                gain,
             )
-            for c in matched
+            for retrieval, n, budget, recall, gain in retrievals
         ]
     lines += _table(
         [

@@ -23,7 +23,7 @@ from memoryquest.contracts import (
     Timeline,
     ValidationResult,
 )
-from memoryquest.dataset import GeneratedDataset, added_tally
+from memoryquest.dataset import DATASET_TABLES, GeneratedDataset, added_tally
 
 
 class PersonaState(BaseModel):
@@ -77,13 +77,5 @@ class PersonaState(BaseModel):
 
     def dataset(self) -> GeneratedDataset:
         """The persona's rows as a dataset of one persona (no manifest: that is the run's)."""
-        return GeneratedDataset(
-            personas=[self.persona],
-            queries=self.queries,
-            timelines=self.timelines,
-            sessions=self.sessions,
-            facts=self.facts,
-            validation=self.validation,
-            rejected=self.rejected,
-            review=self.review,
-        )
+        rows = {name: getattr(self, name) for name in DATASET_TABLES if name != "personas"}
+        return GeneratedDataset(personas=[self.persona], review=self.review, **rows)
