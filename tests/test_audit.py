@@ -17,6 +17,7 @@ import pytest
 
 from memoryquest.audit import AuditReport, audit_dataset, audit_markdown
 from memoryquest.audit.material import reference_turns
+from memoryquest.audit.structure import turn_units
 from memoryquest.cli.main import main
 from memoryquest.cli.open_dataset import load_dataset
 from memoryquest.contracts import Role, Session, Turn
@@ -245,6 +246,31 @@ def test_structural_tells_are_scored_and_gated(report: AuditReport) -> None:
         assert score.positives > 0 and score.scheme == "leave-one-user-out (2 users)"
         if score.material in levels:
             assert f"every structural feature of {levels[score.material]}" in check.detail
+
+
+def test_reference_turns_are_compared_with_turns_of_their_own_sessions(
+    dataset: GeneratedDataset,
+) -> None:
+    """Every reference turn stands beside two other user turns of its session, the same ones on
+    every run: a session's length is then as common on both sides, so it cannot stand in for
+    where the reference sits."""
+    standing = {r.reference_id for q in dataset.queries for r in q.references}
+    units = turn_units(dataset.sessions, standing)
+    sessions = {s.session_id: s for s in dataset.sessions}
+    by_session: dict[str, list[bool]] = {}
+    for unit in units:
+        by_session.setdefault(unit.session_id, []).append(unit.reference)
+    carrying = {s.session_id for s in dataset.sessions if reference_turns(s, standing)}
+    assert set(by_session) == carrying
+    for session_id, marks in by_session.items():
+        users = sum(t.role is Role.USER for t in sessions[session_id].turns)
+        assert marks.count(False) == min(2 * marks.count(True), users - marks.count(True))
+    lengths = {
+        kind: sorted(len(sessions[u.session_id].turns) for u in units if u.reference is kind)
+        for kind in (True, False)
+    }
+    assert sorted(lengths[True] * 2) == lengths[False]  # where no session falls short of others
+    assert turn_units(dataset.sessions, standing) == units
 
 
 def _reference_moved_to_the_last_user_turn(session: Session) -> Session:

@@ -9,8 +9,9 @@ so the audit scores these features with the same cross-user classifier as the
 text (:func:`~memoryquest.audit.detectability.structure_classifier`), one
 feature at a time and all together, at two levels:
 
-* **user turns** (a reference turn vs every other user turn): the turn's index
-  in its session and the number of turns after it;
+* **user turns** (a reference turn vs another user turn of the same session,
+  drawn from ids): the turn's index in its session and the number of turns
+  after it;
 * **sessions** (a session that carries a reference vs every other session):
   its number of turns, its event's number of news items, the event's index in
   its timeline and the number of events after it, and whether its domain is the
@@ -19,6 +20,7 @@ feature at a time and all together, at two levels:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
@@ -28,6 +30,9 @@ from memoryquest.contracts import Query, RejectedCandidate, Role, Session, Timel
 
 TURN_FEATURES = ("turn_index", "turns_after")
 SESSION_FEATURES = ("session_turns", "session_news", "event_index", "events_after", "same_domain")
+OTHERS_PER_REFERENCE_TURN = 2
+"""Other user turns of its own session scored beside each reference turn (fewer where a session
+has fewer)."""
 UNKNOWN = "unknown"  # a session whose event or query the dataset does not hold
 
 
@@ -46,14 +51,26 @@ class StructureUnit:
 
 
 def turn_units(sessions: Sequence[Session], standing: Set[str]) -> list[StructureUnit]:
-    """Every user turn, with its place in its session; the reference turns of standing references marked."""
+    """The reference turns of standing references, each beside as many other user turns of its
+    own session (drawn from ids), with their places in the session.
+
+    Matched within the session because a session carries one reference: over all user turns,
+    a turn of a short session would be a reference more often than one of a long session
+    whatever the generator did, and a turn's index and the turns after it give the session's
+    length away. Within a session, only where the reference sits can tell it apart; the
+    sessions' lengths are scored at the session level.
+    """
     units: list[StructureUnit] = []
     for session in sessions:
         marked = reference_turns(session, standing)
+        if not marked:
+            continue
+        others = sorted(
+            (i for i, t in enumerate(session.turns) if t.role is Role.USER and i not in marked),
+            key=lambda i: hashlib.sha256(f"{session.session_id}\x1f{i}".encode()).hexdigest(),
+        )[: OTHERS_PER_REFERENCE_TURN * len(marked)]
         last = len(session.turns) - 1
-        for index, turn in enumerate(session.turns):
-            if turn.role is not Role.USER:
-                continue
+        for index in sorted(marked | set(others)):
             units.append(
                 StructureUnit(
                     session.persona_id,
