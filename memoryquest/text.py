@@ -200,6 +200,21 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# Where a clause ends inside a sentence: a comma, semicolon, colon, dash or bracket.
+_CLAUSE_BREAK = re.compile(r"\s*(?:[,;:()\[\]\u2014\u2013]|\s-\s)\s*")
+
+
+def clauses(text: str) -> list[str]:
+    """The stretches of ``text`` between punctuation that sets a clause off (comma, semicolon,
+    colon, dash, bracket, sentence end): the smallest pieces a sentence adds one by one."""
+    return [
+        piece.strip()
+        for sentence in split_sentences(text)
+        for piece in _CLAUSE_BREAK.split(sentence)
+        if piece.strip(" .!?")
+    ]
+
+
 _LEAD_IN = re.compile(r"^[^:.!?]{1,60}:\s+(?=\S)")
 
 

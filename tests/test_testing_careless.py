@@ -50,7 +50,6 @@ BELOW_TARGET = {
     "pass the foreshadow gate",
     Fault.ANNOUNCE: "announce about 45% (user0,user5): asides in words of their own pass the "
     "marked gate",
-    Fault.INFERENCE: "inference about 78%: hedged and plain inferences pass the unsupported gate",
     Fault.CONTRADICTION: "contradiction about 55%: reversals and changed values pass the gates",
 }
 

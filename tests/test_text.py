@@ -11,6 +11,7 @@ from memoryquest.text import (
     ANNOUNCEMENTS,
     FORWARD_CUES,
     announcement,
+    clauses,
     document_formatting,
     forward_cue,
     split_sentences,
@@ -200,3 +201,18 @@ def test_plain_chat_is_not_formatting() -> None:
         "I'd say a) it is cheap and that's it.",
     ]
     assert [p for p in prose if document_formatting(p)] == []
+
+
+def test_clauses_split_at_the_punctuation_that_sets_a_clause_off() -> None:
+    text = "My bike was stolen, so I walk; it takes longer (a lot) \u2014 fine. Next - then: done!"
+    assert clauses(text) == [
+        "My bike was stolen",
+        "so I walk",
+        "it takes longer",
+        "a lot",
+        "fine.",
+        "Next",
+        "then",
+        "done!",
+    ]
+    assert clauses("well-known, self-made") == ["well-known", "self-made"]
