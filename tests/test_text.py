@@ -14,6 +14,7 @@ from memoryquest.text import (
     clauses,
     document_formatting,
     forward_cue,
+    later_occasion,
     split_sentences,
     without_lead_in,
 )
@@ -216,3 +217,39 @@ def test_clauses_split_at_the_punctuation_that_sets_a_clause_off() -> None:
         "done!",
     ]
     assert clauses("well-known, self-made") == ["well-known", "self-made"]
+    assert clauses("I owe R4,000, due at 9:30 PM") == ["I owe R4,000", "due at 9:30 PM"]
+
+
+# The user's own later occasion, tied to what was just told: written for this test, in shapes
+# (a pronoun pointing back beside a time of the user's to come, or a short frame naming one).
+LATER_OCCASION = [
+    "My sister keeps the spare key, and that could be useful once we sort the holiday lets.",
+    "This is the reason I'll be picking a ground-floor flat.",
+    "Ahead of the marathon next spring, my physio has me on two runs a week.",
+    "I drive an old hatchback; it decides a lot when I look at roof boxes.",
+]
+
+
+@pytest.mark.parametrize("sentence", LATER_OCCASION)
+def test_a_told_thing_tied_to_the_users_later_occasion_is_found(sentence: str) -> None:
+    assert later_occasion(sentence) is not None
+
+
+@pytest.mark.parametrize("sentence", PLAIN)
+def test_plain_sentences_tie_nothing_to_a_later_occasion(sentence: str) -> None:
+    """A plan ("I'll book the ferry next week"), a habit ("When I travel, I pack light") or a
+    reply is not a pointer: nothing told is pointed back at."""
+    assert later_occasion(sentence) is None
+
+
+def test_ordinary_prose_hardly_ever_ties_to_a_later_occasion() -> None:
+    root = Path(__file__).resolve().parent.parent / "personas" / "personalens"
+    sentences: set[str] = set()
+    for path in sorted(root.glob("profile/*/*.json")) + sorted(root.glob("task/*/task.jsonl")):
+        lines = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
+        for line in filter(str.strip, lines):
+            for text in _strings(json.loads(line)):
+                if len(text.split()) >= 4:
+                    sentences.update(split_sentences(text))
+    flagged = [s for s in sentences if later_occasion(s)]
+    assert len(flagged) <= 0.01 * len(sentences), (len(flagged), flagged[:20])

@@ -129,6 +129,7 @@ _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
 _LEDGER_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}: (?P<said>.+?)(?: \(until [^)]*\))?$")
 # Where a remembered statement's main clause ends and its commentary begins.
 _CLAUSE_END = re.compile(r",\s|\s[\u2014\u2013-]\s|;\s|\swhich\s")
+_STATEMENT_WORDS = 5  # a clause shorter than this is taken for a lead-in, not the statement
 # Words a request is made of that say nothing about its subject (this double's own short list).
 _FILLER_TEXT = """a an the and or but for to of in on at by with from about into over than then so as
     is are be been am was were do does did have has had can could would will shall should may
@@ -194,8 +195,13 @@ def _echo_phrase(query: str) -> str:
 
 
 def _first_person(statement: str) -> str:
-    """A remembered statement ('Signed up for a pottery course') as the user says it."""
-    clause = _CLAUSE_END.split(statement.strip().rstrip("."), maxsplit=1)[0]
+    """A remembered statement ('Signed up for a pottery course') as the user says it.
+
+    Its first clause long enough to state something: a statement said with a lead-in
+    ("Hmm, ...", "Since you ask, ...") is the clause after it, not the lead-in.
+    """
+    pieces = _CLAUSE_END.split(statement.strip().rstrip("."))
+    clause = next((p for p in pieces if len(p.split()) >= _STATEMENT_WORDS), max(pieces, key=len))
     tokens = clause.split()
     tokens = [_PRONOUNS.get(t.lower(), t) for t in tokens]
     lead: list[str] = []
