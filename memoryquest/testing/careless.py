@@ -246,6 +246,7 @@ class CarelessChatBackend(SimulatedChatBackend):
         self.wordings = tuple((corpus or load_corpus())[fault])
         self.injections: list[Injection] = []
         self._next_wording = 0
+        self._uses: Counter[str] = Counter()
         writers: dict[Fault, tuple[str, Callable[[dict[str, Any], dict[str, Any]], None]]] = {
             Fault.FORESHADOW: (DialogueInputs.template_id, self._news_sentence),
             Fault.ANNOUNCE: (DialogueInputs.template_id, self._news_sentence),
@@ -265,12 +266,17 @@ class CarelessChatBackend(SimulatedChatBackend):
         return replace(result, text=json.dumps(answer, ensure_ascii=False))
 
     def _wording(self, usable: Callable[[Wording], bool] = lambda w: True) -> Wording | None:
-        for _ in range(len(self.wordings)):
-            wording = self.wordings[self._next_wording % len(self.wordings)]
-            self._next_wording += 1
-            if usable(wording):
-                return wording
-        return None
+        """The next usable wording in turn, the least used first: a wording that can only be
+        used now and then (one that needs a number to change) still gets its share."""
+        count = len(self.wordings)
+        in_turn = [self.wordings[(self._next_wording + k) % count] for k in range(count)]
+        candidates = [w for w in in_turn if usable(w)]
+        if not candidates:
+            return None
+        wording = min(candidates, key=lambda w: self._uses[w.id])
+        self._next_wording = self.wordings.index(wording) + 1
+        self._uses[wording.id] += 1
+        return wording
 
     def _record(
         self, wording: Wording, location: dict[str, Any], planted: str, values: dict[str, str]
