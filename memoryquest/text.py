@@ -162,10 +162,12 @@ _SELF_LATER = re.compile(
     rf"|\b(?:i|we)(?:'ll| will| am going to|'m going to| am about to|'m about to)\b|{_TIME_TO_COME}",
     re.IGNORECASE,
 )
-# A pronoun that points back ("that", "it", "this"), not a determiner of time ("this evening").
+# A pronoun that points back ("that", "it", "this"), not a determiner of time ("this evening"),
+# among the first words of its clause: what the clause is about. Deep in a clause ("... and don't
+# have it until May ahead of a trip") it is that clause's own object.
 _POINTS_BACK = re.compile(
-    r"\b(?:that|it|this|these|those)\b(?!\s+(?:morning|afternoon|evening|night|week|weekend|"
-    r"month|year|time|one|spring|summer|autumn|fall|winter))",
+    r"^(?:\S+\s+){0,4}?(?:that|it|this|these|those)\b(?!\s+(?:morning|afternoon|evening|night|"
+    r"week|weekend|month|year|time|one|spring|summer|autumn|fall|winter))",
     re.IGNORECASE,
 )
 _FRAME_WORDS_MAX = 10  # a frame before the news is short; a news item with a date in it is not

@@ -235,7 +235,14 @@ def test_a_told_thing_tied_to_the_users_later_occasion_is_found(sentence: str) -
     assert later_occasion(sentence) is not None
 
 
-@pytest.mark.parametrize("sentence", PLAIN)
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        *PLAIN,
+        # news with a date to come, its "it" the clause's own object (the simulator said this)
+        "I sent my passport off and don't have it until May 25 ahead of a trip to Rome.",
+    ],
+)
 def test_plain_sentences_tie_nothing_to_a_later_occasion(sentence: str) -> None:
     """A plan ("I'll book the ferry next week"), a habit ("When I travel, I pack light") or a
     reply is not a pointer: nothing told is pointed back at."""
