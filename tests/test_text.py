@@ -259,4 +259,4 @@ def test_ordinary_prose_hardly_ever_ties_to_a_later_occasion() -> None:
                 if len(text.split()) >= 4:
                     sentences.update(split_sentences(text))
     flagged = [s for s in sentences if later_occasion(s)]
-    assert len(flagged) <= 0.01 * len(sentences), (len(flagged), flagged[:20])
+    assert len(flagged) <= 0.01 * len(sentences), (len(flagged), flagged[:20])  # measured: 39
