@@ -145,6 +145,58 @@ _KEPT_FOR_LATER = re.compile(
 )
 
 
+# --- the user's own later occasion ---------------------------------------------------------------
+# A forward pointer has a shape whatever its words: the speaker's own later occasion (a time
+# clause with "I" or "we", a future of their own, or a time still to come) next to a pronoun
+# that points back at what was just told ("... that will matter once I ..."), or opening the
+# sentence as a short frame before the news ("Ahead of X, ...", "Before I ..., ..."). Built from
+# grammar words only: subordinators of time, future auxiliaries, pronouns and time adverbs.
+_TIME_TO_COME = (
+    r"\b(?:later|soon|eventually|someday|upcoming|coming up|in the future|(?<!go )ahead|"
+    r"down the (?:line|road)|next (?:week|month|year)|(?:this|next) (?:spring|summer|"
+    r"autumn|fall|winter|year))\b"
+)
+_LATER_TIME = re.compile(_TIME_TO_COME, re.IGNORECASE)
+_SELF_LATER = re.compile(
+    r"\b(?:when|once|whenever|before|after|until|till|by the time|as soon as)\s+(?:i|we)\b"
+    rf"|\b(?:i|we)(?:'ll| will| am going to|'m going to| am about to|'m about to)\b|{_TIME_TO_COME}",
+    re.IGNORECASE,
+)
+# A pronoun that points back ("that", "it", "this"), not a determiner of time ("this evening"),
+# among the first words of its clause: what the clause is about. Deep in a clause ("... and don't
+# have it until May ahead of a trip") it is that clause's own object.
+_POINTS_BACK = re.compile(
+    r"^(?:\S+\s+){0,4}?(?:that|it|this|these|those)\b(?!\s+(?:morning|afternoon|evening|night|"
+    r"week|weekend|month|year|time|one|spring|summer|autumn|fall|winter))",
+    re.IGNORECASE,
+)
+_FRAME_WORDS_MAX = 10  # a frame before the news is short; a news item with a date in it is not
+
+
+def later_occasion(sentence: str) -> str | None:
+    """The words with which a user's ``sentence`` ties what was told to their own later
+    occasion, or None: a clause with a pronoun pointing back and a later occasion of the
+    speaker's ("that'll shape what I choose when the time comes"), or a short opening clause
+    that names a time still to come before the rest ("Ahead of the big move next month, ...").
+
+    Meant for the user's turns: an assistant saying what it will do ("I'll book it") is no
+    pointer.
+    """
+    pieces = clauses(sentence)
+    for piece in pieces:
+        later = _SELF_LATER.search(piece)
+        if later is not None and _POINTS_BACK.search(piece):
+            return piece
+    opening = pieces[0] if len(pieces) > 1 else ""
+    if (
+        3 <= len(opening.split()) <= _FRAME_WORDS_MAX
+        and _LATER_TIME.search(opening)
+        and not _POINTS_BACK.search(opening)
+    ):
+        return opening
+    return None
+
+
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters, digits, inner apostrophes)."""
     return _WORD.findall(text.casefold().replace("\u2019", "'"))
@@ -198,6 +250,22 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         spans.append((start, start + len(sentence)))
         position = start + len(sentence)
     return spans
+
+
+# Where a clause ends inside a sentence: a comma, semicolon, colon, dash or bracket (not the
+# comma of "4,000" nor the colon of "9:30").
+_CLAUSE_BREAK = re.compile(r"\s*(?:[,:](?!\d)|[;()\[\]\u2014\u2013]|\s-\s)\s*")
+
+
+def clauses(text: str) -> list[str]:
+    """The stretches of ``text`` between punctuation that sets a clause off (comma, semicolon,
+    colon, dash, bracket, sentence end): the smallest pieces a sentence adds one by one."""
+    return [
+        piece.strip()
+        for sentence in split_sentences(text)
+        for piece in _CLAUSE_BREAK.split(sentence)
+        if piece.strip(" .!?")
+    ]
 
 
 _LEAD_IN = re.compile(r"^[^:.!?]{1,60}:\s+(?=\S)")

@@ -16,7 +16,9 @@ from memoryquest.generation.ledger import (
     contradiction,
     date_bands,
     ledger_for,
+    restates,
     said_sentence,
+    told_clauses,
 )
 from memoryquest.settings import GenerationSettings
 from memoryquest.stages.dialogues import expand_dialogues
@@ -141,3 +143,27 @@ def test_a_session_that_takes_back_a_fact_in_force_is_a_contradiction() -> None:
     # The same words said by the assistant are not the user's word.
     turns[0], turns[1] = session.turns[0], Turn(role=Role.ASSISTANT, content=taken_back)
     assert contradiction(session.model_copy(update={"turns": turns}), ledger) is None
+
+
+def test_taking_back_the_clause_a_fact_was_told_in_is_a_contradiction() -> None:
+    """A fact told with a consequence: taking back its main clause alone says too few of the
+    whole sentence's words, but most of the clause's."""
+    session = next(s for s in generated().dataset.sessions if s.reference_id is None)
+    told = (
+        "Started eating red meat again to build up strength after surgery, which now makes "
+        "dinners out with colleagues and long lunches at the steakhouse easier"
+    )
+    assert told_clauses(told) == [
+        "Started eating red meat again to build up strength after surgery"
+    ]
+    ledger = Ledger((LedgerFact(dt.date(2024, 1, 5), told, None),), ())
+    taken_back = (
+        "Honestly I never started eating red meat again to build up strength after surgery."
+    )
+    assert not restates(taken_back, told) and restates(taken_back, told, by_clause=True)
+    turns = [*session.turns]
+    turns[0] = Turn(role=Role.USER, content=f"{turns[0].content} {taken_back}")
+    clash = contradiction(session.model_copy(update={"turns": turns}), ledger)
+    assert clash is not None and "2024-01-05" in clash
+    # A short clause, or one that comments on the one before, states nothing of its own.
+    assert told_clauses("I walk, so it takes longer, which means fewer outings on weekdays") == []

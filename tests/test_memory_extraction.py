@@ -15,6 +15,7 @@ from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.memory.extraction import (
+    added_words,
     build_memory,
     check_answer,
     extraction_request,
@@ -22,6 +23,7 @@ from memoryquest.memory.extraction import (
     numbered_sentences,
     quote_support,
     shown_names,
+    unsupported_clause,
     with_fids,
 )
 from memoryquest.memory.extraction_contracts import ExtractedFact, ExtractionAnswer
@@ -276,3 +278,23 @@ async def test_a_fact_its_quoted_sentence_does_not_say_is_caught(client: ModelCl
     )
     mutated = await quote_support(changes, batch, client)
     assert [k for k, cosine in mutated.items() if cosine < floor] == [swapped]
+
+
+async def test_a_fact_with_a_clause_the_user_never_said_is_caught(client: ModelClient) -> None:
+    """Every fact of a real answer is said by its turns clause by clause; the same fact with a
+    clause of its own words added is caught, though the clause adds only two words to the fact
+    (within ``fact_added_words_max``)."""
+    persona = user0_persona()
+    batch = user0_history(persona)[:2]
+    answer = with_fids(await client.complete(extraction_request([], batch, 0)), {})
+    changes, _ = check_answer(answer, batch, set())
+    assert changes and all(unsupported_clause(change, batch) is None for change in changes)
+    added = dataclasses.replace(
+        changes[0], info=changes[0].info.rstrip(".") + ", so presumably tall"
+    )
+    assert unsupported_clause(added, batch) == "so presumably tall"
+    limit = GenerationSettings().fact_added_words_max
+    assert len(added_words(added, batch)) <= limit
+    # A clause that repeats the turn's own words is no addition.
+    retold = dataclasses.replace(changes[0], info=changes[0].info + ", " + changes[0].info)
+    assert unsupported_clause(retold, batch) is None

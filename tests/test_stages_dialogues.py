@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from memoryquest.contracts import EventKind, RejectionReason, Role, Session
-from memoryquest.generation.ledger import SaidLedger, said_sentence
+from memoryquest.generation.ledger import SaidLedger, restates, said_sentence, told_clauses
 from memoryquest.ids import make_id
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
@@ -357,8 +357,14 @@ def test_a_sentence_too_close_to_the_request_is_a_leak(reference_case: tuple) ->
             RejectionReason.FORESHADOW,
         ),
         (Role.USER, "On a different note, I changed jobs in spring.", RejectionReason.MARKED),
+        # A user tying what they tell to their own later occasion, in no idiom of the lists.
+        (
+            Role.USER,
+            "My cousin has a van, and that is how we'll shift things once we move flats.",
+            RejectionReason.FORESHADOW,
+        ),
     ],
-    ids=["assistant-ahead", "assistant-aside", "user-ahead", "user-aside"],
+    ids=["assistant-ahead", "assistant-aside", "user-ahead", "user-aside", "user-later"],
 )
 def test_any_turn_that_marks_itself_or_points_ahead_is_refused(
     reference_case: tuple, role: Role, added: str, reason: RejectionReason
@@ -393,6 +399,20 @@ def test_every_development_example_in_a_real_conversation_is_refused(
     marked.turns[turn] = f"{marked.turns[turn]} {added}"
     checked = check_dialogue(marked, persona, q, event, GenerationSettings())
     assert checked.session is None and checked.reason is reason, checked.problems
+
+
+def test_an_assistant_saying_what_it_will_do_later_points_nowhere(reference_case: tuple) -> None:
+    """The user's later occasion is the user's: an assistant promising to act is no pointer."""
+    persona, q, event, draft, session = reference_case
+    turn = next(i for i, t in enumerate(session.turns) if t.role is Role.ASSISTANT)
+    promised = draft.model_copy(deep=True)
+    promised.turns[turn] = f"{promised.turns[turn]} I'll hold that for you until next week."
+    assert check_dialogue(promised, persona, q, event, GenerationSettings()).session is not None
+    said_by_user = draft.model_copy(deep=True)
+    user_turn = next(i for i, t in enumerate(session.turns) if t.role is Role.USER)
+    said_by_user.turns[user_turn] += " I'll hold that for you until next week."
+    refused = check_dialogue(said_by_user, persona, q, event, GenerationSettings())
+    assert refused.session is None and refused.reason is RejectionReason.FORESHADOW
 
 
 def test_no_kept_turn_marks_itself_or_points_ahead(run: GeneratedRun) -> None:
@@ -443,3 +463,33 @@ async def test_a_reference_told_again_in_another_session_is_caught(run: Generate
     # The cosine alone counts too: at a threshold every sentence reaches, any session retells.
     anything = GenerationSettings(restated_cosine=-1.0)
     assert await restatement(told, [other], client, anything, {}) is not None
+
+
+async def test_a_session_that_retells_only_the_clause_a_reference_is_in_is_caught(
+    run: GeneratedRun,
+) -> None:
+    """The said sentence carries its fact in one clause and a consequence in others; a sentence
+    that retells the clause with words of its own around it says too few of the whole
+    sentence's words, and is caught by its cosine to the clause."""
+    told = next(
+        s
+        for s in run.dataset.sessions
+        if (said := said_sentence(s)) is not None and told_clauses(said)
+    )
+    said = said_sentence(told)
+    assert said is not None
+    clause = told_clauses(said)[0]
+    other = next(
+        s
+        for s in run.dataset.sessions
+        if s.persona_id == told.persona_id and s.session_id != told.session_id
+    )
+    settings, client = GenerationSettings(), simulated_client()
+    assert await restatement(told, [other], client, settings, {}) is None
+    retold = f"As I told you a while back, {clause[0].lower()}{clause[1:]}, and that is the same."
+    assert not restates(retold, said)
+    turns = [*other.turns]
+    turns[0] = turns[0].model_copy(update={"content": f"{turns[0].content} {retold}"})
+    retelling = other.model_copy(update={"turns": turns})
+    found = await restatement(told, [retelling], client, settings, {})
+    assert found is not None and other.session_id in found

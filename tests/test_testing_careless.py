@@ -42,16 +42,12 @@ except ImportError:  # tests/ on sys.path rather than the repository root
 
 T = TypeVar("T")
 USERS = ["user0"]
-# Faults the gates let through more than 5% of, measured on user0 when this was written (the
-# README's careless table has user0,user5). Strict: once a gate catches its fault, the test
-# fails until the mark is taken off.
+# Faults the gates let through more than 5% of, measured on user0 (the README's careless table
+# has user0,user5). Strict: once a gate catches its fault, the test fails until the mark is
+# taken off.
 BELOW_TARGET = {
-    Fault.FORESHADOW: "foreshadow about 64% (user0,user5): forward cues in words of their own "
-    "pass the foreshadow gate",
-    Fault.ANNOUNCE: "announce about 45% (user0,user5): asides in words of their own pass the "
-    "marked gate",
-    Fault.INFERENCE: "inference about 78%: hedged and plain inferences pass the unsupported gate",
-    Fault.CONTRADICTION: "contradiction about 55%: reversals and changed values pass the gates",
+    Fault.ANNOUNCE: "announce 50-60% (user0; 50% on user0,user5): asides in words of their own "
+    "pass the marked gate, and the simulator's own lead-ins have their shape",
 }
 
 

@@ -11,8 +11,10 @@ from memoryquest.text import (
     ANNOUNCEMENTS,
     FORWARD_CUES,
     announcement,
+    clauses,
     document_formatting,
     forward_cue,
+    later_occasion,
     split_sentences,
     without_lead_in,
 )
@@ -200,3 +202,61 @@ def test_plain_chat_is_not_formatting() -> None:
         "I'd say a) it is cheap and that's it.",
     ]
     assert [p for p in prose if document_formatting(p)] == []
+
+
+def test_clauses_split_at_the_punctuation_that_sets_a_clause_off() -> None:
+    text = "My bike was stolen, so I walk; it takes longer (a lot) \u2014 fine. Next - then: done!"
+    assert clauses(text) == [
+        "My bike was stolen",
+        "so I walk",
+        "it takes longer",
+        "a lot",
+        "fine.",
+        "Next",
+        "then",
+        "done!",
+    ]
+    assert clauses("well-known, self-made") == ["well-known", "self-made"]
+    assert clauses("I owe R4,000, due at 9:30 PM") == ["I owe R4,000", "due at 9:30 PM"]
+
+
+# The user's own later occasion, tied to what was just told: written for this test, in shapes
+# (a pronoun pointing back beside a time of the user's to come, or a short frame naming one).
+LATER_OCCASION = [
+    "My sister keeps the spare key, and that could be useful once we sort the holiday lets.",
+    "This is the reason I'll be picking a ground-floor flat.",
+    "Ahead of the marathon next spring, my physio has me on two runs a week.",
+    "I drive an old hatchback; it decides a lot when I look at roof boxes.",
+]
+
+
+@pytest.mark.parametrize("sentence", LATER_OCCASION)
+def test_a_told_thing_tied_to_the_users_later_occasion_is_found(sentence: str) -> None:
+    assert later_occasion(sentence) is not None
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        *PLAIN,
+        # news with a date to come, its "it" the clause's own object (the simulator said this)
+        "I sent my passport off and don't have it until May 25 ahead of a trip to Rome.",
+    ],
+)
+def test_plain_sentences_tie_nothing_to_a_later_occasion(sentence: str) -> None:
+    """A plan ("I'll book the ferry next week"), a habit ("When I travel, I pack light") or a
+    reply is not a pointer: nothing told is pointed back at."""
+    assert later_occasion(sentence) is None
+
+
+def test_ordinary_prose_hardly_ever_ties_to_a_later_occasion() -> None:
+    root = Path(__file__).resolve().parent.parent / "personas" / "personalens"
+    sentences: set[str] = set()
+    for path in sorted(root.glob("profile/*/*.json")) + sorted(root.glob("task/*/task.jsonl")):
+        lines = path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]
+        for line in filter(str.strip, lines):
+            for text in _strings(json.loads(line)):
+                if len(text.split()) >= 4:
+                    sentences.update(split_sentences(text))
+    flagged = [s for s in sentences if later_occasion(s)]
+    assert len(flagged) <= 0.01 * len(sentences), (len(flagged), flagged[:20])  # measured: 39

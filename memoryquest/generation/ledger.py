@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memoryquest.contracts import Query, Role, Session, Timeline, TimelineEvent
-from memoryquest.text import content_stems, split_sentences
+from memoryquest.text import clauses, content_stems, split_sentences
 
 # How much of the ledger a prompt shows: the latest references in force, the latest earlier events.
 SHOWN_FACTS = 6
@@ -37,6 +37,14 @@ SHOWN_EVENTS = 2
 # and at least this share of them.
 RESTATED_WORDS = 3
 RESTATED_SHARE = 0.6
+# A clause of a fact is held to the same rule when it has at least this many content words.
+RESTATED_CLAUSE_WORDS = 5
+# A clause that opens (after a conjunction and up to two words) with a pronoun pointing back
+# comments on the clause before it rather than stating a fact.
+_COMMENT = re.compile(
+    r"^(?:(?:and|so|but|or)\s+)?(?:[\w'-]+\s+){0,2}?(?:which|that|this|it|these|those)\b",
+    re.IGNORECASE,
+)
 NEGATION = re.compile(
     r"\b(?:not|never|no|none|nothing|nobody|no longer|n't|cannot|stopped|quit|gave up)\b|n't\b",
     re.IGNORECASE,
@@ -223,12 +231,33 @@ class SaidLedger:
                 event.set()
 
 
-def restates(sentence: str, fact: str) -> bool:
+def restates(sentence: str, fact: str, *, by_clause: bool = False) -> bool:
     """Does ``sentence`` say ``fact`` again: at least ``RESTATED_WORDS`` of its content words
-    (stemmed), and at least ``RESTATED_SHARE`` of them?"""
-    stated = content_stems(fact)
-    shared = content_stems(sentence) & stated
-    return len(shared) >= max(RESTATED_WORDS, RESTATED_SHARE * len(stated))
+    (stemmed), and at least ``RESTATED_SHARE`` of them? With ``by_clause``, as many of one of
+    its :func:`told_clauses` is enough.
+    """
+    said = content_stems(sentence)
+    stated = [fact, *(told_clauses(fact) if by_clause else ())]
+    for words in map(content_stems, stated):
+        if len(said & words) >= max(RESTATED_WORDS, RESTATED_SHARE * len(words)):
+            return True
+    return False
+
+
+def told_clauses(fact: str) -> list[str]:
+    """The clauses of ``fact`` that state something of their own: at least
+    ``RESTATED_CLAUSE_WORDS`` content words, and not a comment on what came before (opened by
+    a pronoun that points back: "which ...", "and that ...", "a change that ...").
+
+    A fact is often told with a consequence or an aside ("..., which leaves money tight");
+    retelling its main clause alone tells the fact again, though it says few of the words
+    the whole sentence has.
+    """
+    return [
+        clause
+        for clause in clauses(fact)
+        if not _COMMENT.match(clause) and len(content_stems(clause)) >= RESTATED_CLAUSE_WORDS
+    ]
 
 
 def contradiction(session: Session, ledger: Ledger) -> str | None:
@@ -246,7 +275,7 @@ def contradiction(session: Session, ledger: Ledger) -> str | None:
         for sentence in split_sentences(turn.content):
             negated = NEGATION.search(sentence) is not None
             for fact in ledger.facts:
-                if restates(sentence, fact.text) and negated != (
+                if restates(sentence, fact.text, by_clause=True) and negated != (
                     NEGATION.search(fact.text) is not None
                 ):
                     return (
@@ -266,4 +295,5 @@ __all__ = [
     "ledger_for",
     "restates",
     "said_sentence",
+    "told_clauses",
 ]

@@ -54,7 +54,7 @@ from memoryquest.memory.extraction_contracts import (
 )
 from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
-from memoryquest.text import content_stems, sentence_spans
+from memoryquest.text import clauses, content_stems, sentence_spans
 
 STAGE = Stage.MEMORY
 NEW_PREFIX = "NEW_"
@@ -416,6 +416,11 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
                     f"{label}: adds what the user did not say ({', '.join(sorted(added))}; "
                     f"max {settings.fact_added_words_max} words not in its turns)"
                 )
+            elif (clause := unsupported_clause(change, batch)) is not None:
+                problems.append(
+                    f"{label}: adds a clause the user did not say ({clause!r}: most of its "
+                    "content words are in none of its turns)"
+                )
             else:
                 kept.append(change)
         return kept, problems
@@ -435,14 +440,36 @@ class _ExtractionJob(Regeneration[Sequence[Session], ExtractionAnswer, list[Fact
         )
 
 
-def added_words(change: FactChange, batch: Sequence[Session]) -> set[str]:
-    """The fact's content words (stemmed) that none of its cited turns says: an inference added."""
+def _said_stems(change: FactChange, batch: Sequence[Session]) -> set[str]:
+    """The content words (stemmed) of the turns a fact cites."""
     sessions = {s.session_id: s for s in batch}
     said: set[str] = set()
     for session_id, turns in change.evidence.items():
         for turn in turns:
             said.update(content_stems(sessions[session_id].turns[turn].content))
-    return set(content_stems(change.info)) - said
+    return said
+
+
+def added_words(change: FactChange, batch: Sequence[Session]) -> set[str]:
+    """The fact's content words (stemmed) that none of its cited turns says: an inference added."""
+    return set(content_stems(change.info)) - _said_stems(change, batch)
+
+
+def unsupported_clause(change: FactChange, batch: Sequence[Session]) -> str | None:
+    """The first clause of the fact most of whose content words none of its cited turns says,
+    or None.
+
+    A few words of a paraphrase's own are spread over a fact; an inference comes as a clause
+    of its own ("..., so they are probably X"), whose words the user never used. Counted over
+    the whole fact those are few; counted in their clause they are most of it.
+    """
+    said = _said_stems(change, batch)
+    for clause in clauses(change.info):
+        stems = content_stems(clause)
+        added = stems - said
+        if added and 2 * len(added) >= len(stems):
+            return clause
+    return None
 
 
 async def quote_support(

@@ -62,6 +62,7 @@ from memoryquest.generation.ledger import (
     contradiction,
     restates,
     said_sentence,
+    told_clauses,
 )
 from memoryquest.generation.regeneration import Regeneration, Round, regenerate
 from memoryquest.ids import make_id
@@ -75,7 +76,13 @@ from memoryquest.stages.dialogues_contracts import (
     NewsSaid,
 )
 from memoryquest.stages.review import SessionReviewer
-from memoryquest.text import document_formatting, normalise_text, sentence_spans, split_sentences
+from memoryquest.text import (
+    document_formatting,
+    later_occasion,
+    normalise_text,
+    sentence_spans,
+    split_sentences,
+)
 
 STAGE = Stage.DIALOGUES
 
@@ -230,8 +237,9 @@ def reference_said(draft: DialogueDraft, query: Query, event: TimelineEvent) -> 
 
 
 def marked_turn(turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
-    """The first sentence of any turn that points ahead or announces itself, with the reason,
-    or None.
+    """The first sentence of any turn that points ahead or announces itself, or of a user turn
+    that ties what it tells to the user's own later occasion
+    (:func:`~memoryquest.text.later_occasion`), with the reason, or None.
 
     Every turn is held to this, the user's and the assistant's, whatever news it tells: a
     model cannot tell the items apart, and if only references were said plainly, "by the way"
@@ -239,9 +247,15 @@ def marked_turn(turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
     """
     for index, turn in enumerate(turns):
         for sentence in split_sentences(turn.content):
-            problem = marker_problem(sentence, f"turn {index} ({turn.role.value})")
+            what = f"turn {index} ({turn.role.value})"
+            problem = marker_problem(sentence, what)
             if problem is not None:
                 return problem
+            if turn.role is Role.USER and (later := later_occasion(sentence)) is not None:
+                return (
+                    RejectionReason.FORESHADOW,
+                    f"{what} ties what it tells to a later occasion ({later!r}): {sentence!r}",
+                )
     return None
 
 
@@ -365,19 +379,20 @@ async def _first_restated(
     vectors: dict[str, np.ndarray],
 ) -> str | None:
     """The first pair whose second sentence restates the first (a reference as said): cosine at
-    ``restated_cosine`` or above, or most of its content words
+    ``restated_cosine`` or above to it or to one of its
+    :func:`~memoryquest.generation.ledger.told_clauses`, or most of its content words
     (:func:`~memoryquest.generation.ledger.restates`)."""
     if not pairs:
         return None
-    missing = list(dict.fromkeys(t for pair in pairs for t in pair[:2] if t not in vectors))
+    # Each said sentence, and each clause of it that states something of its own: a sentence
+    # that retells the clause the fact is in retells the fact, whatever it adds around it.
+    told = {said: [said, *told_clauses(said)] for said, _, _ in pairs}
+    texts = [t for said, sentence, _ in pairs for t in (*told[said], sentence)]
+    missing = list(dict.fromkeys(t for t in texts if t not in vectors))
     if missing:
         vectors.update(zip(missing, await client.embed(missing, stage=STAGE), strict=True))
-    cosines = np.einsum(
-        "ij,ij->i",
-        np.stack([vectors[said] for said, _, _ in pairs]),
-        np.stack([vectors[sentence] for _, sentence, _ in pairs]),
-    )
-    for (said, sentence, where), cosine in zip(pairs, cosines.tolist(), strict=True):
+    for said, sentence, where in pairs:
+        cosine = max(float(vectors[part] @ vectors[sentence]) for part in told[said])
         if cosine >= settings.restated_cosine or restates(sentence, said):
             return (
                 f"{said!r}, a reference as said, is told again in session {where} "

@@ -129,6 +129,7 @@ _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
 _LEDGER_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}: (?P<said>.+?)(?: \(until [^)]*\))?$")
 # Where a remembered statement's main clause ends and its commentary begins.
 _CLAUSE_END = re.compile(r",\s|\s[\u2014\u2013-]\s|;\s|\swhich\s")
+_STATEMENT_WORDS = 5  # a clause shorter than this is taken for a lead-in, not the statement
 # Words a request is made of that say nothing about its subject (this double's own short list).
 _FILLER_TEXT = """a an the and or but for to of in on at by with from about into over than then so as
     is are be been am was were do does did have has had can could would will shall should may
@@ -194,8 +195,13 @@ def _echo_phrase(query: str) -> str:
 
 
 def _first_person(statement: str) -> str:
-    """A remembered statement ('Signed up for a pottery course') as the user says it."""
-    clause = _CLAUSE_END.split(statement.strip().rstrip("."), maxsplit=1)[0]
+    """A remembered statement ('Signed up for a pottery course') as the user says it.
+
+    Its first clause long enough to state something: a statement said with a lead-in
+    ("Hmm, ...", "Since you ask, ...") is the clause after it, not the lead-in.
+    """
+    pieces = _CLAUSE_END.split(statement.strip().rstrip("."))
+    clause = next((p for p in pieces if len(p.split()) >= _STATEMENT_WORDS), max(pieces, key=len))
     tokens = clause.split()
     tokens = [_PRONOUNS.get(t.lower(), t) for t in tokens]
     lead: list[str] = []
@@ -240,6 +246,7 @@ class CarelessChatBackend(SimulatedChatBackend):
         self.wordings = tuple((corpus or load_corpus())[fault])
         self.injections: list[Injection] = []
         self._next_wording = 0
+        self._uses: Counter[str] = Counter()
         writers: dict[Fault, tuple[str, Callable[[dict[str, Any], dict[str, Any]], None]]] = {
             Fault.FORESHADOW: (DialogueInputs.template_id, self._news_sentence),
             Fault.ANNOUNCE: (DialogueInputs.template_id, self._news_sentence),
@@ -259,12 +266,17 @@ class CarelessChatBackend(SimulatedChatBackend):
         return replace(result, text=json.dumps(answer, ensure_ascii=False))
 
     def _wording(self, usable: Callable[[Wording], bool] = lambda w: True) -> Wording | None:
-        for _ in range(len(self.wordings)):
-            wording = self.wordings[self._next_wording % len(self.wordings)]
-            self._next_wording += 1
-            if usable(wording):
-                return wording
-        return None
+        """The next usable wording in turn, the least used first: a wording that can only be
+        used now and then (one that needs a number to change) still gets its share."""
+        count = len(self.wordings)
+        in_turn = [self.wordings[(self._next_wording + k) % count] for k in range(count)]
+        candidates = [w for w in in_turn if usable(w)]
+        if not candidates:
+            return None
+        wording = min(candidates, key=lambda w: self._uses[w.id])
+        self._next_wording = self.wordings.index(wording) + 1
+        self._uses[wording.id] += 1
+        return wording
 
     def _record(
         self, wording: Wording, location: dict[str, Any], planted: str, values: dict[str, str]
