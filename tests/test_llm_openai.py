@@ -753,3 +753,27 @@ async def test_recorded_answers_are_replayed_without_hints(
     answered = [r for r in replay.log if r.status == 200]
     assert len(answered) == len(words) + 1
     assert all(r.answered >= r.arrived + 0.01 for r in answered)
+
+
+async def test_a_replayed_embedding_batch_need_not_match_the_recorded_one(
+    prompts_dir: Path, tmp_path: Path, clean_settings_env: pytest.MonkeyPatch
+) -> None:
+    """A pipeline groups texts for embedding as they come, so a replay sees batches the
+    recording never did: each text gets the vector it was recorded with, in any batch."""
+    with FakeOpenAIServer(record=True) as recorder:
+        settings = make_settings(recorder, tmp_path / "record", endpoint={"server": "openai"})
+        client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
+        recorded = await client.embed(["one sentence", "another one"], stage="embed")
+        await client.aclose()
+        recording = dict(recorder.recording or {})
+    with ReplayOpenAIServer(recording) as replay:
+        settings = make_settings(
+            replay, tmp_path / "replay", endpoint={"simulator_hints": False, "server": "openai"}
+        )
+        client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
+        try:
+            alone = await client.embed(["another one"], stage="embed")
+        finally:
+            await client.aclose()
+    assert np.allclose(alone[0], recorded[1])
+    assert (replay.misses, replay.recomputed) == (0, 1)

@@ -108,6 +108,10 @@ TemplateAnswer = Callable[[dict[str, Any], str], Any]
 """A test's answer to one template: (the request's variables, its model) -> JSON-ready reply or None."""
 
 
+EMBEDDING_DIMENSION = 256
+"""The fake servers' vector length when a request names none."""
+
+
 class FaultKind(StrEnum):
     RATE_LIMIT = "rate_limit"  # 429 with Retry-After, no quota headers (a busy server: noise)
     QUOTA = "quota"  # 429 with x-ratelimit-remaining-requests: 0 and Retry-After (a spent quota)
@@ -485,7 +489,7 @@ class FakeOpenAIServer(LoopbackServer):
         latency: float = 0.0,
         requests_per_minute: float | None = None,
         seed: int = 0,
-        embedding_dimension: int = 256,
+        embedding_dimension: int = EMBEDDING_DIMENSION,
         supports_json_schema: bool = True,
         supports_json_object: bool = True,
         api_key: str | None = None,
@@ -906,30 +910,10 @@ class FakeOpenAIServer(LoopbackServer):
             )
         self._admit(entry, headers, "embeddings")
         self._sleep(self.latency)
-        as_base64 = body.get("encoding_format") == "base64"
-        dimension = int(body.get("dimensions") or self.embedding_dimension)
-        data = []
-        for index, text in enumerate(texts):
-            vector = hashed_embedding(text, dimension)
-            encoded: Any = (
-                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
-                if as_base64
-                else vector
-            )
-            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        answer = embeddings_answer(body, texts, self.embedding_dimension)
         if self.shuffle_embeddings:
-            data.reverse()
-        tokens = token_counter(body["model"]).count_many(texts)
-        return (
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "model": body["model"],
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            },
-            {},
-        )
+            answer["data"].reverse()
+        return 200, answer, {}
 
     def _refused(
         self, headers: dict[str, str], *, status: int = 401, echo: bool | None = None
@@ -1425,6 +1409,29 @@ def _parse_multipart(
     return fields, upload
 
 
+def embeddings_answer(body: dict[str, Any], texts: list[str], dimension: int) -> dict[str, Any]:
+    """The answer to an embeddings request for ``texts``: each text's hashed vector (the same
+    for a text whatever batch it comes in), as floats or base64 as the request asks."""
+    as_base64 = body.get("encoding_format") == "base64"
+    dimension = int(body.get("dimensions") or dimension)
+    data = []
+    for index, text in enumerate(texts):
+        vector = hashed_embedding(text, dimension)
+        encoded: Any = (
+            base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+            if as_base64
+            else vector
+        )
+        data.append({"object": "embedding", "index": index, "embedding": encoded})
+    tokens = token_counter(body["model"]).count_many(texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": body["model"],
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
 def request_key(path: str, body: bytes) -> str:
     """A request's key in a recording: its path and its body, byte for byte."""
     digest = hashlib.blake2b(path.encode("utf-8"), digest_size=16)
@@ -1465,12 +1472,15 @@ class ReplayOpenAIServer(LoopbackServer):
         *,
         latency: float = 0.0,
         requests_per_minute: float | None = None,
+        embedding_dimension: int = EMBEDDING_DIMENSION,
     ) -> None:
         self.recording = recording
+        self.embedding_dimension = embedding_dimension
         self.latency = latency
         self.rate_limit = _RateLimit(requests_per_minute) if requests_per_minute else None
         self.log: list[ReplayedRequest] = []
         self.misses = 0
+        self.recomputed = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -1489,12 +1499,29 @@ class ReplayOpenAIServer(LoopbackServer):
         if self.latency > 0:
             self._stopping.wait(self.latency)
         found = self.recording.get(request_key(path, body))
+        if found is None and path.endswith("/embeddings"):
+            found = self._embeddings_again(body)
         if found is None:
             with self._lock:
                 self.misses += 1
             error = _error_body(f"no recorded answer for this {path} request", "not_recorded")
             return 500, json.dumps(error).encode("utf-8"), {}
         return 200, found, {}
+
+    def _embeddings_again(self, body: bytes) -> bytes | None:
+        """An embeddings request batched otherwise than when recorded (the pipeline groups texts
+        as they come): answered as the recording server did, since a text's vector does not
+        depend on its batch; counted in ``recomputed``."""
+        try:
+            request = json.loads(body)
+            texts = request["input"]
+            texts = [texts] if isinstance(texts, str) else list(texts)
+            answer = embeddings_answer(request, texts, self.embedding_dimension)
+        except (ValueError, KeyError, TypeError):
+            return None
+        with self._lock:
+            self.recomputed += 1
+        return json.dumps(answer).encode("utf-8")
 
 
 _MODELS_ANSWER = json.dumps(
