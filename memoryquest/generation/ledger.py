@@ -24,6 +24,7 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -253,11 +254,17 @@ def told_clauses(fact: str) -> list[str]:
     retelling its main clause alone tells the fact again, though it says few of the words
     the whole sentence has.
     """
-    return [
+    return list(_told_clauses(fact))
+
+
+@lru_cache(maxsize=65_536)
+def _told_clauses(fact: str) -> tuple[str, ...]:
+    # Every check of a new conversation asks again for the clauses of the same earlier sentences.
+    return tuple(
         clause
         for clause in clauses(fact)
         if not _COMMENT.match(clause) and len(content_stems(clause)) >= RESTATED_CLAUSE_WORDS
-    ]
+    )
 
 
 def contradiction(session: Session, ledger: Ledger) -> str | None:

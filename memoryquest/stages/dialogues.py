@@ -386,7 +386,7 @@ async def _first_restated(
         return None
     # Each said sentence, and each clause of it that states something of its own: a sentence
     # that retells the clause the fact is in retells the fact, whatever it adds around it.
-    told = {said: [said, *told_clauses(said)] for said, _, _ in pairs}
+    told = {said: [said, *told_clauses(said)] for said in dict.fromkeys(s for s, _, _ in pairs)}
     texts = [t for said, sentence, _ in pairs for t in (*told[said], sentence)]
     missing = list(dict.fromkeys(t for t in texts if t not in vectors))
     if missing:
