@@ -391,8 +391,16 @@ async def _first_restated(
     missing = list(dict.fromkeys(t for t in texts if t not in vectors))
     if missing:
         vectors.update(zip(missing, await client.embed(missing, stage=STAGE), strict=True))
-    for said, sentence, where in pairs:
-        cosine = max(float(vectors[part] @ vectors[sentence]) for part in told[said])
+    # One product per said sentence: its parts against every sentence it is paired with.
+    cosines = np.empty(len(pairs))
+    by_said: dict[str, list[int]] = {}
+    for index, (said, _, _) in enumerate(pairs):
+        by_said.setdefault(said, []).append(index)
+    for said, indices in by_said.items():
+        parts = np.stack([vectors[part] for part in told[said]])
+        sentences = np.stack([vectors[pairs[i][1]] for i in indices])
+        cosines[indices] = (sentences @ parts.T).max(axis=1)
+    for (said, sentence, where), cosine in zip(pairs, cosines.tolist(), strict=True):
         if cosine >= settings.restated_cosine or restates(sentence, said):
             return (
                 f"{said!r}, a reference as said, is told again in session {where} "
