@@ -20,13 +20,13 @@ feature at a time and all together, at two levels:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from memoryquest.audit.material import reference_turns
 from memoryquest.contracts import Query, RejectedCandidate, Role, Session, Timeline
+from memoryquest.ids import draw
 
 TURN_FEATURES = ("turn_index", "turns_after")
 SESSION_FEATURES = ("session_turns", "session_news", "event_index", "events_after", "same_domain")
@@ -67,7 +67,7 @@ def turn_units(sessions: Sequence[Session], standing: Set[str]) -> list[Structur
             continue
         others = sorted(
             (i for i, t in enumerate(session.turns) if t.role is Role.USER and i not in marked),
-            key=lambda i: hashlib.sha256(f"{session.session_id}\x1f{i}".encode()).hexdigest(),
+            key=lambda i: draw(session.session_id, i),
         )[: OTHERS_PER_REFERENCE_TURN * len(marked)]
         last = len(session.turns) - 1
         for index in sorted(marked | set(others)):

@@ -40,7 +40,6 @@ candidate, and if none succeeds the stage returns no timeline.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,7 +68,7 @@ from memoryquest.generation.common import (
     task_variables,
 )
 from memoryquest.generation.regeneration import Regeneration, Round, regenerate
-from memoryquest.ids import make_id
+from memoryquest.ids import draw, make_id
 from memoryquest.llm.client import LLMOutputError, ModelClient
 from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import GenerationSettings
@@ -109,11 +108,6 @@ class _Built:
     problems: list[str]
 
 
-def _draw(*parts: object) -> int:
-    """A number fixed by ``parts`` (ids), the same on every run and machine."""
-    return int(hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest(), 16)
-
-
 def filler_domains(persona: Persona, query: Query) -> list[Domain]:
     """The domains of the persona's single-domain tasks (its affinities' when it has none) and of
     the query's references, so that no domain hosts references only; without the query's own:
@@ -141,7 +135,9 @@ def filler_days(
     dates = sorted(r.date for r in references)
     first_day = dates[0] - dt.timedelta(days=settings.lead_days_max)
     window = [first_day + dt.timedelta(days=n) for n in range((query.query_date - first_day).days)]
-    free = [day for day in window if day not in set(dates)] or window
+    taken = set(dates)
+    free = [day for day in window if day not in taken] or window
+    open_days = set(free)
     gap = (
         max(1, round((dates[-1] - dates[0]).days / (len(dates) - 1)))
         if len(dates) > 1
@@ -150,14 +146,14 @@ def filler_days(
     days: list[dt.date] = []
     for n in range(count):
         for attempt in range(64):
-            near = dates[_draw(key, "near", n, attempt) % len(dates)]
-            shift = _draw(key, "shift", n, attempt) % (2 * gap + 1) - gap
+            near = dates[draw(key, "near", n, attempt) % len(dates)]
+            shift = draw(key, "shift", n, attempt) % (2 * gap + 1) - gap
             day = near + dt.timedelta(days=shift)
-            if day in free and day not in days:
+            if day in open_days and day not in days:
                 break
         else:  # a window too crowded for a near day: any free one, in an order drawn per query
             unused = [d for d in free if d not in days] or free
-            day = min(unused, key=lambda d: _draw(key, "day", d.isoformat()))
+            day = min(unused, key=lambda d: draw(key, "day", d.isoformat()))
         days.append(day)
     return days
 
@@ -165,9 +161,10 @@ def filler_days(
 def plan_slots(persona: Persona, query: Query, settings: GenerationSettings) -> list[Slot]:
     """The timeline's slots in date order, each reference's among them, chosen from ids.
 
-    Filler days are drawn near the references' days (:func:`filler_days`); filler domains go round the persona's domains in an order drawn
-    per query; the number of news items is drawn per slot index and the reference's position
-    per reference, so neither depends on which slot carries a reference.
+    Filler days are drawn near the references' days (:func:`filler_days`); filler domains go
+    round the persona's domains in an order drawn per query; the number of news items is drawn
+    per slot index and the reference's position per reference, so neither depends on which
+    slot carries a reference.
     """
     key = query.query_id
     references = sorted(query.references, key=lambda r: r.reference_id)
@@ -177,23 +174,23 @@ def plan_slots(persona: Persona, query: Query, settings: GenerationSettings) -> 
     wanted = min(max(2 * len(references), settings.events_min), settings.events_max)
     count = max(wanted, len(references))
     days = filler_days(query, references, count - len(references), settings)
-    domains = sorted(filler_domains(persona, query), key=lambda d: _draw(key, "domain", d.value))
+    domains = sorted(filler_domains(persona, query), key=lambda d: draw(key, "domain", d.value))
     planned: list[tuple[dt.date, Domain, Reference | None, int]] = [
-        (r.date, r.domain, r, _draw(key, "order", r.reference_id)) for r in references
+        (r.date, r.domain, r, draw(key, "order", r.reference_id)) for r in references
     ]
     planned += [
-        (day, domains[n % len(domains)], None, _draw(key, "order", "filler", n))
+        (day, domains[n % len(domains)], None, draw(key, "order", "filler", n))
         for n, day in enumerate(days)
     ]
     planned.sort(key=lambda p: (p[0], p[3]))
     spread_news = settings.news_per_event_max - settings.news_per_event_min + 1
     slots = []
     for index, (date, domain, reference, _) in enumerate(planned):
-        news_count = settings.news_per_event_min + _draw(key, "news", index) % spread_news
+        news_count = settings.news_per_event_min + draw(key, "news", index) % spread_news
         position = (
             None
             if reference is None
-            else _draw(key, "position", reference.reference_id) % news_count
+            else draw(key, "position", reference.reference_id) % news_count
         )
         slots.append(
             Slot(
