@@ -386,16 +386,16 @@ async def _first_restated(
         return None
     # Each said sentence, and each clause of it that states something of its own: a sentence
     # that retells the clause the fact is in retells the fact, whatever it adds around it.
-    told = {said: [said, *told_clauses(said)] for said in dict.fromkeys(s for s, _, _ in pairs)}
+    by_said: dict[str, list[int]] = {}  # each said sentence: the pairs it is in
+    for index, (said, _, _) in enumerate(pairs):
+        by_said.setdefault(said, []).append(index)
+    told = {said: [said, *told_clauses(said)] for said in by_said}
     texts = [t for said, sentence, _ in pairs for t in (*told[said], sentence)]
     missing = list(dict.fromkeys(t for t in texts if t not in vectors))
     if missing:
         vectors.update(zip(missing, await client.embed(missing, stage=STAGE), strict=True))
     # One product per said sentence: its parts against every sentence it is paired with.
     cosines = np.empty(len(pairs))
-    by_said: dict[str, list[int]] = {}
-    for index, (said, _, _) in enumerate(pairs):
-        by_said.setdefault(said, []).append(index)
     for said, indices in by_said.items():
         parts = np.stack([vectors[part] for part in told[said]])
         sentences = np.stack([vectors[pairs[i][1]] for i in indices])
