@@ -189,6 +189,16 @@ class GenerationSettings(Section):
         "with restates it (so does one that says most of its content words): the session is asked "
         "again, then the query rejected as restated.",
     )
+    announcing_probability_max: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="A frame of a sentence that tells news (a lead, a tail, an aside in brackets, "
+        "a short sentence beside it) that the announcing model scores above this speaks about "
+        "the telling ('a bit of news', 'so it's on record'): the conversation is asked again, "
+        "then rejected as 'marked'. 0.6 is about the 98th-99th percentile of the plain "
+        "frames' cross-validated scores; 1 turns the check off.",
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> GenerationSettings:

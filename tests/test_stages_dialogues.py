@@ -15,6 +15,7 @@ from memoryquest.settings import GenerationSettings
 from memoryquest.stages.dialogues import (
     DialogueDraft,
     NewsSaid,
+    announcing_problems,
     check_dialogue,
     dialogue_inputs,
     expand_dialogues,
@@ -44,12 +45,15 @@ def sessions_of(run: GeneratedRun, query_id: str) -> list[Session]:
 
 
 def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
+    """The kept queries' conversations passed every rule at the first attempt; the announcing
+    model, a learned check, may have asked again for a few (at most one in fifty)."""
+    asked_again = []
     for q in run.kept():
         timeline = run.timelines[q.query_id].timeline
         assert timeline is not None
         sessions = sessions_of(run, q.query_id)
         assert len(sessions) == len(timeline.events)
-        assert run.dialogues[q.query_id].rejected == []
+        asked_again.extend(run.dialogues[q.query_id].rejected)
         for event, session in zip(timeline.events, sessions, strict=True):
             assert session.session_id == make_id("session", event.event_id, event.description)
             assert (session.event_id, session.date, session.domain, session.reference_id) == (
@@ -59,6 +63,12 @@ def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
                 event.reference_id,
             )
             assert (session.persona_id, session.query_id) == (q.persona_id, q.query_id)
+    conversations = sum(len(sessions_of(run, q.query_id)) for q in run.kept())
+    assert all(
+        r.reason is RejectionReason.MARKED and "announces the news it tells" in r.detail
+        for r in asked_again
+    ), [r.detail for r in asked_again]
+    assert len(asked_again) * 50 <= conversations, [r.detail for r in asked_again]
 
 
 def test_turns_alternate_within_bounds_about_six_exchanges(run: GeneratedRun) -> None:
@@ -233,6 +243,38 @@ def test_any_news_sentence_that_marks_itself_is_refused(
     draft.turns[0] = draft.turns[0].replace(sentence, rewrite(sentence))
     checked = check_dialogue(draft, persona, q, event, GenerationSettings())
     assert checked.session is None and checked.reason is reason, checked.problems
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        lambda s: "Fresh news from me: " + s[:1].lower() + s[1:],
+        lambda s: s.rstrip(".") + " (thought this was worth passing on).",
+        lambda s: "Some recent news. " + s,
+    ],
+    ids=["lead", "aside", "sentence-beside"],
+)
+async def test_a_news_sentence_framed_as_news_is_refused_by_meaning(
+    reference_case: tuple, frame
+) -> None:
+    """Frames the word rules of :func:`marked_turn` miss (written for this test, not taken
+    from the frames file) are still found: the sentence telling the news is scored by what
+    its frame means."""
+    persona, q, event, draft, session = reference_case
+    settings = GenerationSettings()
+    assert await announcing_problems([(0, event, draft)], settings) == {}
+    span = session.reference_spans[0]
+    sentence = session.turns[span.turn_index].content[span.start : span.end]
+    framed = draft.model_copy(deep=True)
+    framed.turns[span.turn_index] = framed.turns[span.turn_index].replace(sentence, frame(sentence))
+    checked = check_dialogue(framed, persona, q, event, settings)
+    assert checked.session is not None, "the word rules alone let it through"
+    problems = await announcing_problems([(3, event, framed)], settings)
+    assert set(problems) == {3}
+    reason, detail = problems[3]
+    assert reason is RejectionReason.MARKED and f"turn {span.turn_index} (user)" in detail
+    off = settings.model_copy(update={"announcing_probability_max": 1.0})
+    assert await announcing_problems([(3, event, framed)], off) == {}
 
 
 def test_the_prompt_does_not_tell_a_reference_event_from_filler(reference_case: tuple) -> None:

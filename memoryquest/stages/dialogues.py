@@ -49,6 +49,7 @@ from memoryquest.contracts import (
     TimelineEvent,
     Turn,
 )
+from memoryquest.generation.announcing import shared_announcing_check, telling_sentences
 from memoryquest.generation.common import (
     failure_reason,
     final_text_problem,
@@ -257,6 +258,40 @@ def marked_turn(turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
                     f"{what} ties what it tells to a later occasion ({later!r}): {sentence!r}",
                 )
     return None
+
+
+async def announcing_problems(
+    answers: Sequence[tuple[int, TimelineEvent, DialogueDraft]], settings: GenerationSettings
+) -> dict[int, tuple[RejectionReason, str]]:
+    """By position, the first sentence telling one of the event's news whose frame announces
+    it (:mod:`memoryquest.generation.announcing`): one embedding call for the round.
+
+    Every news item is held to it, filler and reference alike, as the model cannot tell
+    them apart; the words of :func:`marked_turn` catch the idioms, this the rest.
+    """
+    if settings.announcing_probability_max >= 1:
+        return {}
+    telling: dict[tuple[int, int], list[str]] = {}
+    for position, event, draft in answers:
+        for item in draft.news_said:
+            turn, news = item.turn_index, item.news_index
+            if 0 <= turn < len(draft.turns) and turn % 2 == 0 and 0 <= news < len(event.news):
+                sentences = telling_sentences(draft.turns[turn], event.news[news])
+                telling.setdefault((position, turn), []).extend(sentences)
+    found = await shared_announcing_check().first_announcing(
+        telling, settings.announcing_probability_max
+    )
+    problems: dict[int, tuple[RejectionReason, str]] = {}
+    for (position, turn), said in sorted(found.items()):
+        problems.setdefault(
+            position,
+            (
+                RejectionReason.MARKED,
+                f"turn {turn} (user) announces the news it tells ({said.frame!r} scores "
+                f"{said.probability:.2f} > {settings.announcing_probability_max}): {said.sentence!r}",
+            ),
+        )
+    return problems
 
 
 @dataclass
@@ -542,6 +577,7 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
     ) -> list[tuple[int, Session | RejectedCandidate]]:
         verdicts: list[tuple[int, Session | RejectedCandidate]] = []
         candidates: dict[int, tuple[TimelineEvent, DialogueDraft, Session]] = {}
+        announced = await announcing_problems(answers, self.settings)
         for position, event, draft in answers:
             checked = check_dialogue(draft, self.persona, self.query, event, self.settings)
             if checked.session is None:
@@ -553,11 +589,12 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
                     )
                 )
                 continue
-            clash = contradiction(checked.session, self.ledger(event))
-            if clash is not None:
-                detail = f"event {event.event_id}, attempt {round.attempt + 1}: {clash}"
-                reason = RejectionReason.CONTRADICTION
-                verdicts.append((position, self._rejected(event, reason, detail, draft, round)))
+            problem = announced.get(position)
+            if problem is None and (clash := contradiction(checked.session, self.ledger(event))):
+                problem = (RejectionReason.CONTRADICTION, clash)
+            if problem is not None:
+                detail = f"event {event.event_id}, attempt {round.attempt + 1}: {problem[1]}"
+                verdicts.append((position, self._rejected(event, problem[0], detail, draft, round)))
             else:
                 candidates[position] = (event, draft, checked.session)
         found = await conveyance_problems(
@@ -684,6 +721,7 @@ __all__ = [
     "DialogueDraft",
     "DialogueStageResult",
     "check_dialogue",
+    "announcing_problems",
     "conveyance_problems",
     "dialogue_inputs",
     "expand_dialogues",
