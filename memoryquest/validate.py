@@ -130,16 +130,16 @@ class _PersonaRow(Protocol):
     def persona_id(self) -> str: ...
 
 
-PersonaRowT = TypeVar("PersonaRowT", bound=_PersonaRow)
+_PersonaRowT = TypeVar("_PersonaRowT", bound=_PersonaRow)
 
 
 def persona_row(
     flag: Callable[[Rule, str], None],
     rule: Rule,
-    row: PersonaRowT | None,
+    row: _PersonaRowT | None,
     persona_id: str,
     what: str,
-) -> PersonaRowT | None:
+) -> _PersonaRowT | None:
     """``row``, which ``what`` names; flags ``rule`` when it does not exist or belongs to another
     persona than ``persona_id`` (returned all the same: the checks after it still apply)."""
     if row is None:

@@ -109,7 +109,7 @@ def _domain_keys(
         return None
     seen: dict[Domain, str] = {}
     entries: list[tuple[Domain, str, object]] = []
-    for key, value in section.items():
+    for key, item in section.items():
         domain = parse_domain(key)
         if domain is None:
             errors.add(f"{prefix}.{key}", unknown_domain_message(key))
@@ -121,7 +121,7 @@ def _domain_keys(
             )
             continue
         seen[domain] = key
-        entries.append((domain, key, value))
+        entries.append((domain, key, item))
     entries.sort(key=lambda entry: DOMAIN_ORDER[entry[0]])
     return entries
 
