@@ -35,6 +35,7 @@ from memoryquest.contracts import (
     TimelineEvent,
 )
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.generation.bounds import count_problem
 from memoryquest.memory.coverage import uncovered_references
 from memoryquest.settings import Settings
 from memoryquest.text import contains_verbatim, shared_content_words
@@ -119,10 +120,10 @@ class EmbeddingFunction:
 def count_within(
     flag: Callable[[Rule, str], None], rule: Rule, n: int, bounds: tuple[int, int], what: str
 ) -> None:
-    """Flag ``rule`` unless ``n`` (of ``what``) lies within ``bounds``, both ends included."""
-    low, high = bounds
-    if not low <= n <= high:
-        flag(rule, f"{n} {what}; need {low}-{high}")
+    """Flag ``rule`` unless ``n`` (of ``what``) lies within ``bounds``, as the stages check it."""
+    problem = count_problem(n, bounds, what)
+    if problem is not None:
+        flag(rule, problem)
 
 
 class _PersonaRow(Protocol):
