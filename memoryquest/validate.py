@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from memoryquest.contracts import (
     TimelineEvent,
 )
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.generation.bounds import count_problem
 from memoryquest.memory.coverage import uncovered_references
 from memoryquest.settings import Settings
 from memoryquest.text import contains_verbatim, shared_content_words
@@ -116,6 +117,39 @@ class EmbeddingFunction:
         return cls(name=name, embed=run)
 
 
+def count_within(
+    flag: Callable[[Rule, str], None], rule: Rule, n: int, bounds: tuple[int, int], what: str
+) -> None:
+    """Flag ``rule`` unless ``n`` (of ``what``) lies within ``bounds``, as the stages check it."""
+    problem = count_problem(n, bounds, what)
+    if problem is not None:
+        flag(rule, problem)
+
+
+class _PersonaRow(Protocol):
+    @property
+    def persona_id(self) -> str: ...
+
+
+_PersonaRowT = TypeVar("_PersonaRowT", bound=_PersonaRow)
+
+
+def persona_row(
+    flag: Callable[[Rule, str], None],
+    rule: Rule,
+    row: _PersonaRowT | None,
+    persona_id: str,
+    what: str,
+) -> _PersonaRowT | None:
+    """``row``, which ``what`` names; flags ``rule`` when it does not exist or belongs to another
+    persona than ``persona_id`` (returned all the same: the checks after it still apply)."""
+    if row is None:
+        flag(rule, f"{what} does not exist")
+    elif row.persona_id != persona_id:
+        flag(rule, f"{what} belongs to another persona")
+    return row
+
+
 def queries_not_recomputed(
     dataset: GeneratedDataset, embedder: EmbeddingFunction | None
 ) -> list[Query]:
@@ -180,6 +214,14 @@ class _Checker:
         if persona_id not in self.personas:
             self.add(table, row_id, Rule.DANGLING_ID, f"persona_id {persona_id} does not exist")
 
+    def exactly_one(
+        self, table: str, row_ids: Iterable[str], counts: Counter[str], rule: Rule, what: str
+    ) -> None:
+        """Each row of ``table`` must have exactly one of ``what`` (``counts``: row id -> how many)."""
+        for row_id in row_ids:
+            if counts[row_id] != 1:
+                self.add(table, row_id, rule, f"{counts[row_id]} {what}; need exactly one")
+
     # ------------------------------------------------------------------ queries
 
     def queries_(self) -> None:
@@ -188,12 +230,13 @@ class _Checker:
             self.persona_exists("queries", q.query_id, q.persona_id)
             flag_query = self.row("queries", q.query_id)
             per_persona[q.persona_id].append(q)
-            n = len(q.references)
-            if not self.g.references_min <= n <= self.g.references_max:
-                flag_query(
-                    Rule.REFERENCE_COUNT,
-                    f"{n} references; need {self.g.references_min}-{self.g.references_max}",
-                )
+            count_within(
+                flag_query,
+                Rule.REFERENCE_COUNT,
+                len(q.references),
+                (self.g.references_min, self.g.references_max),
+                "references",
+            )
             for r in q.references:
                 if r.date >= q.query_date:
                     flag_query(
@@ -283,9 +326,9 @@ class _Checker:
     # ------------------------------------------------------------------ timelines
 
     def timelines_(self) -> None:
-        per_query: dict[str, list[Timeline]] = defaultdict(list)
+        per_query: Counter[str] = Counter()
         for t in self.d.timelines:
-            per_query[t.query_id].append(t)
+            per_query[t.query_id] += 1
             self.persona_exists("timelines", t.timeline_id, t.persona_id)
             flag_timeline = self.row("timelines", t.timeline_id)
             q = self.queries.get(t.query_id)
@@ -301,24 +344,23 @@ class _Checker:
                     f"persona_id {t.persona_id} differs from its query's {q.persona_id}",
                 )
             self.timeline(t, q)
-        for q in self.d.queries:
-            count = len(per_query.get(q.query_id, []))
-            if count != 1:
-                self.add(
-                    "queries",
-                    q.query_id,
-                    Rule.TIMELINE_PER_QUERY,
-                    f"{count} timelines; need exactly one",
-                )
+        self.exactly_one(
+            "queries",
+            (q.query_id for q in self.d.queries),
+            per_query,
+            Rule.TIMELINE_PER_QUERY,
+            "timelines",
+        )
 
     def timeline(self, t: Timeline, q: Query) -> None:
         flag_timeline = self.row("timelines", t.timeline_id)
-        n = len(t.events)
-        if not self.g.events_min <= n <= self.g.events_max:
-            flag_timeline(
-                Rule.EVENT_COUNT,
-                f"{n} events; need {self.g.events_min}-{self.g.events_max}",
-            )
+        count_within(
+            flag_timeline,
+            Rule.EVENT_COUNT,
+            len(t.events),
+            (self.g.events_min, self.g.events_max),
+            "events",
+        )
         for a, b in zip(t.events, t.events[1:], strict=False):
             if b.date < a.date:
                 flag_timeline(
@@ -379,7 +421,7 @@ class _Checker:
     # ------------------------------------------------------------------ sessions
 
     def sessions_(self) -> None:
-        per_event: dict[str, list[Session]] = defaultdict(list)
+        per_event: Counter[str] = Counter()
         for s in self.d.sessions:
             self.persona_exists("sessions", s.session_id, s.persona_id)
             flag_session = self.row("sessions", s.session_id)
@@ -395,19 +437,16 @@ class _Checker:
                     f"event_id {s.event_id} does not exist",
                 )
             else:
-                per_event[s.event_id].append(s)
+                per_event[s.event_id] += 1
                 self.session(s, *found)
             self.turns(s)
-        for t in self.d.timelines:
-            for e in t.events:
-                count = len(per_event.get(e.event_id, []))
-                if count != 1:
-                    self.add(
-                        "timelines",
-                        e.event_id,
-                        Rule.SESSION_PER_EVENT,
-                        f"{count} sessions; need exactly one",
-                    )
+        self.exactly_one(
+            "timelines",
+            (e.event_id for t in self.d.timelines for e in t.events),
+            per_event,
+            Rule.SESSION_PER_EVENT,
+            "sessions",
+        )
 
     def session(self, s: Session, t: Timeline, _index: int, e: TimelineEvent) -> None:
         flag_session = self.row("sessions", s.session_id)
@@ -446,11 +485,9 @@ class _Checker:
     def turns(self, s: Session) -> None:
         flag_session = self.row("sessions", s.session_id)
         n = len(s.turns)
-        if not self.g.turns_min <= n <= self.g.turns_max:
-            flag_session(
-                Rule.TURN_COUNT,
-                f"{n} turns; need {self.g.turns_min}-{self.g.turns_max}",
-            )
+        count_within(
+            flag_session, Rule.TURN_COUNT, n, (self.g.turns_min, self.g.turns_max), "turns"
+        )
         for i, turn in enumerate(s.turns):
             expected = Role.USER if i % 2 == 0 else Role.ASSISTANT
             if turn.role != expected:
@@ -528,19 +565,14 @@ class _Checker:
             for label, session_ids, reference_ids in groups:
                 carried = set()
                 for sid in session_ids:
-                    session = self.sessions.get(sid)
-                    if session is None:
-                        flag_fact(
-                            Rule.FACT_PROVENANCE,
-                            f"{label}: session {sid} does not exist",
-                        )
-                        continue
-                    if session.persona_id != f.persona_id:
-                        flag_fact(
-                            Rule.FACT_PROVENANCE,
-                            f"{label}: session {sid} belongs to another persona",
-                        )
-                    if session.reference_id:
+                    session = persona_row(
+                        flag_fact,
+                        Rule.FACT_PROVENANCE,
+                        self.sessions.get(sid),
+                        f.persona_id,
+                        f"{label}: session {sid}",
+                    )
+                    if session is not None and session.reference_id:
                         carried.add(session.reference_id)
                 for rid in reference_ids:
                     if rid not in self.references:
@@ -554,14 +586,13 @@ class _Checker:
                             f"{label}: reference {rid} is not carried by any of its sessions",
                         )
             for merged in f.merged_fids:
-                other = self.facts.get(merged)
-                if other is None:
-                    flag_fact(Rule.MERGED_FIDS, f"merged fid {merged} does not exist")
-                elif other.persona_id != f.persona_id:
-                    flag_fact(
-                        Rule.MERGED_FIDS,
-                        f"merged fid {merged} belongs to another persona",
-                    )
+                persona_row(
+                    flag_fact,
+                    Rule.MERGED_FIDS,
+                    self.facts.get(merged),
+                    f.persona_id,
+                    f"merged fid {merged}",
+                )
             if f.merged_into is not None and f.merged_into not in self.facts:
                 flag_fact(Rule.MERGED_FIDS, f"merged_into {f.merged_into} does not exist")
 

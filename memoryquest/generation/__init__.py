@@ -1,7 +1,8 @@
 """The generation toolkit: what every stage that asks a model for text shares.
 
 The regenerate-check-reject loop (:mod:`~memoryquest.generation.regeneration`),
-the small shared checks and parsing (:mod:`~memoryquest.generation.common`) and
+the small shared checks and parsing (:mod:`~memoryquest.generation.common`), the
+count rule held to a setting's bounds (:mod:`~memoryquest.generation.bounds`) and
 the ledger of what a user has already said (:mod:`~memoryquest.generation.ledger`).
 The stages (:mod:`memoryquest.stages`), long-term memory (:mod:`memoryquest.memory`)
 and PGR (:mod:`memoryquest.pgr`) import it; it imports none of them

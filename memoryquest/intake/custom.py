@@ -47,7 +47,6 @@ from pydantic import (
 )
 
 from memoryquest.contracts import (
-    Affinity,
     Demographics,
     Domain,
     Interaction,
@@ -64,6 +63,7 @@ from memoryquest.intake.normalise import (
     JsonProblem,
     canonical_affinity_name,
     check_json,
+    merged_affinities,
     parse_json,
     unsafe_id,
     unsafe_user_id,
@@ -164,17 +164,17 @@ def _field_path(prefix: str, loc: tuple[int | str, ...]) -> str:
 
 def to_persona(custom: CustomPersona) -> Persona:
     """The contract row for a validated custom persona (deterministic ordering as for PersonaLens)."""
-    affinities: list[Affinity] = []
-    for domain in sorted(custom.affinities, key=DOMAIN_ORDER.__getitem__):
-        by_name: dict[str, dict[str, None]] = {}
-        for raw_name, values in custom.affinities[domain].items():
-            # An insertion-ordered set: de-duplication stays linear.
-            merged = by_name.setdefault(canonical_affinity_name(raw_name), {})
-            merged.update(dict.fromkeys(v.strip() for v in values if v.strip()))
-        affinities.extend(
-            Affinity(domain=domain, name=name, values=list(values))
-            for name, values in by_name.items()
+    affinities = [
+        affinity
+        for domain in sorted(custom.affinities, key=DOMAIN_ORDER.__getitem__)
+        for affinity in merged_affinities(
+            domain,
+            (
+                (name, [v.strip() for v in values if v.strip()])
+                for name, values in custom.affinities[domain].items()
+            ),
         )
+    ]
     interests = custom.interests if custom.interests is not None else list(custom.affinities)
     interactions = [
         Interaction(domain=domain, summary=custom.interactions[domain].strip())

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryquest.contracts import Domain
+from memoryquest.contracts import Affinity, Domain
 
 _FAVOURITE = re.compile(r"\bfavourite", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
@@ -35,6 +36,20 @@ def canonical_affinity_name(name: str) -> str:
     return _FAVOURITE.sub(
         lambda match: match.group(0)[:4] + match.group(0)[5:], collapse_spaces(name)
     )
+
+
+def merged_affinities(
+    domain: Domain, named_values: Iterable[tuple[str, Iterable[str]]]
+) -> list[Affinity]:
+    """One affinity per attribute name as :func:`canonical_affinity_name` spells it (names spelt
+    alike merge), in order of first appearance, each with its values once, in order."""
+    by_name: dict[str, dict[str, None]] = {}
+    for name, values in named_values:
+        # An insertion-ordered set: de-duplication stays linear.
+        by_name.setdefault(canonical_affinity_name(name), {}).update(dict.fromkeys(values))
+    return [
+        Affinity(domain=domain, name=name, values=list(values)) for name, values in by_name.items()
+    ]
 
 
 def field_key(key: str) -> str:

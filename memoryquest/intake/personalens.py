@@ -29,7 +29,7 @@ foresaw — becomes an error naming that user's file, and the other users load.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +62,7 @@ from memoryquest.intake.normalise import (
     canonical_affinity_name,
     collapse_spaces,
     field_key,
+    merged_affinities,
     natural_key,
     parse_domain,
     parse_json,
@@ -99,12 +100,16 @@ OPTIONAL_TASK_FIELDS = {"situations"}
 
 
 def _domain_keys(
-    section: dict[str, object], prefix: str, errors: ErrorCollector
-) -> list[tuple[Domain, str, object]]:
-    """(domain, original key, value) for each key of a per-domain object, in Domain order."""
+    value: object, prefix: str, errors: ErrorCollector
+) -> list[tuple[Domain, str, object]] | None:
+    """(domain, original key, value) for each key of a per-domain object, in Domain order; None
+    (reported) when ``value`` is not an object."""
+    section = _object(value, prefix, errors)
+    if section is None:
+        return None
     seen: dict[Domain, str] = {}
     entries: list[tuple[Domain, str, object]] = []
-    for key, value in section.items():
+    for key, item in section.items():
         domain = parse_domain(key)
         if domain is None:
             errors.add(f"{prefix}.{key}", unknown_domain_message(key))
@@ -116,9 +121,26 @@ def _domain_keys(
             )
             continue
         seen[domain] = key
-        entries.append((domain, key, value))
+        entries.append((domain, key, item))
     entries.sort(key=lambda entry: DOMAIN_ORDER[entry[0]])
     return entries
+
+
+MappedT = TypeVar("MappedT")
+
+
+def _per_domain(
+    value: object,
+    section: str,
+    errors: ErrorCollector,
+    map_one: Callable[[Domain, str, object], Iterable[MappedT]],
+) -> list[MappedT] | None:
+    """A per-domain section (domain -> value) mapped domain by domain (``map_one(domain, key as
+    written, value)``), in Domain order; None (reported) when it is not an object."""
+    entries = _domain_keys(value, section, errors)
+    if entries is None:
+        return None
+    return [mapped for domain, key, item in entries for mapped in map_one(domain, key, item)]
 
 
 def _string_list(value: object, field_path: str, errors: ErrorCollector) -> list[str] | None:
@@ -194,62 +216,45 @@ def map_demographics(value: object, user_id: str, errors: ErrorCollector) -> Dem
 
 
 def map_interests(value: object, errors: ErrorCollector) -> list[Domain] | None:
-    section = _object(value, "interests", errors)
-    if section is None:
-        return None
-    interests: list[Domain] = []
-    for domain, key, flag in _domain_keys(section, "interests", errors):
+    def interest(domain: Domain, key: str, flag: object) -> Iterator[Domain]:
         if isinstance(flag, bool):
             flag = int(flag)
         if flag not in (0, 1):
             errors.add(f"interests.{key}", f"expected 0 or 1, got {flag!r}")
         elif flag == 1:
-            interests.append(domain)
-    return interests
+            yield domain
+
+    return _per_domain(value, "interests", errors, interest)
 
 
-def map_affinities(
-    value: object, errors: ErrorCollector, *, section_name: str = "affinities"
-) -> list[Affinity] | None:
-    section = _object(value, section_name, errors)
-    if section is None:
-        return None
-    affinities: list[Affinity] = []
-    for domain, key, attributes in _domain_keys(section, section_name, errors):
-        attribute_map = _object(attributes, f"{section_name}.{key}", errors)
+def map_affinities(value: object, errors: ErrorCollector) -> list[Affinity] | None:
+    def affinities(domain: Domain, key: str, attributes: object) -> list[Affinity]:
+        attribute_map = _object(attributes, f"affinities.{key}", errors)
         if attribute_map is None:
-            continue
-        by_name: dict[str, dict[str, None]] = {}
+            return []
+        named: list[tuple[str, list[str]]] = []
         for raw_name, raw_values in attribute_map.items():
-            path = f"{section_name}.{key}.{raw_name}"
+            path = f"affinities.{key}.{raw_name}"
             name = canonical_affinity_name(raw_name)
             if not name:
                 errors.add(path, "attribute name is empty")
                 continue
             values = _string_list(raw_values, path, errors)
-            if values is None:
-                continue
-            merged = by_name.setdefault(name, {})  # an insertion-ordered set: linear de-duplication
-            merged.update(dict.fromkeys(values))
-        affinities.extend(
-            Affinity(domain=domain, name=n, values=list(v)) for n, v in by_name.items()
-        )
-    return affinities
+            if values is not None:
+                named.append((name, values))
+        return merged_affinities(domain, named)
+
+    return _per_domain(value, "affinities", errors, affinities)
 
 
-def map_interactions(
-    value: object, errors: ErrorCollector, *, section_name: str = "interactions"
-) -> list[Interaction] | None:
-    section = _object(value, section_name, errors)
-    if section is None:
-        return None
-    interactions: list[Interaction] = []
-    for domain, key, summary in _domain_keys(section, section_name, errors):
+def map_interactions(value: object, errors: ErrorCollector) -> list[Interaction] | None:
+    def interaction(domain: Domain, key: str, summary: object) -> Iterator[Interaction]:
         if not isinstance(summary, str):
-            errors.add(f"{section_name}.{key}", f"expected a string, got {type_name(summary)}")
+            errors.add(f"interactions.{key}", f"expected a string, got {type_name(summary)}")
         elif summary.strip():
-            interactions.append(Interaction(domain=domain, summary=summary.strip()))
-    return interactions
+            yield Interaction(domain=domain, summary=summary.strip())
+
+    return _per_domain(value, "interactions", errors, interaction)
 
 
 def _task_fields(

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -140,6 +140,7 @@ def request_limit(client: ModelClient, requests_per_minute: int) -> int | None:
     return None if client.simulated or client.limiter is None else requests_per_minute
 
 
+@dataclass(eq=False)
 class RunFigures:
     """Counters of a run, fed by the pipeline (it is a :class:`~memoryquest.pipeline.PipelineObserver`)
     or by a caller counting its own units (:meth:`unit_done`), read as :meth:`snapshot`.
@@ -147,30 +148,21 @@ class RunFigures:
     Safe to read from another thread (the live display refreshes from one).
     """
 
-    def __init__(
-        self,
-        stages: Sequence[str],
-        units_total: int,
-        *,
-        unit: str = "personas",
-        client: ModelClient | None = None,
-        requests_per_minute_limit: int | None = None,
-        cost_estimate_usd: float | None = None,
-        queries_target: int = 0,
-        personas_skipped: int = 0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.unit = unit
-        self.units_total = units_total
-        self.client = client
-        self.requests_per_minute_limit = requests_per_minute_limit
-        self.cost_estimate_usd = cost_estimate_usd
-        self.queries_target = queries_target
-        self.personas_skipped = personas_skipped
-        self._clock = clock
-        self._started = clock()
+    stages: InitVar[Sequence[str]]
+    units_total: int
+    _: KW_ONLY
+    unit: str = "personas"
+    client: ModelClient | None = None
+    requests_per_minute_limit: int | None = None
+    cost_estimate_usd: float | None = None
+    queries_target: int = 0
+    personas_skipped: int = 0
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self, stages: Sequence[str]) -> None:
+        self._started = self.clock()
         self._lock = threading.Lock()
-        self._stages = {name: StageProgress(stage=name, total=units_total) for name in stages}
+        self._stages = {name: StageProgress(stage=name, total=self.units_total) for name in stages}
         self._personas: dict[str, _PersonaCounts] = {}
         self._finished: list[str] = []  # persona ids in the order they finished
         self._answered: deque[tuple[float, int]] = deque([(self._started, 0)])
@@ -217,7 +209,7 @@ class RunFigures:
     # --- read ------------------------------------------------------------------------------
 
     def snapshot(self) -> ProgressSnapshot:
-        now = self._clock()
+        now = self.clock()
         usage = self.client.total_usage() if self.client is not None else None
         rate_limited, retries = endpoint_counts(self.client) if self.client else (0, 0)
         answered = usage.requests + usage.embedding_requests if usage else 0

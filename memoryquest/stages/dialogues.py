@@ -50,6 +50,7 @@ from memoryquest.contracts import (
     Turn,
 )
 from memoryquest.generation.announcing import shared_announcing_check, telling_sentences
+from memoryquest.generation.bounds import count_problem
 from memoryquest.generation.common import (
     failure_reason,
     final_text_problem,
@@ -161,8 +162,9 @@ def check_dialogue(
     formatted: list[tuple[int, str]] = []
     turns: list[Turn] = []
     count = len(draft.turns)
-    if not settings.turns_min <= count <= settings.turns_max:
-        problems.append(f"{count} turns; need {settings.turns_min}-{settings.turns_max}")
+    turn_count = count_problem(count, (settings.turns_min, settings.turns_max), "turns")
+    if turn_count is not None:
+        problems.append(turn_count)
     for index, text in enumerate(draft.turns):
         if not text.strip():
             problems.append(f"turn {index} is empty")

@@ -43,6 +43,7 @@ from memoryquest.contracts import (
     RejectionReason,
     Stage,
 )
+from memoryquest.generation.bounds import count_problem
 from memoryquest.generation.common import (
     TRIM_LEVELS,
     failure_reason,
@@ -147,12 +148,11 @@ def check_candidate(
     if isinstance(when_and_where, CandidateProblem):
         return when_and_where
     query_date, domain = when_and_where
-    count = len(draft.references)
-    if not settings.references_min <= count <= settings.references_max:
-        return CandidateProblem(
-            RejectionReason.INVARIANT,
-            f"{count} references; need {settings.references_min}-{settings.references_max}",
-        )
+    reference_count = count_problem(
+        len(draft.references), (settings.references_min, settings.references_max), "references"
+    )
+    if reference_count is not None:
+        return CandidateProblem(RejectionReason.INVARIANT, reference_count)
     parsed: list[CheckedReference] = []
     for index, ref in enumerate(draft.references):
         if not ref.text.strip():

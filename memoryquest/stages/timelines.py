@@ -59,6 +59,7 @@ from memoryquest.contracts import (
     Timeline,
     TimelineEvent,
 )
+from memoryquest.generation.bounds import count_problem
 from memoryquest.generation.common import (
     TRIM_LEVELS,
     contains_verbatim,
@@ -273,9 +274,10 @@ def build_events(
 ) -> _Built:
     """Events with ids, each reference in its slot's news, and every rule the draft breaks."""
     problems: list[str] = []
-    if not settings.events_min <= len(slots) <= settings.events_max:
-        # Only when the query has more references than events_max allows events.
-        problems.append(f"{len(slots)} events; need {settings.events_min}-{settings.events_max}")
+    # Only when the query has more references than events_max allows events.
+    event_count = count_problem(len(slots), (settings.events_min, settings.events_max), "events")
+    if event_count is not None:
+        problems.append(event_count)
     answered: dict[int, list[EventDraft]] = {}
     for item in draft.events:
         answered.setdefault(item.slot, []).append(item)

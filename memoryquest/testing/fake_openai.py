@@ -90,11 +90,11 @@ import threading
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
@@ -379,7 +379,10 @@ def _read_batch_input(
     return lines, problems
 
 
-Route = Callable[[LoggedRequest, dict[str, str]], tuple[int, Any, dict[str, str]]]
+Reply = tuple[int, Any, dict[str, str]]
+"""What a route replies: the HTTP status, the JSON body and extra response headers."""
+
+Route = Callable[[LoggedRequest, dict[str, str]], Reply]
 
 
 class _ErrorAnswer(Exception):
@@ -396,6 +399,17 @@ class _ErrorAnswer(Exception):
                 "code": code,
             }
         }
+
+
+_RowT = TypeVar("_RowT")
+
+
+def _found(rows: Mapping[str, _RowT], key: str, message: str, param: str) -> _RowT:
+    """``rows[key]``, or the API's 404 with ``message``, naming the parameter ``param``."""
+    row = rows.get(key)
+    if row is None:
+        raise _ErrorAnswer(404, message, param=param)
+    return row
 
 
 def hashed_embedding(text: str, dimension: int) -> list[float]:
@@ -776,7 +790,7 @@ class FakeOpenAIServer(LoopbackServer):
 
     def _chat(
         self, entry: LoggedRequest, headers: dict[str, str], *, in_batch: bool = False
-    ) -> tuple[int, Any, dict[str, str]]:
+    ) -> Reply:
         body = entry.body
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise _ErrorAnswer(400, "you must provide a model parameter", param="model")
@@ -891,9 +905,7 @@ class FakeOpenAIServer(LoopbackServer):
             token_counter(model),
         )
 
-    def _embeddings(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _embeddings(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         body = entry.body
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             raise _ErrorAnswer(400, "you must provide a model parameter", param="model")
@@ -926,9 +938,7 @@ class FakeOpenAIServer(LoopbackServer):
             message = "Incorrect API key provided."
         return _ErrorAnswer(status, message, code="invalid_api_key")
 
-    def _models(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _models(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             raise self._refused(headers)
         return (
@@ -961,9 +971,7 @@ class FakeOpenAIServer(LoopbackServer):
             json.loads(line) for line in stored.content.decode("utf-8").splitlines() if line.strip()
         ]
 
-    def _upload_file(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _upload_file(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "files")
         body = entry.body if isinstance(entry.body, dict) else {}
         purpose = body.get("purpose")
@@ -978,26 +986,17 @@ class FakeOpenAIServer(LoopbackServer):
 
     def _stored(self, file_id: str) -> _StoredFile:
         with self._batch_lock:
-            stored = self.files.get(file_id)
-        if stored is None:
-            raise _ErrorAnswer(404, f"No such File object: {file_id}", param="id")
-        return stored
+            return _found(self.files, file_id, f"No such File object: {file_id}", "id")
 
-    def _file_info(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _file_info(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "files")
         return 200, self._stored(entry.params["file_id"]).describe(), {}
 
-    def _file_content(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _file_content(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "files")
         return 200, self._stored(entry.params["file_id"]).content, {}
 
-    def _create_batch(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _create_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "batches")
         body = entry.body
         endpoint = body.get("endpoint")
@@ -1070,9 +1069,7 @@ class FakeOpenAIServer(LoopbackServer):
             )
             return 200, dict(batch), {}
 
-    def _list_batches(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _list_batches(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "batches")
         query = entry.query
         try:
@@ -1103,14 +1100,9 @@ class FakeOpenAIServer(LoopbackServer):
         )
 
     def _batch(self, batch_id: str) -> dict[str, Any]:
-        batch = self.batches.get(batch_id)
-        if batch is None:
-            raise _ErrorAnswer(404, f"No batch found with id '{batch_id}'.", param="batch_id")
-        return batch
+        return _found(self.batches, batch_id, f"No batch found with id '{batch_id}'.", "batch_id")
 
-    def _retrieve_batch(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _retrieve_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "batches")
         with (
             self._batch_lock
@@ -1143,9 +1135,7 @@ class FakeOpenAIServer(LoopbackServer):
                 self._run_batch(batch, state)
             return 200, dict(batch), {}
 
-    def _cancel_batch(
-        self, entry: LoggedRequest, headers: dict[str, str]
-    ) -> tuple[int, Any, dict[str, str]]:
+    def _cancel_batch(self, entry: LoggedRequest, headers: dict[str, str]) -> Reply:
         self._admit(entry, headers, "batches")
         with self._batch_lock:
             batch = self._batch(entry.params["batch_id"])
@@ -1261,7 +1251,7 @@ class _Disconnect(Exception):
 
 
 class _Stall(Exception):
-    """Answer nothing for ``delay`` seconds, then hang up (the client has timed out by then)."""
+    """Reply nothing for ``delay`` seconds, then hang up (the client has timed out by then)."""
 
     def __init__(self, delay: float) -> None:
         super().__init__("stall")
