@@ -15,6 +15,7 @@ request.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -168,14 +169,7 @@ def telling_sentences(turn: str, item: str) -> list[str]:
     return [sentences[best], *beside]
 
 
-_shared: AnnouncingCheck | None = None
-_shared_lock = threading.Lock()
-
-
+@functools.cache
 def shared_announcing_check() -> AnnouncingCheck:
     """One check per process, over the process's one local embedding model."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = AnnouncingCheck(shared_local_embedder())
-        return _shared
+    return AnnouncingCheck(shared_local_embedder())
