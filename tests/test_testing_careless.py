@@ -235,3 +235,22 @@ def test_an_unknown_fault_is_refused_with_the_known_ones(
         main(["--faults", "typos"])
     assert exit.value.code == 2
     assert "foreshadow" in capsys.readouterr().err
+
+
+def test_at_a_lower_rate_the_fault_goes_into_that_part_of_the_answers(tmp_path: Path) -> None:
+    """Below 1, queries survive the gates and their data can be audited for what the
+    rejections left behind."""
+    backend = careless.CarelessChatBackend(Fault.MARKDOWN, rate=0.3)
+    dataset = _offline(lambda: generate_offline(backend, USERS, tmp_path))
+    planted = len(backend.injections)
+    assert backend.answers > 20 and 0.15 <= planted / backend.answers <= 0.45
+    assert dataset.queries, "at 0.3 some queries are kept"
+    with pytest.raises(ValueError, match="rate"):
+        careless.CarelessChatBackend(Fault.MARKDOWN, rate=0)
+
+
+def test_a_rate_outside_0_to_1_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["--rate", "1.5"])
+    assert exit.value.code == 2
+    assert "--rate must be in (0, 1]" in capsys.readouterr().err

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryquest.dataset import GeneratedDataset
+from memoryquest.ids import draw
 from memoryquest.llm.backends import ChatCall, ChatResult
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.extraction_contracts import ExtractionInputs
@@ -240,9 +241,18 @@ class CarelessChatBackend(SimulatedChatBackend):
     of them; every planted item is kept in :attr:`injections`.
     """
 
-    def __init__(self, fault: Fault, corpus: Corpus | None = None, seed: int = 0) -> None:
+    def __init__(
+        self, fault: Fault, corpus: Corpus | None = None, seed: int = 0, rate: float = 1.0
+    ) -> None:
+        """``rate``: the part of the answers the fault applies to that get it, drawn from each
+        request's own content (1: every one). Below 1 some queries survive the gates, and their
+        data shows what the rejections left behind."""
+        if not 0 < rate <= 1:
+            raise ValueError(f"rate must be in (0, 1], got {rate}")
         super().__init__(seed)
         self.fault = fault
+        self.rate = rate
+        self.answers = 0  # answers the fault applies to, planted or not
         self.wordings = tuple((corpus or load_corpus())[fault])
         self.injections: list[Injection] = []
         self._next_wording = 0
@@ -261,9 +271,17 @@ class CarelessChatBackend(SimulatedChatBackend):
         result = await super().chat(call)
         if call.request.template_id != self._template_id or result.text is None:
             return result
+        self.answers += 1
+        if self.rate < 1 and not self._planted_in(call):
+            return result
         answer = json.loads(result.text)
         self._write(answer, dict(call.request.variables))
         return replace(result, text=json.dumps(answer, ensure_ascii=False))
+
+    def _planted_in(self, call: ChatCall) -> bool:
+        request = call.request
+        content = json.dumps(request.variables, sort_keys=True, default=str)
+        return draw(self.fault.value, request.seed, content) % 10_000 < self.rate * 10_000
 
     def _wording(self, usable: Callable[[Wording], bool] = lambda w: True) -> Wording | None:
         """The next usable wording in turn, the least used first: a wording that can only be
@@ -554,9 +572,11 @@ async def catch(
     output: Path,
     seed: int = 0,
     corpus: Corpus | None = None,
+    rate: float = 1.0,
 ) -> Catch:
-    """Generate ``users`` with ``fault`` planted in every answer it applies to, and score."""
-    backend = CarelessChatBackend(fault, corpus=corpus, seed=seed)
+    """Generate ``users`` with ``fault`` planted in ``rate`` of the answers it applies to
+    (every one by default), and score."""
+    backend = CarelessChatBackend(fault, corpus=corpus, seed=seed, rate=rate)
     dataset = await generate_offline(backend, users, output, seed)
     score(backend.injections, dataset)
     return Catch(fault, tuple(backend.injections), dataset)
@@ -590,7 +610,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--record", type=Path, help="write every planted item and its fate here (JSON lines)"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=1.0,
+        help="part of the answers each fault applies to that get it (default 1: every one); "
+        "below 1 some queries survive, and --keep lets `memoryquest audit` read what they left",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="save each fault's dataset as DIR/<fault> (for `memoryquest audit`)",
+    )
     args = parser.parse_args(argv)
+    if not 0 < args.rate <= 1:
+        parser.error(f"--rate must be in (0, 1], got {args.rate}")
     users = [u for u in args.users.split(",") if u]
     try:
         faults = [Fault(f) for f in args.faults.split(",") if f]
@@ -599,7 +633,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     catches = []
     with tempfile.TemporaryDirectory() as scratch:
         for fault in faults:
-            catches.append(asyncio.run(catch(fault, users, Path(scratch) / fault.value)))
+            found = asyncio.run(catch(fault, users, Path(scratch) / fault.value, rate=args.rate))
+            if args.keep:
+                found.dataset.save(args.keep / fault.value)
+            catches.append(found)
     print(table(catches))
     for c in catches:
         missed = c.missed_wordings()
