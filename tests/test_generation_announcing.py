@@ -13,7 +13,8 @@ from memoryquest.generation.announcing import (
     frames,
     load_frames,
     shared_announcing_check,
-    telling_sentences,
+    standing_frame,
+    telling_frames,
 )
 from memoryquest.settings import GenerationSettings
 from memoryquest.text import announcement
@@ -107,7 +108,6 @@ def test_most_held_out_announcing_frames_escape_the_word_rules() -> None:
         ),
         ("Big news!", ["Big news"]),
         ("And one more thing: I moved.", ["I moved"]),  # function words alone say nothing
-        ("What is that one about?", []),  # a question asks
         ("I moved to Porto in May and started a new job at the harbour.", []),
     ],
 )
@@ -115,14 +115,30 @@ def test_frames_are_the_short_pieces_of_a_sentence(sentence: str, expected: list
     assert frames(sentence) == expected
 
 
-def test_the_telling_sentence_and_a_short_one_beside_it_are_held_to_the_check() -> None:
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("Thought you would want to hear this.", "Thought you would want to hear this"),
+        ("Big news!", "Big news"),
+        ("What is that one about?", None),  # a question asks
+        ("And so on.", None),  # function words alone say nothing
+        ("I finally finished the long report for the council after three weeks of work.", None),
+    ],
+)
+def test_a_short_statement_stands_as_a_frame_whole(sentence: str, expected: str | None) -> None:
+    assert standing_frame(sentence) == expected
+
+
+def test_the_telling_sentence_and_the_statements_beside_it_are_held_to_the_check() -> None:
     turn = (
         "Can you find me a quiet cafe near the station? Fresh news! "
-        "I adopted a greyhound called Pixel last week. Anyway, what time do they open?"
+        "I adopted a greyhound called Pixel, last week. Anyway, what time do they open?"
     )
-    assert telling_sentences(turn, "I adopted a rescue greyhound named Pixel.") == [
-        "I adopted a greyhound called Pixel last week.",
-        "Fresh news!",
+    telling = "I adopted a greyhound called Pixel, last week."
+    assert telling_frames(turn, "I adopted a rescue greyhound named Pixel.") == [
+        ("I adopted a greyhound called Pixel", telling),
+        ("last week", telling),
+        ("Fresh news", "Fresh news!"),
     ]
 
 
@@ -130,10 +146,10 @@ async def test_the_first_announcing_sentence_is_named_by_key() -> None:
     check = shared_announcing_check()
     found = await check.first_announcing(
         {
-            "plain": ["I adopted a greyhound last week, which was lovely."],
+            "plain": [("which was lovely", "I adopted a greyhound last week, which was lovely.")],
             "framed": [
-                "I started running again.",
-                "Thought this was worth passing on: I adopted a greyhound last week.",
+                ("I started running again", "I started running again."),
+                ("Thought this was worth passing on", "Thought this was worth passing on: ..."),
             ],
         },
         probability_max=THRESHOLD,
@@ -143,7 +159,7 @@ async def test_the_first_announcing_sentence_is_named_by_key() -> None:
     assert found["framed"].probability > THRESHOLD
     assert (
         await check.first_announcing(
-            {"framed": ["Thought this was worth passing on: I adopted a greyhound."]},
+            {"framed": [("Thought this was worth passing on", "Thought this ...: I moved.")]},
             probability_max=1.0,
         )
         == {}

@@ -49,7 +49,7 @@ from memoryquest.contracts import (
     TimelineEvent,
     Turn,
 )
-from memoryquest.generation.announcing import shared_announcing_check, telling_sentences
+from memoryquest.generation.announcing import shared_announcing_check, telling_frames
 from memoryquest.generation.bounds import count_problem
 from memoryquest.generation.common import (
     failure_reason,
@@ -273,13 +273,13 @@ async def announcing_problems(
     """
     if settings.announcing_probability_max >= 1:
         return {}
-    telling: dict[tuple[int, int], list[str]] = {}
+    telling: dict[tuple[int, int], list[tuple[str, str]]] = {}
     for position, event, draft in answers:
         for item in draft.news_said:
             turn, news = item.turn_index, item.news_index
             if 0 <= turn < len(draft.turns) and turn % 2 == 0 and 0 <= news < len(event.news):
-                sentences = telling_sentences(draft.turns[turn], event.news[news])
-                telling.setdefault((position, turn), []).extend(sentences)
+                pairs = telling_frames(draft.turns[turn], event.news[news])
+                telling.setdefault((position, turn), []).extend(pairs)
     found = await shared_announcing_check().first_announcing(
         telling, settings.announcing_probability_max
     )
