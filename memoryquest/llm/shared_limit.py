@@ -163,8 +163,11 @@ class SharedRequestLimit:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
         )
-        # Tokens given back but not yet returned to the server.
+        # Tokens given back but not yet returned to the server; requests asking or waiting to.
         self._unused: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._asking: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -181,30 +184,35 @@ class SharedRequestLimit:
 
     async def acquire(self, tokens: int = 0) -> None:
         """Wait until the server grants one request and its ``tokens``."""
-        async with self._lock():  # one request of this process waits at the server at a time
-            client = await self._client()
-            if not self._ready:
-                await self.ensure()
-            await self._take(client, self.requests, 1)
-            if self.tokens is not None and tokens > 0:
-                await self._take(client, self.tokens, tokens)
-            await self._return_unused(client)  # what was given back while this one asked
+        loop = asyncio.get_running_loop()
+        self._asking[loop] = self._asking.get(loop, 0) + 1
+        try:
+            async with self._lock():  # one request of this process waits at the server at a time
+                client = await self._client()
+                if not self._ready:
+                    await self.ensure()
+                await self._take(client, self.requests, 1)
+                if self.tokens is not None and tokens > 0:
+                    await self._take(client, self.tokens, tokens)
+                await self._return_unused(client)  # what was given back while this one asked
+        finally:
+            self._asking[loop] -= 1
 
     async def give_back(self, tokens: int) -> None:
         """Return the tokens a granted request did not use (all of them when its attempt failed).
 
-        Sent at once, unless a request of this process is asking the server:
-        that one sends them before its next ask. A process writes to the
-        server once at a time; requests that end together would otherwise
-        each write at once, and on a SQLite server such writes queue for
-        seconds.
+        Sent at once, unless a request of this process is asking the server
+        or waiting to (it sends them before its next ask) or they are being
+        sent (the sender sends these too). A process writes to the server
+        once at a time; requests that end together would otherwise each write
+        at once, and on a SQLite server such writes queue for seconds.
         """
         if self.tokens is None or tokens <= 0:
             return
         loop = asyncio.get_running_loop()
         self._unused[loop] = self._unused.get(loop, 0) + tokens
         lock = self._lock()
-        if lock.locked():
+        if self._asking.get(loop, 0) or lock.locked():
             return
         async with lock:
             await self._return_unused(await self._client())
