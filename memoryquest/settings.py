@@ -539,8 +539,9 @@ class LimitSettings(Section):
     )
     shared_limit_name: str | None = Field(
         None,
-        description="Name of a Prefect global concurrency limit that holds requests_per_minute for every "
-        "process of a run (shards, Dask workers): set it when a run spans workers. Off by default.",
+        description="Name of the Prefect global concurrency limits that hold requests_per_minute (NAME) "
+        "and tokens_per_minute (NAME-tokens) for every process of a run (shards, Dask workers): set it "
+        "when a run spans workers. Off by default.",
     )
 
     @model_validator(mode="after")

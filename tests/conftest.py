@@ -193,6 +193,34 @@ def running_prefect_server(home: Path, startup_seconds: float = 180) -> Iterator
         log.close()
 
 
+@pytest.fixture(scope="session")
+def working_tree_repository(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A git repository of this checkout's files as they are now, committed or not, on branch main.
+
+    Its ``MEMORYQUEST_REPOSITORY`` and ``MEMORYQUEST_BRANCH``, in the environment of
+    ``prefect deploy``, make the deployments' pull step clone the code under test.
+    """
+    import shutil
+
+    source = tmp_path_factory.mktemp("source") / "memoryquest"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    for name in filter(None, listed.split(b"\0")):
+        path = REPO_ROOT / os.fsdecode(name)
+        if path.is_file():  # a file deleted but still in the index is left out
+            target = source / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    git = ["git", "-c", "user.name=memoryquest tests", "-c", "user.email=tests@localhost"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "as tested"]):
+        subprocess.run([*git, *args], cwd=source, check=True)
+    return {"MEMORYQUEST_REPOSITORY": str(source), "MEMORYQUEST_BRANCH": "main"}
+
+
 @pytest.fixture(scope="module")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A real Prefect server shared by one test module (see :func:`running_prefect_server`)."""

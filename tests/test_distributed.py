@@ -185,10 +185,14 @@ async def _launch_times(flow_run_id: Any) -> list[Any]:
 
 @pytest.mark.slow
 def test_sharded_run_on_two_workers_merges_both_shards(
-    prefect_api: dict[str, str], prefect_in_process: dict[str, str], tmp_path: Path
+    prefect_api: dict[str, str],
+    prefect_in_process: dict[str, str],
+    working_tree_repository: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     env = {
         **clean_env(prefect_api),
+        **working_tree_repository,  # the runs clone the code under test
         "PREFECT_WORKER_QUERY_SECONDS": "1",
         "PREFECT_LOGGING_LEVEL": "INFO",
     }

@@ -198,6 +198,39 @@ def test_settling_keeps_what_was_used_and_refunds_the_rest() -> None:
     assert clock.run(take(limiter, 1)) == pytest.approx([0.4], abs=1e-9)
 
 
+class Ledger:
+    """A :class:`RequestGate` that grants at once and keeps what it was asked and given back."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.given_back: list[int] = []
+
+    async def acquire(self, tokens: int) -> None:
+        self.asked.append(tokens)
+
+    async def give_back(self, tokens: int) -> None:
+        self.given_back.append(tokens)
+
+
+def test_the_gate_is_asked_for_the_reservation_and_given_back_what_was_not_used() -> None:
+    clock = VirtualClock()
+    gate = Ledger()
+    limiter = RateLimiter(10**6, 10**9, 100, gate=gate, clock=clock)
+
+    async def main() -> None:
+        async with limiter.slot(3_000) as permit:
+            permit.settle(400)
+        async with limiter.slot(500) as permit:
+            permit.settle(500)  # used all it reserved: nothing to give back
+        with pytest.raises(RuntimeError):
+            async with limiter.slot(700):
+                raise RuntimeError("HTTP 500")  # a failed attempt used nothing
+
+    clock.run(main())
+    assert gate.asked == [3_000, 500, 700]
+    assert gate.given_back == [2_600, 700]
+
+
 class ScriptedEndpoint:
     """Attempt n (0-based) is refused with a 429 (Retry-After 1 s, no quota headers) when
     n % 5 == 0 and fails with a 500 when n % 20 == 1: 20 % and 5 %, the send times kept."""

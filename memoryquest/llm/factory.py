@@ -121,10 +121,12 @@ def _connection(settings: Settings, kind: str, base_url: str | None) -> SdkConne
 
 
 def build_limiter(settings: Settings) -> RateLimiter:
-    """The process's limiter; with ``limits.shared_limit_name``, also bound by the run-wide limit."""
+    """The process's limiter; with ``limits.shared_limit_name``, also bound by the run-wide limits."""
     limits = settings.limits
     gate = (
-        SharedRequestLimit(limits.shared_limit_name, limits.requests_per_minute)
+        SharedRequestLimit(
+            limits.shared_limit_name, limits.requests_per_minute, limits.tokens_per_minute
+        )
         if limits.shared_limit_name
         else None
     )

@@ -24,8 +24,10 @@ Waiting requests form one queue per event loop, retries first, each in the
 order of its first try: a retried request keeps its place ahead of newer
 ones instead of rejoining the back. The state is shared, behind a thread
 lock, by every event loop and thread of the process. An optional
-:class:`RequestGate` (``memoryquest.llm.shared_limit``) adds a limit held
-outside the process, for runs that span workers. Time is read from, and
+:class:`RequestGate` (``memoryquest.llm.shared_limit``) adds limits held
+outside the process, for runs that span workers: it is asked for each
+request and its reserved tokens once the local limits admit it, and given
+back what the attempt did not use. Time is read from, and
 waited on, the limiter's :class:`~memoryquest.llm.clock.Clock`.
 """
 
@@ -47,9 +49,13 @@ from memoryquest.llm.errors import CircuitOpenError
 
 
 class RequestGate(Protocol):
-    """A requests/min limit held elsewhere (another process, a server): wait for one request."""
+    """Requests/min and tokens/min limits held elsewhere (a server every process asks)."""
 
-    async def acquire(self) -> None: ...
+    async def acquire(self, tokens: int) -> None:
+        """Wait for one request and its ``tokens``."""
+
+    async def give_back(self, tokens: int) -> None:
+        """Return ``tokens`` a granted request did not use."""
 
 
 class _Bucket:
@@ -225,9 +231,11 @@ class RateLimiter:
         finally:
             queue.leave(me)
         permit = Permit(self, tokens, ticket)
+        granted = False  # by the gate, which then gets back what the attempt did not use
         try:
             if self.gate is not None:
-                await self.gate.acquire()
+                await self.gate.acquire(tokens)
+                granted = True
             with self._lock:
                 self.stats.acquired += 1
                 self.stats.retries += retry_of is not None
@@ -238,6 +246,8 @@ class RateLimiter:
             with self._lock:
                 self.in_flight -= 1
             self._queue().wake()
+            if granted and self.gate is not None and permit.unused > 0:
+                await self.gate.give_back(permit.unused)
 
     def cap_concurrency(self, slots: int) -> None:
         """At most ``slots`` requests at once: a server that works on fewer queues the rest, and their
@@ -304,12 +314,14 @@ class Permit:
     reserved_tokens: int
     ticket: int = 0  # the request's place in the queue, kept by its retries
     settled: bool = field(default=False)
+    unused: int = 0  # reserved tokens given back when settled
 
     def settle(self, used_tokens: int) -> None:
         """Give back what was reserved but not used (all of it when the attempt failed)."""
         if not self.settled:
             self.settled = True
-            self.limiter.refund(self.reserved_tokens - used_tokens)
+            self.unused = max(0, self.reserved_tokens - used_tokens)
+            self.limiter.refund(self.unused)
 
 
 @dataclass(frozen=True)
