@@ -223,8 +223,10 @@ def shared_content_words(left: str, right: str) -> set[str]:
     return set(content_words(left)) & set(content_words(right))
 
 
+@lru_cache(maxsize=65_536)
 def normalise_text(text: str) -> str:
-    """Case-, space- and end-punctuation-insensitive form for verbatim checks."""
+    """Case-, space- and end-punctuation-insensitive form for verbatim checks, memoised: the
+    offline simulator normalises every text a timeline has used again for each news item."""
     return re.sub(r"\s+", " ", text).strip().strip(".!?").casefold()
 
 

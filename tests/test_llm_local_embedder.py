@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memoryquest.llm.factory import shared_local_embedder
-from memoryquest.llm.local_embedder import LocalEmbedder
+from memoryquest.llm.local_embedder import RUN_COST_IN_TOKENS, LocalEmbedder, length_batches
 
 TEXTS = [
     "Strained left knee while running; sees a physiotherapist weekly",
@@ -114,3 +114,34 @@ def test_a_failed_run_fails_its_requests_and_leaves_nothing_queued() -> None:
     assert embedder.texts_computed == 0
     vectors = embedder.embed_sync([TEXTS[0]])  # the text that shared the failed run is asked again
     assert vectors.shape == (1, 384) and embedder.texts_computed == 1
+
+
+def test_a_text_gets_the_same_vector_in_a_run_of_other_lengths_as_alone(
+    cold: LocalEmbedder,
+) -> None:
+    """Runs are cut by length, so a text is padded differently depending on its company."""
+    texts = [*TEXTS, "Ok.", " ".join(TEXTS), TEXTS[0] + " (again, at greater length)"]
+    together, together_tokens = cold._embed(texts)
+    alone = [cold._embed([text]) for text in texts]
+    assert np.array_equal(together, np.concatenate([vectors for vectors, _ in alone]))
+    assert together_tokens == sum(tokens for _, tokens in alone)
+
+
+def test_length_batches_cover_every_text_once_within_the_limits() -> None:
+    lengths = [12, 7, 40, 7, 9, 300, 12, 11, 8, 33, 7, 7, 60, 10] * 5
+    runs = length_batches(lengths, most_texts=8, most_tokens=128)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+    for run in runs:
+        longest = max(lengths[i] for i in run)
+        assert len(run) <= 8
+        assert len(run) == 1 or len(run) * longest <= 128
+
+
+def test_length_batches_cut_where_padding_costs_more_than_a_run() -> None:
+    long = 5 * RUN_COST_IN_TOKENS
+    # Four short texts padded to the long one would cost 4 × (long - 5) more word pieces
+    # than a run of their own.
+    assert sorted(map(sorted, length_batches([5, long, 5, 5, 5], 32, 512))) == [[0, 2, 3, 4], [1]]
+    # Two lengths a piece apart: one run, the padding (one piece) is cheaper than a run.
+    assert length_batches([10, 11, 10], 32, 512) == [[0, 2, 1]]
+    assert length_batches([], 32, 512) == []

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel
@@ -378,7 +379,13 @@ async def conveyance_problems(
 
 
 def _sentences(session: Session) -> list[str]:
-    return [s for turn in session.turns for s in split_sentences(turn.content)]
+    return [s for turn in session.turns for s in _turn_sentences(turn.content)]
+
+
+@lru_cache(maxsize=65_536)
+def _turn_sentences(content: str) -> tuple[str, ...]:
+    # Every check holds a new conversation against all the user's earlier ones, split again.
+    return tuple(split_sentences(content))
 
 
 async def restatement(
@@ -427,8 +434,14 @@ async def _first_restated(
     for index, (said, _, _) in enumerate(pairs):
         by_said.setdefault(said, []).append(index)
     told = {said: [said, *told_clauses(said)] for said in by_said}
-    texts = [t for said, sentence, _ in pairs for t in (*told[said], sentence)]
-    missing = list(dict.fromkeys(t for t in texts if t not in vectors))
+    # Every text once, where it first comes: a said sentence's parts at its first pair.
+    wanted: dict[str, None] = {}
+    starts = {indices[0]: said for said, indices in by_said.items()}
+    for index, (_, sentence, _) in enumerate(pairs):
+        if index in starts:
+            wanted.update(dict.fromkeys(told[starts[index]]))
+        wanted[sentence] = None
+    missing = [t for t in wanted if t not in vectors]
     if missing:
         vectors.update(zip(missing, await client.embed(missing, stage=STAGE), strict=True))
     # One product per said sentence: its parts against every sentence it is paired with.
