@@ -237,12 +237,16 @@ def restates(sentence: str, fact: str, *, by_clause: bool = False) -> bool:
     (stemmed), and at least ``RESTATED_SHARE`` of them? With ``by_clause``, as many of one of
     its :func:`told_clauses` is enough.
     """
-    said = content_stems(sentence)
     stated = [fact, *(told_clauses(fact) if by_clause else ())]
-    for words in map(content_stems, stated):
-        if len(said & words) >= max(RESTATED_WORDS, RESTATED_SHARE * len(words)):
-            return True
-    return False
+    return any(restating([sentence], told)[0] for told in stated)
+
+
+def restating(sentences: Sequence[str], fact: str) -> list[bool]:
+    """For each of ``sentences``, whether it says ``fact`` again by its content words (the rule
+    of :func:`restates`, without clauses): the fact's words and threshold worked out once."""
+    words = content_stems(fact)
+    needed = max(RESTATED_WORDS, RESTATED_SHARE * len(words))
+    return [len(content_stems(sentence) & words) >= needed for sentence in sentences]
 
 
 def told_clauses(fact: str) -> list[str]:

@@ -63,7 +63,7 @@ from memoryquest.generation.ledger import (
     Ledger,
     SaidLedger,
     contradiction,
-    restates,
+    restating,
     said_sentence,
     told_clauses,
 )
@@ -444,20 +444,27 @@ async def _first_restated(
     missing = [t for t in wanted if t not in vectors]
     if missing:
         vectors.update(zip(missing, await client.embed(missing, stage=STAGE), strict=True))
-    # One product per said sentence: its parts against every sentence it is paired with.
+    # One product per said sentence: its parts against every sentence it is paired with, the
+    # sentences' vectors stacked once; the content-word rule likewise, one said sentence at a time.
+    unique = list(dict.fromkeys(sentence for _, sentence, _ in pairs))
+    row_of = {sentence: row for row, sentence in enumerate(unique)}
+    matrix = np.stack([vectors[sentence] for sentence in unique])
+    pair_rows = np.fromiter((row_of[s] for _, s, _ in pairs), dtype=np.intp, count=len(pairs))
     cosines = np.empty(len(pairs))
+    retold = np.zeros(len(pairs), dtype=bool)
     for said, indices in by_said.items():
         parts = np.stack([vectors[part] for part in told[said]])
-        sentences = np.stack([vectors[pairs[i][1]] for i in indices])
-        cosines[indices] = (sentences @ parts.T).max(axis=1)
-    for (said, sentence, where), cosine in zip(pairs, cosines.tolist(), strict=True):
-        if cosine >= settings.restated_cosine or restates(sentence, said):
-            return (
-                f"{said!r}, a reference as said, is told again in session {where} "
-                f"(cosine {cosine:.3f}; restated at {settings.restated_cosine}, or by most of "
-                f"its content words): {sentence!r}"
-            )
-    return None
+        cosines[indices] = (matrix[pair_rows[indices]] @ parts.T).max(axis=1)
+        retold[indices] = restating([pairs[i][1] for i in indices], said)
+    hits = np.flatnonzero((cosines >= settings.restated_cosine) | retold)
+    if hits.size == 0:
+        return None
+    said, sentence, where = pairs[int(hits[0])]
+    return (
+        f"{said!r}, a reference as said, is told again in session {where} "
+        f"(cosine {float(cosines[hits[0]]):.3f}; restated at {settings.restated_cosine}, or by "
+        f"most of its content words): {sentence!r}"
+    )
 
 
 def said_gamma(cosines: Sequence[float]) -> float:
