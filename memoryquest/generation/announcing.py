@@ -15,6 +15,7 @@ request.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
@@ -144,7 +145,8 @@ class AnnouncingCheck:
         ]
         if not rows:
             return {}
-        model = self.model()
+        # The first fit embeds the frames file: off the event loop, which other work shares.
+        model = self._model if self._model is not None else await asyncio.to_thread(self.model)
         texts = list(dict.fromkeys(frame for _, frame, _ in rows))
         scores = dict(zip(texts, model.probability(await self.embedder.embed(texts)), strict=True))
         found: dict[K, Announcing] = {}
