@@ -193,8 +193,8 @@ class GenerationSettings(Section):
         0.6,
         ge=0,
         le=1,
-        description="A frame of a sentence that tells news (a lead, a tail, an aside in brackets, "
-        "a short sentence beside it) that the announcing model scores above this speaks about "
+        description="A frame of a sentence that tells news (a short piece between commas, dashes "
+        "or brackets, or a short statement beside it) that the announcing model scores above this speaks about "
         "the telling ('a bit of news', 'so it's on record'): the conversation is asked again, "
         "then rejected as 'marked'. 0.6 is about the 98th-99th percentile of the plain "
         "frames' cross-validated scores; 1 turns the check off.",

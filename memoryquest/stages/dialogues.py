@@ -599,9 +599,25 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
     ) -> list[tuple[int, Session | RejectedCandidate]]:
         verdicts: list[tuple[int, Session | RejectedCandidate]] = []
         candidates: dict[int, tuple[TimelineEvent, DialogueDraft, Session]] = {}
-        announced = await announcing_problems(answers, self.settings)
-        for position, event, draft in answers:
-            checked = check_dialogue(draft, self.persona, self.query, event, self.settings)
+        checks = [
+            (
+                position,
+                event,
+                draft,
+                check_dialogue(draft, self.persona, self.query, event, self.settings),
+            )
+            for position, event, draft in answers
+        ]
+        # Only drafts that pass the rules are worth scoring for frames that announce their news.
+        announced = await announcing_problems(
+            [
+                (position, event, draft)
+                for position, event, draft, c in checks
+                if c.session is not None
+            ],
+            self.settings,
+        )
+        for position, event, draft, checked in checks:
             if checked.session is None:
                 detail = f"event {event.event_id}, attempt {round.attempt + 1}: {'; '.join(checked.problems)}"
                 verdicts.append(
