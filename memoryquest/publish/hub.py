@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memoryquest.publish import CARD_FILE, MANIFEST_FILE, PublishError
 from memoryquest.publish.card import with_hub_provenance
+from memoryquest.publish.errors import PublishError
+from memoryquest.publish.layout import CARD_FILE, MANIFEST_FILE
 from memoryquest.publish.parquet import sha256_file
 
 if TYPE_CHECKING:
