@@ -87,7 +87,7 @@ async def run_once(
         finally:
             await client.aclose()
         return
-    from memoryquest.orchestration import generate_benchmark
+    from memoryquest.orchestration.flow import generate_benchmark
 
     await generate_benchmark(
         output=str(output),
@@ -135,7 +135,7 @@ def main() -> None:
         # Before Prefect is first imported: a throw-away Prefect home, quiet logs.
         os.environ.setdefault("PREFECT_HOME", str(work / "prefect-home"))
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-        from memoryquest.prefect_runtime import local_prefect_api
+        from memoryquest.orchestration.prefect_defaults import local_prefect_api
         from memoryquest.testing import FakeOpenAIServer
 
         with FakeOpenAIServer() as server, local_prefect_api():

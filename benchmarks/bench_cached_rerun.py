@@ -42,7 +42,7 @@ TARGET_PERSONAS = 30
 
 
 async def flow_once(output: Path, users: list[str], overrides: dict[str, Any]) -> float:
-    from memoryquest.orchestration import generate_benchmark
+    from memoryquest.orchestration.flow import generate_benchmark
 
     started = time.perf_counter()
     await generate_benchmark(output=str(output), users=users, overrides=overrides, publish=False)
@@ -87,7 +87,7 @@ def main() -> None:
         # Before Prefect is first imported: a throw-away Prefect home, quiet logs.
         os.environ.setdefault("PREFECT_HOME", str(work / "prefect-home"))
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-        from memoryquest.prefect_runtime import local_prefect_api
+        from memoryquest.orchestration.prefect_defaults import local_prefect_api
 
         output = work / "run"
         with local_prefect_api():

@@ -177,7 +177,7 @@ async def timed(run: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 async def flow_run(
     output: Path, source: Path, count: int, overrides: dict[str, Any], publish: bool
 ) -> Path:
-    from memoryquest.orchestration import generate_benchmark
+    from memoryquest.orchestration.flow import generate_benchmark
 
     await generate_benchmark(
         output=str(output),

@@ -1,10 +1,10 @@
 """Prefect entrypoint for deployments: ``flows/generate.py:generate_benchmark``.
 
-The flow itself lives in :mod:`memoryquest.orchestration`; this file only
+The flow itself lives in :mod:`memoryquest.orchestration.flow`; this file only
 exposes it where ``prefect.yaml`` and ``prefect deploy`` look for it.
 """
 
-from memoryquest.orchestration import generate_benchmark
+from memoryquest.orchestration.flow import generate_benchmark
 
 __all__ = ["generate_benchmark"]
 

@@ -1,6 +1,6 @@
 """MemoryQuest: regenerate the long-term-memory benchmark and check it with PGR."""
 
-from memoryquest.prefect_runtime import apply_defaults as _apply_prefect_defaults
+from memoryquest.orchestration.prefect_defaults import apply_defaults as _apply_prefect_defaults
 
 # Quiet, offline Prefect unless the user says otherwise (before anything imports prefect).
 _apply_prefect_defaults()

@@ -2,7 +2,7 @@
 
 A run in one process builds it from its client (:func:`build_manifest`); a run
 whose personas were generated elsewhere (shards, Dask workers) builds it from
-the parts' manifests (:func:`memoryquest.distributed.merge_parts`). Both go
+the parts' manifests (:func:`memoryquest.orchestration.spread.merge_parts`). Both go
 through :func:`manifest_for`, so every manifest carries the same fields.
 """
 

@@ -8,18 +8,18 @@ output; the group's ``apply`` adds that output to the state. Nothing here
 knows about Prefect: every way of running executes this one declaration —
 
 * in one process, without Prefect (:func:`generate_dataset`; ``estimate``
-  and the tests), and on a Dask worker (:mod:`memoryquest.distributed`);
-* as a Prefect flow (:mod:`memoryquest.orchestration`), one cached task per
+  and the tests), and on a Dask worker (:mod:`memoryquest.orchestration.spread`);
+* as a Prefect flow (:mod:`memoryquest.orchestration.flow`), one cached task per
   persona × stage group, keyed on the group's inputs and its code
   (:mod:`memoryquest.fingerprint`, whose stages are these);
-* across Prefect workers, as shards of that flow (:mod:`memoryquest.distributed`).
+* across Prefect workers, as shards of that flow (:mod:`memoryquest.orchestration.spread`).
 
 A group runs one or more stages (``StageGroup.stages``): the names of
 :class:`memoryquest.contracts.Stage` (queries, timelines, dialogues, memory, pgr),
 which rejected rows, usage rows and logs use. A group's name is its Prefect task's.
 
 Run setup and teardown (settings, personas, lock, manifest, save, publish)
-are in :mod:`memoryquest.run`.
+are in :mod:`memoryquest.orchestration.lifecycle`.
 
 Where each stage group lives (paths below ``memoryquest/``, ``prompts/`` and ``tests/``;
 ``→`` marks the modules a group's own module calls):
@@ -64,8 +64,8 @@ Each prompt template's typed inputs and output models are in a
 inputs model (:mod:`memoryquest.prompt_inputs`, ``test_prompt_contracts.py``).
 
 The whole sequence is tested by ``test_pipeline.py`` (this declaration),
-``test_orchestration.py`` (the flow, resumed after a kill),
-``test_distributed.py`` (shards and Dask give the in-process result) and
+``test_orchestration_flow.py`` (the flow, resumed after a kill),
+``test_orchestration_spread.py`` (shards and Dask give the in-process result) and
 ``test_reliability_*.py`` (a faulty endpoint, a killed run).
 
 Grouping follows the cost of orchestration: Prefect records a few dozen task
@@ -87,8 +87,8 @@ from pydantic import BaseModel
 from memoryquest.contracts import Persona, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
-from memoryquest.lockstep import Lockstep
 from memoryquest.manifest import build_manifest
+from memoryquest.orchestration.lockstep import Lockstep
 from memoryquest.settings import Settings
 from memoryquest.stages import conversations, memory, pgr_validation, queries
 from memoryquest.stages.state import PersonaState
@@ -198,7 +198,7 @@ async def run_persona(
 
 def lockstep_for(personas: list[Persona], client: ModelClient) -> Lockstep | None:
     """In Batch API mode the personas go through the stage groups in lockstep, so the same step of
-    every persona shares one batch (:mod:`memoryquest.lockstep`); online, each runs at its own pace."""
+    every persona shares one batch (:mod:`memoryquest.orchestration.lockstep`); online, each runs at its own pace."""
     return Lockstep(len(personas)) if client.batch is not None and personas else None
 
 

@@ -112,7 +112,7 @@ def test_the_flow_takes_the_selection_as_the_command_line_spells_it() -> None:
     """The deployment parameters ``users``, ``range``, ``count`` validate as Prefect reads them
     from ``--param`` (``users`` as a list or as ``user0,user3``), and mean what the flags mean."""
     from memoryquest.intake import PersonaSelection
-    from memoryquest.orchestration import generate_benchmark
+    from memoryquest.orchestration.flow import generate_benchmark
 
     parameters = generate_benchmark.parameters.properties
     assert {"users", "range", "count"} <= set(parameters)
@@ -138,7 +138,7 @@ def test_the_flow_takes_the_selection_as_the_command_line_spells_it() -> None:
 def test_the_flow_refuses_a_bad_selection_before_any_work(tmp_path: Path) -> None:
     import asyncio
 
-    from memoryquest.orchestration import generate_benchmark
+    from memoryquest.orchestration.flow import generate_benchmark
     from memoryquest.settings import Settings
 
     settings = Settings(output_dir=str(tmp_path / "run"))

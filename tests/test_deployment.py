@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import stop_process_group
 
-from memoryquest.deployment_source import DeploymentSourceError, git_source
+from memoryquest.orchestration.deployment_source import DeploymentSourceError, git_source
 from memoryquest.publish import load_published
 
 REPO = Path(__file__).resolve().parents[1]

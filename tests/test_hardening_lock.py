@@ -1,4 +1,4 @@
-"""Issue #13, one writer per output directory (``memoryquest.run_lock``).
+"""Issue #13, one writer per output directory (``memoryquest.orchestration.output_lock``).
 
 Processes race for one lock for real (subprocesses), a killed owner's lock is
 taken over, and both entry points (the command line and the Prefect flow)
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from memoryquest import run_lock
 from memoryquest.cli.main import main
-from memoryquest.run_lock import LOCK_FILE, RunLock, RunLockedError
+from memoryquest.orchestration import output_lock as run_lock
+from memoryquest.orchestration.output_lock import LOCK_FILE, RunLock, RunLockedError
 
 HOLDER = """
 import sys, time
-from memoryquest.run_lock import RunLock, RunLockedError
+from memoryquest.orchestration.output_lock import RunLock, RunLockedError
 try:
     lock = RunLock.acquire(sys.argv[1], command="holder")
 except RunLockedError as exc:
@@ -170,7 +170,7 @@ def test_generate_refuses_a_busy_output_before_any_work(
 
 def test_the_flow_refuses_a_busy_output_too(tmp_path: Path) -> None:
     """A deployment run (no command line in front) gets the same refusal from the flow itself."""
-    from memoryquest.orchestration import generate_benchmark
+    from memoryquest.orchestration.flow import generate_benchmark
 
     holder = hold(tmp_path)
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryquest.prefect_runtime import PREFECT_DEFAULTS, apply_defaults
+from memoryquest.orchestration.prefect_defaults import PREFECT_DEFAULTS, apply_defaults
 from memoryquest.publish.staging import clean_staging, staging_prefix
 
 

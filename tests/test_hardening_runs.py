@@ -37,7 +37,7 @@ import pytest
 from memoryquest.llm.accounting import USAGE_FILE, UsageJournal
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.tokens import token_counter
-from memoryquest.run_lock import LOCK_FILE
+from memoryquest.orchestration.output_lock import LOCK_FILE
 from memoryquest.testing import FakeOpenAIServer, Fault, LoggedRequest
 
 pytestmark = pytest.mark.slow

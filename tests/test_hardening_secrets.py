@@ -311,9 +311,9 @@ def test_prefect_does_not_retry_a_permanent_error() -> None:
 
 
 def test_every_stage_task_carries_the_retry_condition() -> None:
-    from memoryquest.orchestration import STAGE_TASKS
+    from memoryquest.orchestration.flow import STAGE_TASKS
+    from memoryquest.orchestration.task_retries import retry_on_infrastructure_failure
     from memoryquest.pipeline import STAGE_GROUPS
-    from memoryquest.task_retries import retry_on_infrastructure_failure
 
     assert list(STAGE_TASKS) == [stage.name for stage in STAGE_GROUPS]
     for name, task in STAGE_TASKS.items():

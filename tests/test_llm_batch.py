@@ -674,7 +674,7 @@ def test_every_stage_is_batched_by_default() -> None:
 
 async def test_a_persona_that_fails_leaves_the_lockstep() -> None:
     """The others go on to the next stage group without it, and its own waits end."""
-    from memoryquest.lockstep import Lockstep
+    from memoryquest.orchestration.lockstep import Lockstep
 
     lockstep = Lockstep(3)
     reached: list[str] = []

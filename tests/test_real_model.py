@@ -42,8 +42,8 @@ from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.memory.consolidation import consolidate
 from memoryquest.memory.extraction import build_memory
 from memoryquest.memory.store import FactChange, FactStore
+from memoryquest.orchestration.lifecycle import DATASET_DIR
 from memoryquest.pgr.runner import validate_queries
-from memoryquest.run import DATASET_DIR
 from memoryquest.settings import Settings
 from memoryquest.stages import conversations, memory, queries
 from memoryquest.stages.dialogues import expand_dialogues

@@ -28,7 +28,7 @@ import pytest
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import PersonaSelection, load_personas
 from memoryquest.llm.factory import build_client
-from memoryquest.orchestration import generate_benchmark
+from memoryquest.orchestration.flow import generate_benchmark
 from memoryquest.pipeline import generate_dataset
 from memoryquest.publish import load_published
 from memoryquest.settings import load_settings

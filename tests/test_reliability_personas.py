@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.orchestration import generate_benchmark
+from memoryquest.invariants import check_invariants
+from memoryquest.orchestration.flow import generate_benchmark
 from memoryquest.settings import load_settings
-from memoryquest.validate import validate_dataset
 
 SMALL: dict[str, Any] = {
     "generation": {"queries_per_user": 2, "candidates_per_user": 8},
@@ -152,7 +152,7 @@ def test_bad_persona_files_are_reported_and_the_good_ones_complete(
     assert [p.source_user_id for p in dataset.personas] == GOOD
     assert {q.persona_id for q in dataset.queries} == {p.persona_id for p in dataset.personas}
     assert dataset.sessions and dataset.facts and dataset.validation
-    assert validate_dataset(dataset, load_settings(overrides=SMALL)) == []
+    assert check_invariants(dataset, load_settings(overrides=SMALL)) == []
 
 
 def test_a_selection_of_only_bad_personas_fails_naming_each(

@@ -62,7 +62,7 @@ LATENCY = 0.2  # seconds per answer: with 4 requests in flight, a stage spans se
 HOLD = 20.0  # answer latency while a kill is being prepared
 SCRIPT = (
     "import asyncio, json, sys\n"
-    "from memoryquest.orchestration import generate_benchmark\n"
+    "from memoryquest.orchestration.flow import generate_benchmark\n"
     "asyncio.run(generate_benchmark(output=sys.argv[1], users=json.loads(sys.argv[2]),"
     " overrides=json.loads(sys.argv[3]), publish=True, allow_failed_audit=True))\n"
 )

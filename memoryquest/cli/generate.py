@@ -5,9 +5,9 @@ problem one line (exit code 2): the settings (cross-field rules included),
 the selection, the persona source (and that the selection is in it: a range
 past its last persona, say), for a real endpoint that it accepts the
 key (one free ``GET /models``), and the output directory (not a file,
-writable, not in use by another run: :mod:`memoryquest.run_lock`), which is
+writable, not in use by another run: :mod:`memoryquest.orchestration.output_lock`), which is
 created only once everything before it passed. Only then does a Prefect
-server start (:func:`memoryquest.prefect_runtime.local_prefect_api`).
+server start (:func:`memoryquest.orchestration.prefect_defaults.local_prefect_api`).
 
 While it runs, progress is live on a terminal and a plain line every few
 seconds otherwise (:mod:`memoryquest.progress`); the log (Prefect's flow and
@@ -157,7 +157,7 @@ def _warm_up(settings: Settings, publish: bool) -> None:
     the audit's scikit-learn, about 2 s): the server's boot leaves a core idle now, and
     the end of the run is single-threaded.
     """
-    import memoryquest.orchestration  # noqa: F401  (the flow, its stages and Prefect's client)
+    import memoryquest.orchestration.flow  # noqa: F401  (the flow, its stages and Prefect's client)
     from memoryquest.fingerprint import runs_simulator, stage_fingerprints
     from memoryquest.llm.factory import build_embedding_backend
 
@@ -172,9 +172,9 @@ def _warm_up(settings: Settings, publish: bool) -> None:
 
 def _generate(args: argparse.Namespace) -> int:
     from memoryquest.intake import check_selection
-    from memoryquest.prefect_runtime import local_prefect_api
+    from memoryquest.orchestration.output_lock import RunLock
+    from memoryquest.orchestration.prefect_defaults import local_prefect_api
     from memoryquest.progress import RunSummary
-    from memoryquest.run_lock import RunLock
 
     settings = settings_from_args(
         args,
@@ -203,8 +203,8 @@ def _generate(args: argparse.Namespace) -> int:
         command_log(args, output_dir / LOG_DIR / RUN_LOG, prefect_flows=True),
         local_prefect_api(meanwhile=lambda: _warm_up(settings, publish=not args.no_publish)),
     ):
-        from memoryquest.orchestration import generate_benchmark
-        from memoryquest.run import DATASET_DIR, PUBLISHED_DIR, RUN_REPORT
+        from memoryquest.orchestration.flow import generate_benchmark
+        from memoryquest.orchestration.lifecycle import DATASET_DIR, PUBLISHED_DIR, RUN_REPORT
 
         output = asyncio.run(
             generate_benchmark(

@@ -190,9 +190,9 @@ def _error_line(exc: BaseException, settings: Settings | None = None) -> tuple[s
         LLMError,
         LLMTransportError,
     )
+    from memoryquest.orchestration.output_lock import RunLockedError
+    from memoryquest.orchestration.prefect_defaults import PrefectServerError
     from memoryquest.pgr.runner import PGRError
-    from memoryquest.prefect_runtime import PrefectServerError
-    from memoryquest.run_lock import RunLockedError
 
     if isinstance(exc, ValidationError):
         return describe_validation_error(exc), USER_ERROR

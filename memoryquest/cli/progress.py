@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 PROGRESS_FILE = "progress.json"  # memoryquest.progress.files.PROGRESS_FILE, without importing it
-REPORT_FILE = "run_report.json"  # memoryquest.run.RUN_REPORT
+REPORT_FILE = "run_report.json"  # memoryquest.orchestration.lifecycle.RUN_REPORT
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from memoryquest.cli.inputs import add_dataset_argument, load_generated
 from memoryquest.cli.main import add_common_options, settings_from_args
-from memoryquest.validate import EmbeddingFunction, queries_not_recomputed, validate_dataset
+from memoryquest.invariants import EmbeddingFunction, check_invariants, queries_not_recomputed
 
 if TYPE_CHECKING:
     from memoryquest.dataset import GeneratedDataset
@@ -52,7 +52,7 @@ def _validate(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     dataset = load_generated(args.dataset_dir)
     embedder = _embedder(dataset, args.no_recompute)
-    violations = validate_dataset(dataset, settings, embedder)
+    violations = check_invariants(dataset, settings, embedder)
     for violation in violations:
         print(violation)
     skipped = queries_not_recomputed(dataset, embedder)

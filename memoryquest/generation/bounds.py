@@ -1,6 +1,6 @@
 """A count held to a setting's bounds (references per query, events per timeline, turns per
 session): checked and worded once, for the stages that refuse a candidate and for the
-dataset's invariants (:mod:`memoryquest.validate`) alike."""
+dataset's invariants (:mod:`memoryquest.invariants`) alike."""
 
 from __future__ import annotations
 

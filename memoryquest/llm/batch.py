@@ -17,7 +17,7 @@ line; each waiting call gets its own answer or its own exception, as soon
 as its line is settled (a row retried in a later round does not hold up the
 others).
 
-Personas run in lockstep in batch mode (:mod:`memoryquest.lockstep`): each
+Personas run in lockstep in batch mode (:mod:`memoryquest.orchestration.lockstep`): each
 stage group starts once every persona has reached it, and the collector
 knows which persona each waiting call comes from. When the idle window ends
 while a persona of a lockstep is neither waiting for a batch answer nor
@@ -122,7 +122,7 @@ from memoryquest.llm.errors import LLMConfigurationError, LLMError, PermanentBac
 from memoryquest.llm.exchange import Attempt, ChatExchange
 from memoryquest.llm.openai_backend import RESPONSE_FORMAT_WORDS, chat_result
 from memoryquest.llm.request import LLMRequest, ResponseT
-from memoryquest.lockstep import Lockstep, current_member
+from memoryquest.orchestration.lockstep import Lockstep, current_member
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class BatchOptions:
     # The collector sends once no request has arrived for collect_seconds, or at collect_max requests.
     collect_seconds: float = 2.0
     collect_max: int = 50_000
-    # Personas in lockstep (memoryquest.lockstep) still working towards a request hold a send this long at most.
+    # Personas in lockstep (memoryquest.orchestration.lockstep) still working towards a request hold a send this long at most.
     hold_seconds: float = 120.0
     # The service's limits per batch; a larger set is split into several batches per round.
     max_lines: int = 50_000
@@ -213,7 +213,7 @@ class _Collector:
     groups: set[_Group] = field(default_factory=set)
     timer: asyncio.Task[None] | None = None  # sends once the clock reaches quiet_at
     quiet_at: float = 0.0
-    # The lockstep walks requests came from (memoryquest.lockstep), and since when a send is held for them.
+    # The lockstep walks requests came from (memoryquest.orchestration.lockstep), and since when a send is held for them.
     locksteps: weakref.WeakSet[Lockstep] = field(default_factory=weakref.WeakSet)
     held_since: float | None = None
 

@@ -1,7 +1,7 @@
 """The figures of a run in progress, kept in one object so every view of them agrees.
 
 The terminal (:mod:`memoryquest.progress.display`), Prefect's progress and
-markdown artifacts (:mod:`memoryquest.orchestration`) and the end-of-run
+markdown artifacts (:mod:`memoryquest.orchestration.flow`) and the end-of-run
 summary (:mod:`memoryquest.progress.summary`) all read a
 :class:`ProgressSnapshot` taken from one :class:`RunFigures`. The pipeline
 feeds it through its public observer interface

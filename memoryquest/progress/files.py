@@ -3,7 +3,7 @@
 Every run writes its latest :class:`~memoryquest.progress.figures.ProgressSnapshot`
 to ``<output>/progress.json`` as it goes (:func:`write_snapshot`, every few
 seconds and once at the end). A run spread over children (the shards of a work
-pool, the personas of a Dask cluster: :mod:`memoryquest.distributed`) reads its
+pool, the personas of a Dask cluster: :mod:`memoryquest.orchestration.spread`) reads its
 children's files, adds them up (:func:`combine`) and writes the sum to its own
 ``progress.json``; ``memoryquest progress DIR...`` reads the same files from any
 machine that sees the output directory.

@@ -1,17 +1,18 @@
 """Generation beyond one machine, on engines that already exist: Prefect work pools and Dask.
 
-The generation flow (:func:`memoryquest.orchestration.generate_benchmark`)
+The generation flow (:func:`memoryquest.orchestration.flow.generate_benchmark`)
 runs here when its ``spread`` parameter says where the personas go:
 
 * **Shards across Prefect workers** (:class:`ShardSpread`,
-  :func:`generate_sharded`): the persona selection is split into shards and
+  :func:`memoryquest.orchestration.shards.generate_sharded`): the persona selection is split into shards and
   a generation deployment is run once per shard (with ``spread`` unset, so
   in its own process) through ``run_deployment``; whichever workers of the
   pool are free, on whatever machines, pick the runs up. Each child writes
   to ``<output>/shards/<i>`` and does not publish; the parent waits for all
   of them, merges their datasets (usage summed into one manifest), saves
   ``<output>/dataset`` and publishes ``<output>/published``.
-* **Dask** (:class:`DaskSpread`, :func:`generate_with_dask`): one Prefect
+* **Dask** (:class:`DaskSpread`,
+  :func:`memoryquest.orchestration.dask_personas.generate_with_dask`): one Prefect
   task per persona, submitted to a Dask scheduler through prefect-dask's
   ``DaskTaskRunner``. Each task builds its own client and runs the stage
   groups of :mod:`memoryquest.pipeline` in its worker process, journalling
@@ -31,12 +32,11 @@ client's response cache (``<output>/.cache``, what makes a re-run free) and
 the shard outputs live there. Endpoint secrets never travel as flow
 parameters; workers read them from their own environment. Setup and
 teardown (settings, output lock, personas, save, publish) are
-:mod:`memoryquest.run`'s, as for the one-machine flow.
+:mod:`memoryquest.orchestration.lifecycle`'s, as for the one-machine flow.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -45,48 +45,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger
 from prefect.artifacts import (
     acreate_progress_artifact,
-    acreate_table_artifact,
     aupdate_progress_artifact,
 )
-from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import FlowRun
-from prefect.deployments import arun_deployment
-from prefect.futures import wait
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryquest.contracts import Persona, RunManifest, StageUsage
+from memoryquest.contracts import RunManifest, StageUsage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.intake import PersonaSelection, is_http_source
 from memoryquest.llm.accounting import USAGE_FILE, UsageJournal
 from memoryquest.manifest import Origin, manifest_for
-from memoryquest.pipeline import enabled_groups, run_persona
-from memoryquest.progress import ProgressSnapshot, RunSummary, periodically, plain_line
-from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
-from memoryquest.progress.files import combine, not_started, read_snapshot, write_snapshot
-from memoryquest.run import (
-    DATASET_DIR,
+from memoryquest.orchestration.lifecycle import (
     RUN_REPORT,
     Run,
-    finish_run,
-    open_run,
-    progress_file,
-    run_client,
-    run_figures,
-    run_manifest,
     settings_from_parameters,
     write_run_report,
 )
+from memoryquest.pipeline import enabled_groups
+from memoryquest.progress import ProgressSnapshot, RunSummary, periodically, plain_line
+from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
+from memoryquest.progress.files import combine, not_started, read_snapshot, write_snapshot
 from memoryquest.settings import Settings
-from memoryquest.task_retries import retry_on_infrastructure_failure
 
-SHARDS_DIR = "shards"
-PARTS_DIR = "parts"  # a Dask run's personas, one directory each: their usage and progress
 DEFAULT_SHARD_DEPLOYMENT = "memoryquest-generate/offline"
-SHARDED_RUN = "memoryquest-generate over shards"  # what the output's lock says holds it
-DASK_FLOW = "memoryquest-generate-dask-personas"
 
 
 class ShardSpread(BaseModel):
@@ -144,10 +127,6 @@ class SpreadRun:
             self.config_file,
             self.overrides,
         )
-
-
-class ShardFailedError(RuntimeError):
-    """One or more child runs of a sharded generation did not complete."""
 
 
 # --------------------------------------------------------------------------- merging
@@ -330,249 +309,3 @@ def write_spread_report(run: Run, children: Sequence[Child], dataset: GeneratedD
             "summary": summary.model_dump(mode="json"),
         },
     )
-
-
-# --------------------------------------------------------------------------- shards
-
-
-@dataclass(frozen=True)
-class Shard:
-    index: int
-    users: list[str]
-    output: Path
-
-    @property
-    def label(self) -> str:
-        return f"shard {self.index} (users {', '.join(self.users)})"
-
-
-def plan_shards(users: Sequence[str], shards: int, root: Path) -> list[Shard]:
-    """Contiguous, nearly equal groups in selection order, so the merged dataset keeps that order.
-
-    Never more shards than users: an empty shard would only cost a worker start.
-    """
-    if shards < 1:
-        raise ValueError(f"shards must be at least 1, got {shards}")
-    if not users:
-        raise ValueError("no users to shard")
-    count = min(shards, len(users))
-    base, extra = divmod(len(users), count)
-    plan: list[Shard] = []
-    start = 0
-    for index in range(count):
-        size = base + (1 if index < extra else 0)
-        plan.append(Shard(index, list(users[start : start + size]), root / str(index)))
-        start += size
-    return plan
-
-
-def check_shard_runs(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> None:
-    """Raise naming every shard whose child run did not complete."""
-    problems = []
-    for shard, run in zip(plan, runs, strict=True):
-        state = run.state
-        if state is not None and state.is_completed():
-            continue
-        state_name = state.name if state is not None else "unknown"
-        message = f": {state.message}" if state is not None and state.message else ""
-        problems.append(
-            f"{shard.label}: flow run '{run.name}' ({run.id}) ended {state_name}{message}"
-        )
-    if problems:
-        raise ShardFailedError(
-            f"{len(problems)} of {len(plan)} shards failed; " + "; ".join(problems)
-        )
-
-
-def _shard_rows(plan: Sequence[Shard], runs: Sequence[FlowRun]) -> list[dict[str, Any]]:
-    return [
-        {
-            "shard": shard.index,
-            "users": ", ".join(shard.users),
-            "flow_run": run.name,
-            "state": run.state.name if run.state is not None else "unknown",
-            "output": str(shard.output),
-        }
-        for shard, run in zip(plan, runs, strict=True)
-    ]
-
-
-async def generate_sharded(spread: ShardSpread, request: SpreadRun) -> str:
-    """Split the personas into shards, run ``spread.deployment`` once per shard, merge; returns the
-    output directory.
-
-    The children run concurrently on the deployment's work pool, each as a
-    sub-flow of this run. They resume like any generation run (Prefect's
-    result cache and the response cache under their own output), so
-    re-running a failed parent only redoes what is missing. The parent holds
-    the lock of ``output`` throughout; each child locks its own shard directory.
-    """
-    from prefect.runtime import flow_run as current_run
-
-    logger = get_run_logger()
-    with open_run(request.settings(), request.selection, SHARDED_RUN) as run:
-        plan = plan_shards(
-            [p.source_user_id for p in run.personas], spread.shards, run.output_dir / SHARDS_DIR
-        )
-        parent_name = current_run.get_name() or "sharded"
-        parent_id = current_run.get_id()
-
-        async def launch(shard: Shard) -> FlowRun:
-            logger.info("launching %s on %s", shard.label, spread.deployment)
-            return await arun_deployment(
-                name=spread.deployment,
-                parameters={
-                    "output": str(shard.output),
-                    "persona_source": request.portable_source,
-                    "users": shard.users,
-                    "count": None,
-                    "config_file": request.config_file,
-                    "overrides": request.overrides,
-                    "publish": False,
-                    "spread": None,  # in the child's own process, whatever its deployment's default
-                    "progress_seconds": request.progress_seconds,
-                },
-                flow_run_name=f"{parent_name}-shard-{shard.index}",
-                # A retried parent finds its children instead of starting them twice.
-                idempotency_key=f"{parent_id}-shard-{shard.index}" if parent_id else None,
-                poll_interval=spread.poll_seconds,
-                timeout=None,
-            )
-
-        async with watching(run, plan, request.progress_seconds):
-            runs = list(await asyncio.gather(*(launch(shard) for shard in plan)))
-        await acreate_table_artifact(
-            table=_shard_rows(plan, runs), key="memoryquest-shards", description="Child runs"
-        )
-        check_shard_runs(plan, runs)
-        dataset = await merge_shards(run, plan, request)
-    logger.info(
-        "merged %d shards (%d personas) into %s", len(plan), len(dataset.personas), run.output_dir
-    )
-    return str(run.output_dir)
-
-
-async def merge_shards(run: Run, plan: Sequence[Shard], request: SpreadRun) -> GeneratedDataset:
-    """The finished shards' datasets as one: merged, reported as one run
-    (:func:`write_spread_report`), saved and published."""
-    parts = [GeneratedDataset.load(shard.output / DATASET_DIR) for shard in plan]
-    dataset = merge_parts(parts, [shard.label for shard in plan], run.settings, run.started)
-    write_spread_report(run, plan, dataset)
-    await finish_run(
-        run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
-    )
-    return dataset
-
-
-# --------------------------------------------------------------------------- Dask
-
-
-@dataclass(frozen=True)
-class PersonaPart:
-    """One persona of a Dask run, journalling its usage and progress in ``output``."""
-
-    persona: Persona
-    output: Path
-
-    @property
-    def users(self) -> list[str]:
-        return [self.persona.source_user_id]
-
-    @property
-    def label(self) -> str:
-        return f"persona {self.persona.source_user_id}"
-
-
-@task(
-    name="persona-on-worker",
-    retries=2,
-    retry_delay_seconds=5,
-    retry_condition_fn=retry_on_infrastructure_failure,  # LLM calls are the client's to retry
-    cache_policy=NO_CACHE,
-)
-def generate_persona_on_worker(
-    part: PersonaPart, settings: Settings, progress_seconds: float = DEFAULT_EVERY_SECONDS
-) -> GeneratedDataset:
-    """Every stage group for one persona, on whichever Dask worker runs it.
-
-    The client is built here, in the worker: its limiter, SDK connections and
-    usage ledger belong to this process. The response cache under
-    ``settings.output_dir`` is shared, so a retried persona pays nothing twice;
-    its usage is journalled in ``part.output/usage.jsonl``, so what a failed
-    attempt paid is still counted, and its progress goes to ``part.output/progress.json``.
-    """
-    run = Run(settings, part.output, [part.persona])
-
-    async def generate() -> GeneratedDataset:
-        run.output_dir.mkdir(parents=True, exist_ok=True)
-        async with run_client(run) as client:
-            figures = run_figures(run, client)
-            async with progress_file(run, figures, progress_seconds):
-                dataset = await run_persona(part.persona, client, settings, observer=figures)
-            dataset.manifest = run_manifest(run, dataset, client)
-        return dataset
-
-    return asyncio.run(generate())
-
-
-@flow(name=DASK_FLOW, log_prints=True)
-async def generate_personas_on_dask(request: SpreadRun) -> str:
-    """The body of :func:`generate_with_dask`; runs with whatever task runner it is given."""
-    with open_run(request.settings(), request.selection, DASK_FLOW) as run:
-        parts = [
-            PersonaPart(persona, run.output_dir / PARTS_DIR / persona.source_user_id)
-            for persona in run.personas
-        ]
-        futures = [
-            generate_persona_on_worker.submit(part, run.settings, request.progress_seconds)
-            for part in parts
-        ]
-        async with watching(run, parts, request.progress_seconds):
-            await asyncio.to_thread(wait, futures)  # the workers run; this event loop stays free
-        failed = []
-        for persona, future in zip(run.personas, futures, strict=True):
-            state = future.state
-            if not state.is_completed():
-                failed.append(
-                    f"persona {persona.source_user_id}: {state.name}: {state.message or 'no message'}"
-                )
-        if failed:
-            raise RuntimeError(
-                f"{len(failed)} of {len(futures)} personas failed on the Dask cluster; "
-                + "; ".join(failed)
-            )
-        datasets: list[GeneratedDataset] = [future.result() for future in futures]
-        dataset = merge_parts(datasets, [p.label for p in parts], run.settings, run.started)
-        write_spread_report(run, parts, dataset)
-        await finish_run(
-            run, dataset, publish=request.publish, allow_failed_audit=request.allow_failed_audit
-        )
-    return str(run.output_dir)
-
-
-async def generate_with_dask(spread: DaskSpread, request: SpreadRun) -> str:
-    """Generate with one task per persona on a Dask cluster; returns the output directory.
-
-    Without ``spread.scheduler_address`` prefect-dask starts a temporary
-    ``LocalCluster``. On a two-core machine this is slower than the
-    in-process flow: every worker process loads its own embedding model,
-    results cross process boundaries, and there are no more cores to spread
-    over. The point is that the same code runs unchanged on a real cluster.
-    """
-    from prefect.task_runners import TaskRunner
-    from prefect_dask import DaskTaskRunner
-
-    runner: TaskRunner[Any] = (
-        DaskTaskRunner(address=spread.scheduler_address)
-        if spread.scheduler_address
-        else DaskTaskRunner()
-    )
-    result: str = await generate_personas_on_dask.with_options(task_runner=runner)(request=request)
-    return result
-
-
-async def generate_spread(spread: ShardSpread | DaskSpread, request: SpreadRun) -> str:
-    """Run the generation where ``spread`` says; returns the output directory."""
-    if isinstance(spread, ShardSpread):
-        return await generate_sharded(spread, request)
-    return await generate_with_dask(spread, request)

@@ -9,8 +9,8 @@ import pytest
 from prefect.serializers import PickleSerializer, Serializer
 from test_memory_history import user0_history, user0_persona
 
-from memoryquest.orchestration import STAGE_TASKS
-from memoryquest.task_results import QuickLoadPickleSerializer, release_loaded_results
+from memoryquest.orchestration.flow import STAGE_TASKS
+from memoryquest.orchestration.task_results import QuickLoadPickleSerializer, release_loaded_results
 
 
 @pytest.fixture(autouse=True)

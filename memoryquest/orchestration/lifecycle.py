@@ -1,15 +1,15 @@
 """Setup and teardown of a generation run, shared by every way of running one.
 
-The Prefect flow (:mod:`memoryquest.orchestration`, started by the command line
+The Prefect flow (:mod:`memoryquest.orchestration.flow`, started by the command line
 or a deployment) runs in its own process, over shards or on a Dask cluster
-(:mod:`memoryquest.distributed`); the three differ only in where the stage
+(:mod:`memoryquest.orchestration.spread`); the three differ only in where the stage
 groups of :mod:`memoryquest.pipeline` execute. Around that they all:
 
 1. build the settings once per process: a flow started with plain parameters
    (a deployment) reads the TOML file and the environment in
    :func:`settings_from_parameters`; the command line has built its settings
    already, to check them before Prefect starts, and hands them over;
-2. take the output directory's lock (:class:`~memoryquest.run_lock.RunLock`,
+2. take the output directory's lock (:class:`~memoryquest.orchestration.output_lock.RunLock`,
    re-entrant within a process, so the command line may hold it already) and
    load the personas (:func:`open_run`);
 3. give the run one client whose spending is journalled under the output
@@ -42,12 +42,12 @@ from memoryquest.llm.accounting import USAGE_FILE
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
 from memoryquest.manifest import build_manifest
+from memoryquest.orchestration.output_lock import RunLock
 from memoryquest.pgr.metrics import summarise, summary_markdown
 from memoryquest.pipeline import enabled_groups
 from memoryquest.progress import RunFigures, periodically
 from memoryquest.progress.figures import request_limit
 from memoryquest.progress.files import write_snapshot
-from memoryquest.run_lock import RunLock
 from memoryquest.settings import Settings, load_settings
 
 DATASET_DIR = "dataset"

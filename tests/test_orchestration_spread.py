@@ -28,18 +28,11 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.states import Completed, Crashed, Failed
 
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.distributed import (
-    DaskSpread,
-    ShardFailedError,
-    ShardSpread,
-    check_shard_runs,
-    merge_parts,
-    plan_shards,
-    sum_usage,
-)
 from memoryquest.intake import PersonaSelection, load_personas
 from memoryquest.llm.factory import build_client
-from memoryquest.orchestration import generate_benchmark
+from memoryquest.orchestration.flow import generate_benchmark
+from memoryquest.orchestration.shards import ShardFailedError, check_shard_runs, plan_shards
+from memoryquest.orchestration.spread import DaskSpread, ShardSpread, merge_parts, sum_usage
 from memoryquest.pipeline import generate_dataset
 from memoryquest.publish import load_published
 from memoryquest.settings import load_settings
@@ -487,9 +480,10 @@ def test_merged_shards_are_reported_as_one_run(
     from prefect import flow
 
     from memoryquest.cli.main import main
-    from memoryquest.distributed import SHARDED_RUN, SpreadRun, merge_shards, watching
+    from memoryquest.orchestration.lifecycle import open_run
+    from memoryquest.orchestration.shards import SHARDED_RUN, merge_shards
+    from memoryquest.orchestration.spread import SpreadRun, watching
     from memoryquest.progress.files import read_snapshot
-    from memoryquest.run import open_run
 
     output = tmp_path / "sharded"
     plan = plan_shards(USERS, 2, output / "shards")
@@ -541,11 +535,11 @@ def test_merged_shards_are_reported_as_one_run(
 def test_combined_progress_counts_a_child_not_started_as_work_to_do(tmp_path: Path) -> None:
     """While one shard has written nothing, the combined line still counts its personas: half the
     work is done, and the ETA is the parent's elapsed time again."""
-    from memoryquest.distributed import spread_progress
+    from memoryquest.orchestration.lifecycle import Run
+    from memoryquest.orchestration.spread import spread_progress
     from memoryquest.pipeline import enabled_groups
     from memoryquest.progress import ProgressSnapshot, StageProgress
     from memoryquest.progress.files import write_snapshot
-    from memoryquest.run import Run
 
     settings = load_settings(overrides={**SMALL, "output_dir": str(tmp_path)})
     stages = [group.name for group in enabled_groups(settings)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
 
-from memoryquest.prefect_runtime import local_prefect_api
+from memoryquest.orchestration.prefect_defaults import local_prefect_api
 
 
 def _children() -> set[int]:
@@ -67,7 +67,7 @@ def test_with_a_configured_api_the_warm_up_runs_once_and_no_server_starts(tmp_pa
 def test_the_run_starts_with_a_settled_heap(tmp_path: Path) -> None:
     import gc
 
-    from memoryquest.prefect_runtime import GC_THRESHOLDS
+    from memoryquest.orchestration.prefect_defaults import GC_THRESHOLDS
 
     thresholds = gc.get_threshold()
     try:

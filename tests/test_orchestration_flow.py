@@ -16,9 +16,9 @@ from prefect.serializers import Serializer
 from prefect.testing.utilities import prefect_test_harness
 
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.orchestration import generate_benchmark
+from memoryquest.invariants import check_invariants
+from memoryquest.orchestration.flow import generate_benchmark
 from memoryquest.settings import load_settings
-from memoryquest.validate import validate_dataset
 
 try:
     from tests.generation_fixture import load_users
@@ -56,7 +56,7 @@ def test_flow_writes_a_dataset_that_validates(small_run: Path) -> None:
     assert dataset.queries and dataset.sessions and dataset.facts and dataset.validation
     assert dataset.manifest is not None and dataset.manifest.simulated
     settings = load_settings(overrides=SMALL)
-    violations = validate_dataset(dataset, settings)
+    violations = check_invariants(dataset, settings)
     assert violations == [], violations[:5]
 
 
@@ -118,7 +118,7 @@ def test_killed_run_resumes_without_recomputing_finished_stages(harness, tmp_pat
     overrides = json.dumps({**SMALL, "cache": {"enabled": False}})
     script = (
         "import asyncio, json, sys\n"
-        "from memoryquest.orchestration import generate_benchmark\n"
+        "from memoryquest.orchestration.flow import generate_benchmark\n"
         "asyncio.run(generate_benchmark(output=sys.argv[1], users=['user0','user1','user2'],"
         " overrides=json.loads(sys.argv[2]), publish=False))\n"
     )
@@ -170,7 +170,7 @@ def test_killed_run_resumes_without_recomputing_finished_stages(harness, tmp_pat
 
 def test_the_cache_key_digest_covers_the_state_and_every_setting() -> None:
     """The state and settings enter the key through their digest, so any change must move it."""
-    from memoryquest.orchestration import inputs_digest
+    from memoryquest.orchestration.flow import inputs_digest
     from memoryquest.stages.state import PersonaState
 
     persona, other_persona = load_users("user0", "user1")
@@ -190,7 +190,7 @@ def test_the_large_inputs_stay_out_of_prefects_own_hashing() -> None:
     """Prefect hashes only the small inputs; the state and settings are in ``inputs`` (their digest)."""
     from prefect.cache_policies import CompoundCachePolicy, Inputs
 
-    from memoryquest.orchestration import STAGE_CACHE, stage_task
+    from memoryquest.orchestration.flow import STAGE_CACHE, stage_task
 
     assert isinstance(STAGE_CACHE, CompoundCachePolicy)
     inputs = [p for p in STAGE_CACHE.policies if isinstance(p, Inputs)]
@@ -213,8 +213,8 @@ def test_prefect_retries_infrastructure_failures_but_never_llm_or_user_errors(ha
         LLMOutputError,
         LLMTransportError,
     )
-    from memoryquest.orchestration import STAGE_TASKS
-    from memoryquest.task_retries import retry_on_infrastructure_failure
+    from memoryquest.orchestration.flow import STAGE_TASKS
+    from memoryquest.orchestration.task_retries import retry_on_infrastructure_failure
 
     stage_task = STAGE_TASKS["queries"]
     attempts: list[str] = []
@@ -260,8 +260,8 @@ def test_prefect_retries_infrastructure_failures_but_never_llm_or_user_errors(ha
 
 
 def test_the_dask_persona_task_retries_infrastructure_failures_only() -> None:
-    from memoryquest.distributed import generate_persona_on_worker
-    from memoryquest.task_retries import retry_on_infrastructure_failure
+    from memoryquest.orchestration.dask_personas import generate_persona_on_worker
+    from memoryquest.orchestration.task_retries import retry_on_infrastructure_failure
 
     assert generate_persona_on_worker.retries == 2
     assert generate_persona_on_worker.retry_condition_fn is retry_on_infrastructure_failure

@@ -1,4 +1,4 @@
-"""validate_dataset and ``memoryquest validate`` on real generated output, clean and corrupted."""
+"""check_invariants and ``memoryquest validate`` on real generated output, clean and corrupted."""
 
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ from memoryquest.contracts import (
 )
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
-from memoryquest.llm.factory import shared_local_embedder
-from memoryquest.settings import GenerationSettings, Settings
-from memoryquest.stages.history import merge_history
-from memoryquest.validate import (
+from memoryquest.invariants import (
     EmbeddingFunction,
     Rule,
     Violation,
+    check_invariants,
     queries_not_recomputed,
-    validate_dataset,
 )
+from memoryquest.llm.factory import shared_local_embedder
+from memoryquest.settings import GenerationSettings, Settings
+from memoryquest.stages.history import merge_history
 
 try:
     from tests.generation_fixture import GeneratedRun, generated, simulated_client
@@ -163,7 +163,7 @@ def test_real_output_has_no_violations(
     dataset: GeneratedDataset, settings: Settings, embedder: EmbeddingFunction
 ) -> None:
     assert len(dataset.sessions) > 150 and dataset.facts and dataset.rejected
-    assert validate_dataset(dataset, settings, embedder) == []
+    assert check_invariants(dataset, settings, embedder) == []
     assert queries_not_recomputed(dataset, embedder) == []
 
 
@@ -340,7 +340,7 @@ def test_each_corruption_is_reported_under_its_rule(
     change,
     expected: set[Rule],
 ) -> None:
-    violations = validate_dataset(corrupt(dataset, change), settings, embedder)
+    violations = check_invariants(corrupt(dataset, change), settings, embedder)
     assert rules(violations) == expected, [str(v) for v in violations]
 
 
@@ -359,19 +359,19 @@ def test_stricter_settings_are_enforced(
     dataset: GeneratedDataset, overrides: dict, expected: Rule
 ) -> None:
     strict = Settings(generation=Settings().generation.model_copy(update=overrides))
-    assert rules(validate_dataset(dataset, strict)) == {expected}
+    assert rules(check_invariants(dataset, strict)) == {expected}
 
 
 def test_duplicate_rows_and_gamma_inconsistency(
     dataset: GeneratedDataset, settings: Settings
 ) -> None:
     doubled = corrupt(dataset, lambda d: d.sessions.append(d.sessions[0].model_copy()))
-    assert {Rule.DUPLICATE_ID, Rule.SESSION_PER_EVENT} <= rules(validate_dataset(doubled, settings))
+    assert {Rule.DUPLICATE_ID, Rule.SESSION_PER_EVENT} <= rules(check_invariants(doubled, settings))
 
     def off_mean(d: GeneratedDataset) -> None:
         d.queries[0].gamma -= 0.01
 
-    assert Rule.GAMMA_MEAN in rules(validate_dataset(corrupt(dataset, off_mean), settings))
+    assert Rule.GAMMA_MEAN in rules(check_invariants(corrupt(dataset, off_mean), settings))
 
 
 def test_another_embedder_is_not_recomputed(
@@ -383,7 +383,7 @@ def test_another_embedder_is_not_recomputed(
             q.embedder = "text-embedding-3-small"
 
     changed = corrupt(dataset, other_model)
-    assert validate_dataset(changed, settings, embedder) == []
+    assert check_invariants(changed, settings, embedder) == []
     assert len(queries_not_recomputed(changed, embedder)) == len(changed.queries)
 
 
@@ -393,14 +393,14 @@ async def test_a_model_client_can_recompute_too(
     client_embedder = EmbeddingFunction.of(simulated_client())
     assert client_embedder.name == shared_local_embedder().name
     few = dataset.model_copy(update={"queries": dataset.queries[:2]})
-    assert Rule.COSINE_RECOMPUTED not in rules(validate_dataset(few, settings, client_embedder))
+    assert Rule.COSINE_RECOMPUTED not in rules(check_invariants(few, settings, client_embedder))
     tampered = corrupt(
         few,
         lambda d: setattr(
             d.queries[0].references[0], "cosine", d.queries[0].references[0].cosine + 0.2
         ),
     )
-    assert Rule.COSINE_RECOMPUTED in rules(validate_dataset(tampered, settings, client_embedder))
+    assert Rule.COSINE_RECOMPUTED in rules(check_invariants(tampered, settings, client_embedder))
 
 
 def test_the_cli_reports_violations_by_id_and_exits_1(

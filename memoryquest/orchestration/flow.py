@@ -20,7 +20,7 @@ Why this shape:
   a cached task's 0.27 s for a small persona, and more as the state grows.
 
 The flow only orchestrates: the stages and their order are
-:data:`memoryquest.pipeline.STAGE_GROUPS`, setup and teardown are :mod:`memoryquest.run`.
+:data:`memoryquest.pipeline.STAGE_GROUPS`, setup and teardown are :mod:`memoryquest.orchestration.lifecycle`.
 """
 
 from __future__ import annotations
@@ -45,21 +45,11 @@ from pydantic import BaseModel
 
 from memoryquest.contracts import Persona, StageUsage
 from memoryquest.dataset import GeneratedDataset
-from memoryquest.distributed import Spread, SpreadRun, generate_spread
 from memoryquest.fingerprint import runs_simulator, stage_fingerprints
 from memoryquest.intake import PersonaSelection
 from memoryquest.llm.client import ModelClient
-from memoryquest.pipeline import STAGE_GROUPS, StageGroup, group_named, lockstep_for, run_persona
-from memoryquest.progress import (
-    ProgressMode,
-    RunFigures,
-    RunSummary,
-    periodically,
-    plain_line,
-    showing,
-)
-from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
-from memoryquest.run import (
+from memoryquest.orchestration.dask_personas import generate_with_dask
+from memoryquest.orchestration.lifecycle import (
     Run,
     finish_run,
     open_run,
@@ -70,10 +60,22 @@ from memoryquest.run import (
     settings_from_parameters,
     write_run_report,
 )
+from memoryquest.orchestration.shards import generate_sharded
+from memoryquest.orchestration.spread import DaskSpread, ShardSpread, Spread, SpreadRun
+from memoryquest.orchestration.task_results import QuickLoadPickleSerializer, release_loaded_results
+from memoryquest.orchestration.task_retries import retry_on_infrastructure_failure
+from memoryquest.pipeline import STAGE_GROUPS, StageGroup, group_named, lockstep_for, run_persona
+from memoryquest.progress import (
+    ProgressMode,
+    RunFigures,
+    RunSummary,
+    periodically,
+    plain_line,
+    showing,
+)
+from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
 from memoryquest.settings import Settings
 from memoryquest.stages.state import PersonaState
-from memoryquest.task_results import QuickLoadPickleSerializer, release_loaded_results
-from memoryquest.task_retries import retry_on_infrastructure_failure
 
 FLOW_NAME = "memoryquest-generate"
 DEFAULT_OUTPUT = "output/run"
@@ -238,6 +240,13 @@ def _write_run_report(
     )
 
 
+async def generate_spread(spread: ShardSpread | DaskSpread, request: SpreadRun) -> str:
+    """Run the generation where ``spread`` says; returns the output directory."""
+    if isinstance(spread, ShardSpread):
+        return await generate_sharded(spread, request)
+    return await generate_with_dask(spread, request)
+
+
 @flow(name=FLOW_NAME, log_prints=True)
 async def generate_benchmark(
     output: str | None = None,
@@ -274,7 +283,7 @@ async def generate_benchmark(
     (the working dataset is kept) unless ``allow_failed_audit``; a run that
     kept no query publishes nothing.
 
-    ``spread`` runs the personas beyond this process (:mod:`memoryquest.distributed`):
+    ``spread`` runs the personas beyond this process (:mod:`memoryquest.orchestration.spread`):
     ``{"kind": "shards", "shards": 4}`` as child runs of a deployment on the
     work pool's workers, ``{"kind": "dask", "scheduler_address": ...}`` on a
     Dask cluster. Such a run builds its settings from the plain parameters,
