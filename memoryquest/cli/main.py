@@ -190,7 +190,7 @@ def _error_line(exc: BaseException, settings: Settings | None = None) -> tuple[s
         LLMError,
         LLMTransportError,
     )
-    from memoryquest.pgr.runner import PGRError
+    from memoryquest.pgr.outcomes import PGRError
     from memoryquest.prefect_runtime import PrefectServerError
     from memoryquest.run_lock import RunLockedError
 
