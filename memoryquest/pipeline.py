@@ -32,8 +32,9 @@ queries           stages/queries.py           query_generation,             simu
                                                                             relevance.py    test_simulator_queries.py
 conversations     stages/conversations.py     timeline_synthesis,           simulator/      test_stages_timelines.py,
                   → stages/timelines.py,      dialogue_expansion,           timelines.py,   test_stages_dialogues.py,
-                  stages/dialogues.py,        session_review                dialogues.py,   test_simulator_dialogues.py,
-                  stages/review.py,                                         review.py       test_stages_review.py
+                  stages/timeline_slots.py,   session_review                dialogues.py,   test_simulator_dialogues.py,
+                  stages/dialogues.py,                                      review.py       test_stages_review.py
+                  stages/review.py,
                   stages/history.py,
                   generation/ledger.py
 memory            stages/memory.py            memory_extraction,            simulator/      test_memory_extraction.py,
@@ -41,9 +42,9 @@ memory            stages/memory.py            memory_extraction,            simu
                   memory/consolidation.py,                                                  test_memory_quotes.py,
                   memory/coverage.py                                                        test_memory_simulator.py
 pgr-validation    stages/pgr_validation.py    pgr_augment, pgr_summary,     simulator/      test_pgr_runner.py,
-                  → pgr/runner.py,            pgr_cot_initial/_refine,      pgr.py          test_pgr_prospection.py,
-                  pgr/judges.py               pgr_tot_initial/_refine,                      test_pgr_judges.py,
-                                              pgr_answer, judge_references                  test_pgr_baselines.py,
+                  → pgr/runner.py,            pgr_cot_initial/_refine,      pgr.py,         test_pgr_prospection.py,
+                  pgr/prospection_run.py,     pgr_tot_initial/_refine,      pgr_plan.py,    test_pgr_judges.py,
+                  pgr/judges.py               pgr_answer, judge_references  pgr_judges.py   test_pgr_baselines.py,
                                                                                             test_pgr_simulator.py
 ================  ==========================  ============================  ==============  ==============================
 

@@ -28,10 +28,9 @@ from memoryquest.simulator.persona_grounding import split_sentences
 from memoryquest.stages.dialogues import DialogueStageResult, expand_dialogues
 from memoryquest.stages.history import merge_history
 from memoryquest.stages.queries import QueryStageResult, generate_queries
+from memoryquest.stages.timeline_slots import Slot, plan_slots
 from memoryquest.stages.timelines import (
-    Slot,
     TimelineStageResult,
-    plan_slots,
     synthesise_timeline,
     timeline_inputs,
 )

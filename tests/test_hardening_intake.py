@@ -24,7 +24,7 @@ from memoryquest.intake import IntakeResult, PersonaSelection, load_custom_perso
 from memoryquest.intake import personalens as personalens_module
 from memoryquest.intake.errors import ErrorCollector
 from memoryquest.intake.normalise import decode_json, unsafe_id, unsafe_user_id
-from memoryquest.intake.personalens import map_affinities
+from memoryquest.intake.personalens_mapping import map_affinities
 
 
 @pytest.fixture

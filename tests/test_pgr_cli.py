@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memoryquest.cli.main import main
-from memoryquest.cli.pgr import load_for_pgr
+from memoryquest.cli.pgr_inputs import load_for_pgr
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
 from memoryquest.llm.client import ModelClient

@@ -16,15 +16,11 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.llm.local_embedder import LocalEmbedder
 from memoryquest.llm.simulated import SimulatedChatBackend
+from memoryquest.pgr.outcomes import PGRError, RetrievedSet
 from memoryquest.pgr.prospection import TreeNode, parse_tree, probe_text
+from memoryquest.pgr.prospection_run import refine_until_converged
 from memoryquest.pgr.retrieval import Hit, IndexCache
-from memoryquest.pgr.runner import (
-    PGRError,
-    RetrievedSet,
-    refine_until_converged,
-    run_query,
-    validate_queries,
-)
+from memoryquest.pgr.runner import run_query, validate_queries
 from memoryquest.pgr.sample import LATE_FACT, sample_dataset
 from memoryquest.settings import PGRSettings
 

@@ -25,11 +25,11 @@ from memoryquest.simulator.needs import need_categories
 from memoryquest.simulator.pgr import (
     CHAIN_MAX,
     CHAIN_MIN,
-    JUDGE_OVERLAP,
     KNOWN,
     MAX_CHAIN_STEPS,
     MAX_TREE_NODES,
 )
+from memoryquest.simulator.pgr_judges import JUDGE_OVERLAP
 
 QUERY = "Can you help me plan joining a recreational soccer league in Toronto this spring?"
 DINNER = "Could you book a table for dinner with my sister on Friday, June 7? Somewhere casual would be nice."

@@ -38,7 +38,8 @@ from memoryquest.simulator.phrasing import (
     title,
     with_lead,
 )
-from memoryquest.stages.timelines import Slot, event_news
+from memoryquest.stages.timeline_slots import Slot
+from memoryquest.stages.timelines import event_news
 from memoryquest.text import (
     contains_verbatim,
     content_stems,

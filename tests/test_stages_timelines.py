@@ -15,14 +15,13 @@ from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings
 from memoryquest.simulator.persona_grounding import split_sentences
 from memoryquest.stages.news_form import news_form_problem
+from memoryquest.stages.timeline_slots import Slot, plan_slots
 from memoryquest.stages.timelines import (
     EventDraft,
-    Slot,
     TimelineDraft,
     build_events,
     event_news,
     filler_similarity_problems,
-    plan_slots,
     synthesise_timeline,
     timeline_inputs,
     timeline_request,

@@ -192,7 +192,7 @@ def _error_line(exc: BaseException, settings: Settings | None = None) -> tuple[s
     )
     from memoryquest.orchestration.output_lock import RunLockedError
     from memoryquest.orchestration.prefect_defaults import PrefectServerError
-    from memoryquest.pgr.runner import PGRError
+    from memoryquest.pgr.outcomes import PGRError
 
     if isinstance(exc, ValidationError):
         return describe_validation_error(exc), USER_ERROR

@@ -19,7 +19,7 @@ from memoryquest.intake.custom import (
 from memoryquest.intake.errors import IntakeError, IntakeResult, IntakeSourceError
 from memoryquest.intake.load import check_selection, is_http_source, load_personas
 from memoryquest.intake.normalise import canonical_affinity_name, natural_key, unsafe_user_id
-from memoryquest.intake.personalens import map_personalens_user
+from memoryquest.intake.personalens_mapping import map_personalens_user
 from memoryquest.intake.selection import PersonaSelection
 
 __all__ = [

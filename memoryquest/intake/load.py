@@ -6,7 +6,8 @@ from pathlib import Path
 
 from memoryquest.intake.custom import load_custom_personas
 from memoryquest.intake.errors import IntakeResult
-from memoryquest.intake.personalens import LocalReader, load_personalens
+from memoryquest.intake.personalens import load_personalens
+from memoryquest.intake.personalens_readers import LocalReader
 from memoryquest.intake.selection import PersonaSelection
 
 

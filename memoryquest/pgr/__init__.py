@@ -27,8 +27,9 @@ _HOMES = {
         "summarise",
         "summary_markdown",
     ),
+    "memoryquest.pgr.outcomes": ("PGRError", "RetrievalOutcome"),
     "memoryquest.pgr.retrieval": ("Hit", "IndexCache", "MemoryIndex", "Retriever", "build_index"),
-    "memoryquest.pgr.runner": ("PGRError", "RetrievalOutcome", "run_query", "validate_queries"),
+    "memoryquest.pgr.runner": ("run_query", "validate_queries"),
     "memoryquest.pgr.winrate": ("PairwiseOutcome", "pairwise_winrate", "win_rate"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

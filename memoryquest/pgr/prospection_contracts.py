@@ -1,6 +1,6 @@
 """Prompt contracts of PGR: augmentation, the chain and tree plans, the summary, the answer.
 
-The inputs models are what :mod:`memoryquest.pgr.runner` sends (and the
+The inputs models are what :mod:`memoryquest.pgr.prospection_run` sends (and the
 offline simulator answers from); the output models are the answers' shapes.
 See :mod:`memoryquest.prompt_inputs` for the convention.
 """

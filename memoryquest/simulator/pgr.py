@@ -4,43 +4,43 @@ Like a real model they see the request, the steps and the facts retrieved so far
 the required references: one probe per need bearing on the request's plan steps (needs
 its own words touch first), facts folded into their need's step and followed up once, a
 probe that found nothing asked from the need's next side, until the plan stops changing
-and δ ends the loop. The judges compare content stems (``JUDGE_OVERLAP``) and count the
-user facts an answer cites.
+and δ ends the loop. The plan and the facts as read are in
+:mod:`~memoryquest.simulator.pgr_plan`; the judges' answers in
+:mod:`~memoryquest.simulator.pgr_judges`.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from memoryquest.pgr.expansion_contracts import HypotheticalFactsInputs, MultiQueryInputs
-from memoryquest.pgr.judges_contracts import JudgeReferencesInputs
 from memoryquest.pgr.prospection_contracts import (
     AnswerInputs,
     AugmentInputs,
     CotInitialInputs,
     CotRefineInputs,
-    QueryInputs,
     SummaryInputs,
     TotInitialInputs,
     TotRefineInputs,
 )
-from memoryquest.pgr.winrate_contracts import PairwiseInputs
 from memoryquest.simulator import simulates
 from memoryquest.simulator.grammar import join_list
-from memoryquest.simulator.needs import (
-    PlanStep,
-    classify_need,
-    cue_words,
-    need_categories,
-    need_scores,
-    needs_of_request,
+from memoryquest.simulator.needs import PlanStep, need_categories
+from memoryquest.simulator.pgr_plan import (
+    FactView,
+    Plan,
+    anchor_step,
+    fact_views,
+    probe_step,
+    read_request,
+    recent_first,
+    short,
+    step_order,
 )
-from memoryquest.text import content_stems
 
 MAX_NEW_STEPS = 3
 MAX_CHAIN_STEPS = 10
@@ -49,180 +49,36 @@ CHAIN_MIN, CHAIN_MAX = 5, 8
 FOLDED_PER_STEP = 2
 SUMMARY_FACTS = 6
 ANSWER_FACTS = 8
-JUDGE_OVERLAP = 0.4
-JUDGE_MIN_SHARED = 2
-CITE_SHARE = 0.6
 KNOWN = " | known: "
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One need probed at one plan step."""
-
-    need: str
-    step: PlanStep
-
-    @property
-    def action(self) -> str:
-        return need_categories()[self.need].probe.format(step=self.step.phrase)
-
-    @property
-    def constraints(self) -> str:
-        return need_categories()[self.need].constraints
-
-
-@dataclass(frozen=True)
-class Plan:
-    steps: tuple[PlanStep, ...]
-    probes: tuple[Probe, ...]  # one per need, in the order to probe them
-
-    def probe(self, need: str) -> Probe | None:
-        return next((p for p in self.probes if p.need == need), None)
-
-    @property
-    def needs(self) -> tuple[str, ...]:
-        return tuple(p.need for p in self.probes)
-
-
-@lru_cache(maxsize=4096)
-def _plan_skeleton(query: str) -> tuple[tuple[PlanStep, ...], tuple[Probe, ...]]:
-    steps = tuple(needs_of_request(query))
-    probes: list[Probe] = []
-    for step in steps:
-        probes.extend(Probe(n, step) for n in step.needs if all(p.need != n for p in probes))
-    return steps, tuple(probes)
-
-
-def plan(query: str, rng: random.Random | None = None) -> Plan:
-    """The request's plan: needs its own words touch first, the rest in step order (shuffled within by ``rng``)."""
-    steps, probes = _plan_skeleton(" ".join(query.split()))
-    mentioned = need_scores(query)
-    order = {p.need: i for i, p in enumerate(probes)}
-    jitter = {p.need: rng.random() if rng else 0.0 for p in probes}
-    ranked = sorted(
-        probes, key=lambda p: (-mentioned.get(p.need, 0), order[p.need] + jitter[p.need] * 1.5)
-    )
-    return Plan(steps, tuple(ranked))
-
-
-def _request(inputs: QueryInputs, rng: random.Random | None = None) -> tuple[str, Plan]:
-    """The request as every PGR simulator reads it (spaces folded), and its plan."""
-    query = " ".join(str(inputs.query).split())
-    return query, plan(query, rng)
-
-
-def _step_order(plan_: Plan, probes: Iterable[Probe]) -> list[Probe]:
-    index = {s.key: i for i, s in enumerate(plan_.steps)}
-    return sorted(probes, key=lambda p: index[p.step.key])
-
-
-_WHEN = re.compile(
-    r"\b(?:for|around|on|by|before)\s+(?:the\s+)?(?:weekend of|week of)?\s*"
-    r"(?:(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday),?\s+)?"
-    r"(?:January|February|March|April|May|June|July|August|September|October|November|December)\s+\d{1,2}\b"
-)
-
-
-def _when(query: str) -> str:
-    match = _WHEN.search(query)
-    return match.group(0) if match else ""
-
-
-def _probe_step(probe: Probe, query: str) -> dict[str, str]:
-    when = _when(query)
-    constraints = probe.constraints + (f"; {when}" if when and probe.need == "schedule" else "")
-    return {"action": probe.action, "constraints": constraints}
-
-
-def _anchor_step(step: PlanStep, query: str) -> dict[str, str]:
-    """A plan-step step with no particular need: fills a chain of a request with few needs."""
-    when = _when(query)
-    return {
-        "action": f"What {step.phrase} involves on the day",
-        "constraints": "; ".join(
-            x for x in ("order of things, what has to be ready first", when) if x
-        ),
-    }
-
-
-@dataclass(frozen=True)
-class FactView:
-    info: str
-    date: str
-    entities: tuple[str, ...]
-    need: str | None
-    focus: str
-
-
-def _facts(raw: Iterable[Mapping[str, Any]]) -> list[FactView]:
-    return [
-        _fact_view(
-            str(item.get("info", "")),
-            str(item.get("date", "")),
-            tuple(str(e) for e in item.get("related_entities", []) if str(e).strip()),
-        )
-        for item in raw
-    ]
-
-
-@lru_cache(maxsize=65_536)
-def _fact_view(info: str, date: str, entities: tuple[str, ...]) -> FactView:
-    """Memoised: the same facts come back in every refinement, summary and answer prompt of a query."""
-    need = classify_need(" ".join([info, *entities]))
-    return FactView(info, date, entities, need, _focus(info, entities, need))
-
-
-def _focus(info: str, entities: Sequence[str], need: str | None) -> str:
-    """The fact's telling word: an entity that cues its need, else its strongest cue, else an entity."""
-    if need is not None:
-        cues = cue_words(" ".join([info, *entities]), need)
-        for entity in entities:
-            if entity.casefold() in cues:
-                return entity
-        if cues:
-            return cues[0]
-    if entities:
-        return entities[0]
-    words = sorted(re.findall(r"[A-Za-z]{4,}", info), key=len, reverse=True)
-    return words[0].lower() if words else info[:20]
-
-
-def _recent_first(facts: Iterable[FactView]) -> list[FactView]:
-    return sorted(facts, key=lambda f: (f.date, f.info), reverse=True)
-
-
-def _short(text: str, words: int = 12) -> str:
-    parts = text.strip().rstrip(".").split()
-    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
 @simulates(AugmentInputs)
 def augment(inputs: AugmentInputs, rng: random.Random) -> dict[str, Any]:
-    query, plan_ = _request(inputs)
+    query, plan_ = read_request(inputs)
     phrases = join_list([s.phrase for s in plan_.steps[:4]])
     text = f"{query} The user wants this sorted on {inputs.query_date}: {phrases}."
-    relevant = [f for f in _recent_first(_facts(inputs.context_facts)) if f.need in plan_.needs]
+    relevant = [f for f in recent_first(fact_views(inputs.context_facts)) if f.need in plan_.needs]
     if relevant:
-        known = "; ".join(f"{_short(f.info, 10)} ({f.date})" for f in relevant[:3])
+        known = "; ".join(f"{short(f.info, 10)} ({f.date})" for f in relevant[:3])
         text += f" Known from earlier: {known}."
     return {"augmented_query": text}
 
 
 @simulates(CotInitialInputs)
 def cot_initial(inputs: CotInitialInputs, rng: random.Random) -> dict[str, Any]:
-    query, plan_ = _request(inputs, rng)
+    query, plan_ = read_request(inputs, rng)
     count = min(max(len(plan_.probes), CHAIN_MIN), CHAIN_MAX, rng.randint(CHAIN_MIN + 1, CHAIN_MAX))
-    chosen = _step_order(plan_, plan_.probes[:count])
-    steps = [_probe_step(p, query) for p in chosen]
+    chosen = step_order(plan_, plan_.probes[:count])
+    steps = [probe_step(p, query) for p in chosen]
     for step in plan_.steps:
         if len(steps) >= CHAIN_MIN:
             break
-        steps.append(_anchor_step(step, query))
+        steps.append(anchor_step(step, query))
     return {"steps": steps}
 
 
 def _root(query: str, plan_: Plan) -> dict[str, str]:
-    request = _short(re.split(r"(?<=[.?!])\s", query)[0], 18)
+    request = short(re.split(r"(?<=[.?!])\s", query)[0], 18)
     return {
         "action": f"Get this done: {request}",
         "constraints": "; ".join(s.phrase for s in plan_.steps[:4]),
@@ -238,7 +94,7 @@ def _branch(step: PlanStep, needs: Sequence[str]) -> dict[str, str]:
 
 @simulates(TotInitialInputs)
 def tot_initial(inputs: TotInitialInputs, rng: random.Random) -> dict[str, Any]:
-    query, plan_ = _request(inputs, rng)
+    query, plan_ = read_request(inputs, rng)
     # Branches: the two or three steps holding the most pressing needs, in the order they unfold.
     keys = list(dict.fromkeys(p.step.key for p in plan_.probes))
     wanted = 3 if rng.random() < 0.85 else 2
@@ -261,7 +117,7 @@ def tot_initial(inputs: TotInitialInputs, rng: random.Random) -> dict[str, Any]:
             child_id = f"A{len(nodes) + 1}"
             branch["children"].append(child_id)
             nodes.append(
-                {"id": child_id, **_probe_step(probe, query), "parent": branch_id, "children": []}
+                {"id": child_id, **probe_step(probe, query), "parent": branch_id, "children": []}
             )
     return {"nodes": nodes}
 
@@ -292,7 +148,7 @@ def _folded(step: dict[str, Any], facts: Sequence[FactView], need: str | None, p
     """The step's constraints for the next round: facts of its need folded in (``<base> | known: ...``),
     or, when its probe found none, the need's next side (facet) until the sides run out."""
     base = str(step.get("constraints", "")).split(KNOWN, 1)[0]
-    matching = [f for f in _recent_first(facts) if need is not None and f.need == need]
+    matching = [f for f in recent_first(facts) if need is not None and f.need == need]
     if matching:
         return base + KNOWN + "; ".join(f"{f.focus} ({f.date})" for f in matching[:FOLDED_PER_STEP])
     probe = plan_.probe(need) if need is not None else None
@@ -313,7 +169,7 @@ def _follow_up(fact: FactView, plan_: Plan) -> dict[str, str]:
     phrase = probe.step.phrase if probe else "it"
     return {
         "action": need_categories()[need].follow.format(focus=fact.focus, step=phrase),
-        "constraints": f"{_short(fact.info)} ({fact.date})",
+        "constraints": f"{short(fact.info)} ({fact.date})",
     }
 
 
@@ -336,21 +192,21 @@ def _additions(
         if probe is None or str(step.get("action", "")) != probe.action:
             followed.add(need)
     follow_ups: list[tuple[str, dict[str, str]]] = []
-    for fact in _recent_first(facts):
+    for fact in recent_first(facts):
         if (
             fact.need in plan_.needs
             and fact.need not in followed
             and all(n != fact.need for n, _ in follow_ups)
         ):
             follow_ups.append((fact.need or "", _follow_up(fact, plan_)))
-    missing = [(p.need, _probe_step(p, query)) for p in plan_.probes if p.need not in probed]
+    missing = [(p.need, probe_step(p, query)) for p in plan_.probes if p.need not in probed]
     return (follow_ups + missing)[: max(min(room, MAX_NEW_STEPS), 0)]
 
 
 @simulates(CotRefineInputs)
 def cot_refine(inputs: CotRefineInputs, rng: random.Random) -> dict[str, Any]:
-    query, plan_ = _request(inputs)
-    facts = _facts(inputs.facts)
+    query, plan_ = read_request(inputs)
+    facts = fact_views(inputs.facts)
     previous = [dict(s) for s in inputs.previous_steps]
     rewritten = [
         {
@@ -380,8 +236,8 @@ def _checked(root: dict[str, Any] | None) -> set[str]:
 @simulates(TotRefineInputs)
 def tot_refine(inputs: TotRefineInputs, rng: random.Random) -> dict[str, Any]:
     """Fold facts in, prune probes that found nothing of their need to make room, add follow-ups and unasked needs."""
-    query, plan_ = _request(inputs)
-    facts = _facts(inputs.facts)
+    query, plan_ = read_request(inputs)
+    facts = fact_views(inputs.facts)
     previous = [dict(s) for s in inputs.previous_steps]
     nodes: list[dict[str, Any]] = [
         {
@@ -442,16 +298,16 @@ def _prioritised(facts: Sequence[FactView], plan_: Plan, context: str) -> list[F
     """Facts of the plan's needs first (those the steps folded in before others), then the rest, recent first."""
     lowered = context.lower()
     return sorted(
-        _recent_first(facts),
+        recent_first(facts),
         key=lambda f: (f.need not in plan_.needs, f.focus.lower() not in lowered),
     )
 
 
 @simulates(SummaryInputs)
 def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
-    query, plan_ = _request(inputs)
+    query, plan_ = read_request(inputs)
     steps = [dict(s) for s in inputs.steps]
-    facts = _facts(inputs.facts)
+    facts = fact_views(inputs.facts)
     explored = []
     for step in steps:
         need = _need_of_step(step, plan_)
@@ -463,7 +319,7 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
     ]
     parts = [f"Playing the request forward covered {'; '.join(explored) or 'the request itself'}."]
     if cited:
-        memories = "; ".join(f"{_short(f.info, 16)} ({f.date})" for f in cited)
+        memories = "; ".join(f"{short(f.info, 16)} ({f.date})" for f in cited)
         parts.append(
             f"Of {len(facts)} memories brought back, these shape the plan most: {memories}."
         )
@@ -479,8 +335,8 @@ def summary(inputs: SummaryInputs, rng: random.Random) -> dict[str, Any]:
 def expand_queries(inputs: MultiQueryInputs, rng: random.Random) -> dict[str, Any]:
     """One search per need the request's plan meets, as a one-shot planner would write them:
     what PGR's first plan knows, without the augmentation and the rounds that follow it."""
-    query, plan_ = _request(inputs, rng)
-    probes = _step_order(plan_, plan_.probes)[: max(1, int(inputs.count))]
+    query, plan_ = read_request(inputs, rng)
+    probes = step_order(plan_, plan_.probes)[: max(1, int(inputs.count))]
     queries = [f"{p.action} ({p.constraints})" for p in probes] or [query]
     return {"queries": queries}
 
@@ -488,21 +344,21 @@ def expand_queries(inputs: MultiQueryInputs, rng: random.Random) -> dict[str, An
 @simulates(HypotheticalFactsInputs)
 def hypothetical_facts(inputs: HypotheticalFactsInputs, rng: random.Random) -> dict[str, Any]:
     """One imagined note per need of the plan: the kind of circumstance that would matter."""
-    query, plan_ = _request(inputs, rng)
-    probes = _step_order(plan_, plan_.probes)[: max(1, int(inputs.count))]
+    query, plan_ = read_request(inputs, rng)
+    probes = step_order(plan_, plan_.probes)[: max(1, int(inputs.count))]
     facts = [
         f"{need_categories()[p.need].label}: {p.constraints} when {p.step.phrase}" for p in probes
     ]
-    return {"facts": facts or [f"Something about the user matters for {_short(query, 8)}"]}
+    return {"facts": facts or [f"Something about the user matters for {short(query, 8)}"]}
 
 
 @simulates(AnswerInputs)
 def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
-    query, plan_ = _request(inputs)
-    facts = _facts(inputs.facts)
+    query, plan_ = read_request(inputs)
+    facts = fact_views(inputs.facts)
     summary_text = str(inputs.summary)
     cited = _prioritised(facts, plan_, summary_text)[:ANSWER_FACTS]
-    lines = [f"**{_short(query, 14)}** — shaped by what you've told me:"]
+    lines = [f"**{short(query, 14)}** — shaped by what you've told me:"]
     for fact in cited:
         label = need_categories()[fact.need].label if fact.need else "context"
         lines.append(f"- *{label}*: {fact.info.rstrip('.')} (noted {fact.date}).")
@@ -514,68 +370,3 @@ def answer(inputs: AnswerInputs, rng: random.Random) -> dict[str, Any]:
         " and the prospection summary." if summary_text else "."
     )
     return {"reasoning": reasoning, "answer": "\n".join(lines)}
-
-
-def _overlap(reference: str, fact: str) -> tuple[float, int]:
-    wanted = content_stems(reference)
-    if not wanted:
-        return 0.0, 0
-    shared = len(wanted & content_stems(fact))
-    return shared / len(wanted), shared
-
-
-@simulates(JudgeReferencesInputs)
-def judge_references(inputs: JudgeReferencesInputs, rng: random.Random) -> dict[str, Any]:
-    retrieved = [(int(item["number"]), str(item.get("info", ""))) for item in inputs.retrieved]
-    verdicts = []
-    for reference in inputs.references:
-        text = str(reference["text"])
-        needed = min(JUDGE_MIN_SHARED, len(content_stems(text)))
-        stating: list[int] = []
-        best_share, best_fact = 0.0, ""
-        for number, info in retrieved:
-            share, shared = _overlap(text, info)
-            if share >= JUDGE_OVERLAP and shared >= needed:
-                stating.append(number)
-            if share > best_share:
-                best_share, best_fact = share, info
-        reason = (
-            f"'{_short(best_fact, 10)}' shares {best_share:.0%} of its content words"
-            if best_fact
-            else "no retrieved memory shares its content words"
-        )
-        verdicts.append({"number": int(reference["number"]), "memories": stating, "reason": reason})
-    return {"verdicts": verdicts}
-
-
-def _cited(text: str, statements: Iterable[str]) -> int:
-    have = content_stems(text)
-    count = 0
-    for statement in statements:
-        wanted = content_stems(statement)
-        if len(wanted) >= 2 and len(wanted & have) >= max(2, CITE_SHARE * len(wanted)):
-            count += 1
-    return count
-
-
-@simulates(PairwiseInputs)
-def judge_pairwise(inputs: PairwiseInputs, rng: random.Random) -> dict[str, Any]:
-    """Shown the references, the answer that takes up more of them wins. Otherwise the judge,
-    like a user who knows only their own profile, prefers the answer with more specific content
-    beyond the request's own words (distinct content words): a crude reading of helpfulness
-    that rewards length too, which the report's length-controlled Win Rate then shows."""
-    references = [str(r) for r in inputs.references]
-    asked = content_stems(str(inputs.query))
-
-    def weight(response: str) -> tuple[int, int]:
-        return _cited(response, references), len(content_stems(response) - asked)
-
-    first = weight(str(inputs.first_response))
-    second = weight(str(inputs.second_response))
-    labels = (inputs.first_label, inputs.second_label)
-    choice = labels[0] if first > second else labels[1] if second > first else "tie"
-    reasoning = (
-        f"Response {labels[0]} takes up {first[0]} of the points shown and {first[1]} specific "
-        f"details, {labels[1]} {second[0]} and {second[1]}."
-    )
-    return {"reasoning": reasoning, "choice": choice}
