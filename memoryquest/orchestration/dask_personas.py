@@ -17,10 +17,8 @@ from memoryquest.dataset import GeneratedDataset
 from memoryquest.orchestration.lifecycle import (
     Run,
     finish_run,
+    generating,
     open_run,
-    progress_file,
-    run_client,
-    run_figures,
     run_manifest,
 )
 from memoryquest.orchestration.spread import (
@@ -77,10 +75,8 @@ def generate_persona_on_worker(
 
     async def generate() -> GeneratedDataset:
         run.output_dir.mkdir(parents=True, exist_ok=True)
-        async with run_client(run) as client:
-            figures = run_figures(run, client)
-            async with progress_file(run, figures, progress_seconds):
-                dataset = await run_persona(part.persona, client, settings, observer=figures)
+        async with generating(run, progress_seconds) as (client, figures):
+            dataset = await run_persona(part.persona, client, settings, observer=figures)
             dataset.manifest = run_manifest(run, dataset, client)
         return dataset
 

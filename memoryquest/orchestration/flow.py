@@ -52,10 +52,8 @@ from memoryquest.orchestration.dask_personas import generate_with_dask
 from memoryquest.orchestration.lifecycle import (
     Run,
     finish_run,
+    generating,
     open_run,
-    progress_file,
-    run_client,
-    run_figures,
     run_manifest,
     settings_from_parameters,
     write_run_report,
@@ -322,8 +320,7 @@ async def generate_benchmark(
             "give either settings or output/persona_source/config_file/overrides, not both"
         )
     with open_run(settings, selection, FLOW_NAME) as run:
-        async with run_client(run) as client:
-            figures = run_figures(run, client, cost_estimate_usd)
+        async with generating(run, progress_seconds, cost_estimate_usd) as (client, figures):
             async with (
                 showing(
                     figures,
@@ -332,7 +329,6 @@ async def generate_benchmark(
                     every_seconds=progress_seconds,
                 ),
                 _progress_artifact(figures, progress_seconds),
-                progress_file(run, figures, progress_seconds),
             ):
                 dataset, records = await _generate(run, client, figures)
             dataset.manifest = run_manifest(run, dataset, client)

@@ -14,10 +14,10 @@ groups of :mod:`memoryquest.pipeline` execute. Around that they all:
    load the personas (:func:`open_run`);
 3. give the run one client whose spending is journalled under the output
    directory, so a resumed run's manifest counts every attempt
-   (:func:`run_client`, :func:`run_manifest`);
-4. count what the run does in one :class:`~memoryquest.progress.RunFigures`
-   (:func:`run_figures`), which the terminal, Prefect's artifacts and the
-   end-of-run summary all read;
+   (:func:`run_client`, :func:`run_manifest`), and count what the run does in
+   one :class:`~memoryquest.progress.RunFigures` (:func:`run_figures`), which
+   the terminal, Prefect's artifacts, ``progress.json`` and the end-of-run
+   summary all read (both in :func:`generating`);
 5. filter out the queries whose references stand out, save the dataset, show it in
    Prefect's UI and publish it (:func:`finish_run`).
 """
@@ -153,6 +153,18 @@ async def progress_file(run: Run, figures: RunFigures, every_seconds: float) -> 
 
     async with periodically(every_seconds, update):
         yield
+
+
+@contextlib.asynccontextmanager
+async def generating(
+    run: Run, every_seconds: float, cost_estimate_usd: float | None = None
+) -> AsyncIterator[tuple[ModelClient, RunFigures]]:
+    """The run's client and figures, with ``<output>/progress.json`` kept from them while the block
+    walks the personas: what the in-process flow and a persona on a Dask worker both run inside."""
+    async with run_client(run) as client:
+        figures = run_figures(run, client, cost_estimate_usd)
+        async with progress_file(run, figures, every_seconds):
+            yield client, figures
 
 
 def write_run_report(run: Run, report: Mapping[str, Any]) -> Path:
