@@ -101,7 +101,7 @@ async def generate(users: list[str], settings_overrides: dict[str, Any]) -> None
 def measure(
     name: str, server: Any, output: Path, users: list[str], client: int | None, limit: int | None
 ) -> Run:
-    from memoryquest.testing.fake_openai import billed_prompt_tokens
+    from memoryquest.testing.fake_openai.chat import billed_prompt_tokens
 
     server.reset()
     server.batch_enqueued_tokens_max = limit

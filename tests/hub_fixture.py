@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from memoryquest.testing.fake_openai import LoopbackServer
+from memoryquest.testing.fake_openai.loopback import LoopbackServer
 
 LFS_SUFFIXES = (".parquet", ".png")
 GITATTRIBUTES = (

@@ -23,7 +23,7 @@ from memoryquest.resources import data_dir
 from memoryquest.settings import load_settings
 from memoryquest.simulator import simulate
 from memoryquest.testing import FakeOpenAIServer
-from memoryquest.testing.fake_openai import TemplateAnswer
+from memoryquest.testing.fake_openai.chat import TemplateAnswer
 
 SMALL = {
     "generation": {"queries_per_user": 2, "candidates_per_user": 8},

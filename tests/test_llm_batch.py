@@ -24,7 +24,7 @@ from memoryquest.llm.request import LLMRequest
 from memoryquest.settings import Settings
 from memoryquest.simulator import simulates
 from memoryquest.testing import FakeOpenAIServer, Fault, LoggedRequest
-from memoryquest.testing.fake_openai import billed_prompt_tokens
+from memoryquest.testing.fake_openai.chat import billed_prompt_tokens
 
 TEMPLATE_ID = "test_llm_batch_describe"
 TEMPLATE = f"""---

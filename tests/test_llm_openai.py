@@ -28,7 +28,7 @@ from memoryquest.llm.tokens import token_counter
 from memoryquest.settings import Settings
 from memoryquest.simulator import simulate, simulates
 from memoryquest.testing import FakeOpenAIServer, Fault, FaultKind, ReplayOpenAIServer
-from memoryquest.testing.fake_openai import hashed_embedding
+from memoryquest.testing.fake_openai.embeddings import hashed_embedding
 
 TEMPLATE_ID = "test_llm_openai_describe"
 TEMPLATE = f"""---

@@ -24,7 +24,7 @@ from memoryquest.settings import ServerKind, Settings
 from memoryquest.stages.queries import generate_queries
 from memoryquest.stages.queries_contracts import RelevanceAnswer
 from memoryquest.testing import FakeOpenAIServer, Fault
-from memoryquest.testing.fake_openai import LoggedRequest, _ErrorAnswer
+from memoryquest.testing.fake_openai.exchange import ErrorAnswer, LoggedRequest
 
 FAST = RetryPolicy(max_retries=3, base_delay=0.001, max_delay=0.01)
 
@@ -57,7 +57,7 @@ class LlamaCppLike:
         ) -> tuple[int, Any, dict[str, str]]:
             body = entry.body
             if (body.get("response_format") or {}).get("type") == "json_schema":
-                raise _ErrorAnswer(
+                raise ErrorAnswer(
                     500,
                     "1 validation error: ('body', 'response_format', 'type') "
                     "Input should be 'text' or 'json_object'",
@@ -65,7 +65,7 @@ class LlamaCppLike:
             prompt = sum(self.tokens(m["content"]) + 8 for m in body["messages"]) + 16
             self.largest_prompt = max(self.largest_prompt, prompt + body.get("max_tokens", 0))
             if prompt >= self.window:
-                raise _ErrorAnswer(
+                raise ErrorAnswer(
                     400,
                     f"This model's maximum context length is {self.window} tokens. However, you "
                     f"requested {prompt} tokens ({prompt} in the messages, 0 in the completion).",
@@ -243,7 +243,7 @@ async def test_a_refused_optional_field_is_left_out_from_then_on(
 
     def no_seed(entry: LoggedRequest, headers: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
         if "seed" in entry.body:
-            raise _ErrorAnswer(422, "Unrecognized request argument supplied: seed")
+            raise ErrorAnswer(422, "Unrecognized request argument supplied: seed")
         return chat(entry, headers)
 
     server.routes[("POST", "/v1/chat/completions")] = no_seed

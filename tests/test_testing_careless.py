@@ -19,21 +19,17 @@ import pytest
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.testing import careless
-from memoryquest.testing.careless import (
-    CATCH_TARGET,
+from memoryquest.testing.careless.backend import CarelessChatBackend
+from memoryquest.testing.careless.faults import (
     CORPUS_FILE,
     PLACEHOLDERS,
-    Catch,
     Fault,
     Injection,
-    catch,
-    generate_offline,
     load_corpus,
-    main,
     normalize,
-    score,
-    table,
 )
+from memoryquest.testing.careless.runs import catch, generate_offline, main, table
+from memoryquest.testing.careless.scoring import CATCH_TARGET, Catch, score
 
 try:
     from tests.conftest import SETTINGS_ENV_PREFIXES
@@ -117,12 +113,19 @@ def test_the_corpus_ships_inside_the_package() -> None:
 
 
 def test_the_double_reads_none_of_the_gates() -> None:
-    """Its faults may not be built from the checks they test: no import of the gates' modules."""
-    tree = ast.parse(Path(careless.__file__).read_text(encoding="utf-8"))
+    """Its faults may not be built from the checks they test: no module of the double imports
+    the gates' modules."""
+    modules = sorted(Path(careless.__file__).parent.glob("*.py"))
+    assert len(modules) > 1, "the double's modules are read, not only its package's __init__"
+    trees = [ast.parse(module.read_text(encoding="utf-8")) for module in modules]
     imported = {
-        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+        node.module
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
     } | {
         alias.name
+        for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.Import)
         for alias in node.names
@@ -240,13 +243,13 @@ def test_an_unknown_fault_is_refused_with_the_known_ones(
 def test_at_a_lower_rate_the_fault_goes_into_that_part_of_the_answers(tmp_path: Path) -> None:
     """Below 1, queries survive the gates and their data can be audited for what the
     rejections left behind."""
-    backend = careless.CarelessChatBackend(Fault.MARKDOWN, rate=0.3)
+    backend = CarelessChatBackend(Fault.MARKDOWN, rate=0.3)
     dataset = _offline(lambda: generate_offline(backend, USERS, tmp_path))
     planted = len(backend.injections)
     assert backend.answers > 20 and 0.15 <= planted / backend.answers <= 0.45
     assert dataset.queries, "at 0.3 some queries are kept"
     with pytest.raises(ValueError, match="rate"):
-        careless.CarelessChatBackend(Fault.MARKDOWN, rate=0)
+        CarelessChatBackend(Fault.MARKDOWN, rate=0)
 
 
 def test_a_rate_outside_0_to_1_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
