@@ -105,19 +105,12 @@ class BatchProcessor:
                 f"got {options.collect_seconds} and {options.collect_max}"
             )
         self.exchange = exchange
-        self.rounds = BatchRounds(exchange, api, options)
+        self.options = options
+        self.rounds = BatchRounds(exchange, api, lambda: self.options)
         self._collectors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Collector] = (
             weakref.WeakKeyDictionary()
         )
         self._owned: set[Path] = set()  # state files a set of this runner is settling
-
-    @property
-    def options(self) -> BatchOptions:
-        return self.rounds.options
-
-    @options.setter
-    def options(self, options: BatchOptions) -> None:
-        self.rounds.options = options
 
     @property
     def state_directory(self) -> Path | None:

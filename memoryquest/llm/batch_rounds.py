@@ -70,12 +70,18 @@ T = TypeVar("T")
 class BatchRounds:
     """Settles the sets a batch collector sends, through a provider's :class:`BatchAPI`."""
 
-    def __init__(self, exchange: BatchExchange, api: BatchAPI, options: BatchOptions) -> None:
+    def __init__(
+        self, exchange: BatchExchange, api: BatchAPI, options: Callable[[], BatchOptions]
+    ) -> None:
         self.exchange = exchange
         self.api = api
-        self.options = options
+        self._options = options  # the processor's, read when used: a test may replace them
         # Lines of adopted batches whose request has not been asked yet: (line, batch status).
         self.unclaimed: dict[str, tuple[LineOutcome, str]] = {}
+
+    @property
+    def options(self) -> BatchOptions:
+        return self._options()
 
     def claim(self, row: Row) -> None:
         """Settle ``row`` from a line an adopted batch answered before anyone asked for it, if any."""

@@ -49,7 +49,7 @@ from memoryquest.llm.schema import (
     schema_name,
     strict_json_schema,
 )
-from memoryquest.llm.tokens import TokenCounter, token_counter
+from memoryquest.llm.tokens import token_counter
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -399,9 +399,7 @@ class ChatExchange:
         counter = self._chat_tokens
         if self.simulated:  # counts its own tokens; nothing to limit or retry
             result = await self.chat_backend.chat(call)
-            return result, self._account_chat(
-                call.request.stage, result, result.input_tokens, counter
-            )
+            return result, self._bill(call.request.stage, result, result.input_tokens)
         prompt_tokens = self._prompt_tokens(call)
         started: list[float] = []
 
@@ -418,7 +416,7 @@ class ChatExchange:
         if result.usage_reported:
             self.throughput.observe(result.output_tokens, self.clock.monotonic() - started[-1])
             self.prompt_meter.observe(prompt_tokens, result.input_tokens)
-        return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
+        return result, self._bill(call.request.stage, result, prompt_tokens)
 
     def _prompt_tokens(self, call: ChatCall) -> int:
         """The prompt's tokens as the endpoint bills them (a strict schema counts as prompt)."""
@@ -433,25 +431,17 @@ class ChatExchange:
     def account_batch_answer(self, call: ChatCall, result: ChatResult) -> dict[str, Any]:
         """Bill one Batch API output line, at the batch price, to its request's stage; what it cost."""
         prompt_tokens = 0 if result.usage_reported else self._prompt_tokens(call)
-        return self._account_chat(
-            call.request.stage, result, prompt_tokens, self._chat_tokens, batch=True
-        )
+        return self._bill(call.request.stage, result, prompt_tokens, batch=True)
 
-    def _account_chat(
-        self,
-        stage: str,
-        result: ChatResult,
-        prompt_tokens: int,
-        counter: TokenCounter,
-        *,
-        batch: bool = False,
+    def _bill(
+        self, stage: str, result: ChatResult, prompt_tokens: int, *, batch: bool = False
     ) -> dict[str, Any]:
         return account_chat(
             self.ledger,
             stage,
             result,
             prompt_tokens,
-            counter,
+            self._chat_tokens,
             prices=self.prices,
             default_model=self.chat_backend.model,
             simulated=self.simulated,
