@@ -303,13 +303,12 @@ class BatchRounds:
                 raise
             if batch.status in TERMINAL_STATUSES:
                 return batch
-            counts = batch.finished_requests, batch.total_requests
-            log.info(
-                "batch %s: %s%s",
-                batch_id,
-                batch.status,
-                f" ({counts[0]}/{counts[1]} done)" if counts[1] is not None else "",
+            progress = (
+                f" ({batch.finished_requests}/{batch.total_requests} done)"
+                if batch.total_requests is not None
+                else ""
             )
+            log.info("batch %s: %s%s", batch_id, batch.status, progress)
             await self.exchange.clock.sleep(delay)
             delay = min(self.options.max_poll_seconds, delay * self.options.poll_backoff)
 
