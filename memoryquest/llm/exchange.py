@@ -114,6 +114,7 @@ class ChatExchange:
 
     @property
     def limiter(self) -> RateLimiter | None:
+        """The endpoint policy's limiter (a client that shares another's swaps it in)."""
         return self.endpoint.limiter
 
     @limiter.setter
