@@ -14,13 +14,16 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from memoryquest.llm.batch import HINTS_FIELD
+from memoryquest.llm.backends import ChatCall
+from memoryquest.llm.batch_api import TERMINAL_STATUSES, RemoteBatch
+from memoryquest.llm.batch_openai import HINTS_FIELD, OpenAIBatchAPI, openai_batch_api
 from memoryquest.llm.client import ModelClient
-from memoryquest.llm.errors import LLMConfigurationError, LLMRefusalError
+from memoryquest.llm.errors import LLMConfigurationError, LLMRefusalError, PermanentBackendError
 from memoryquest.llm.factory import build_client
 from memoryquest.llm.hints import TEMPLATE_HEADER
 from memoryquest.llm.limiter import RetryPolicy
 from memoryquest.llm.request import LLMRequest
+from memoryquest.llm.simulated import SimulatedChatBackend
 from memoryquest.settings import Settings
 from memoryquest.simulator import simulates
 from memoryquest.testing import FakeOpenAIServer, Fault, LoggedRequest
@@ -205,6 +208,22 @@ async def test_a_second_run_makes_zero_requests(
     answers = await make_client(tmp_path / "run").complete_all(requests_for(WORDS))
     server.clear_log()
     again = make_client(tmp_path / "run")
+    assert await again.complete_all(requests_for(WORDS)) == answers
+    assert server.count() == 0
+    (row,) = again.usage()
+    assert row.cache_hits == len(WORDS) and row.requests == 0 and row.cost_usd == 0
+
+
+@pytest.mark.parametrize("first_batched", [False, True], ids=["online-first", "batch-first"])
+async def test_both_processors_find_each_others_answers_in_the_cache(
+    server: FakeOpenAIServer, make_client: Any, tmp_path: Path, first_batched: bool
+) -> None:
+    """One cache lookup (ChatExchange.lookup): an answer cached one way is found the other way."""
+    first = make_client(tmp_path / "run", batch=first_batched)
+    answers = await first.complete_all(requests_for(WORDS))
+    assert bool(calls(server, "POST", "/v1/batches")) is first_batched
+    server.clear_log()
+    again = make_client(tmp_path / "run", batch=not first_batched)
     assert await again.complete_all(requests_for(WORDS)) == answers
     assert server.count() == 0
     (row,) = again.usage()
@@ -981,3 +1000,97 @@ async def test_the_fake_batch_list_pages_like_the_service(server: FakeOpenAIServ
             await sdk.batches.list(limit=101)
     finally:
         await sdk.close()
+
+
+# --- the OpenAI adapter (memoryquest.llm.batch_openai), one call at a time ---------------------
+
+
+def calls_for(client: ModelClient, words: list[str]) -> list[ChatCall]:
+    exchange = client.exchange
+    return [exchange.next_call(exchange.attempt(request)) for request in requests_for(words)]
+
+
+async def finished(api: OpenAIBatchAPI, batch_id: str) -> RemoteBatch:
+    for _ in range(500):
+        batch = await api.retrieve(batch_id)
+        if batch.status in TERMINAL_STATUSES:
+            return batch
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"batch {batch_id} did not finish")
+
+
+async def test_a_line_is_the_online_request_body_with_the_cache_key_and_hints(
+    make_client: Any,
+) -> None:
+    client = make_client(batch=False)
+    api = openai_batch_api(client.chat_backend)
+    (call,) = calls_for(client, ["pear"])
+    encoded, size = api.line("key-pear", call)
+    line = json.loads(encoded)
+    assert encoded.endswith(b"\n") and size.size == len(encoded)
+    assert line["custom_id"] == "key-pear" and line["method"] == "POST"
+    assert line["url"] == "/v1/chat/completions"
+    assert line["body"]["messages"] == call.sent_messages()
+    assert line["body"]["response_format"]["type"] == "json_schema"
+    assert "extra_headers" not in line["body"] and "extra_body" not in line["body"]
+    assert line[HINTS_FIELD]  # endpoint.simulator_hints: the fake server reads them here
+    assert size.model == MODEL and size.tokens > 0
+
+
+async def test_a_batch_goes_up_runs_and_comes_back_line_by_line(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(batch=False)
+    api = openai_batch_api(client.chat_backend)
+    server.script(Fault.server_error(503))  # the first line of the batch
+    content = b"".join(
+        api.line(key, call)[0]
+        for key, call in zip(
+            ["key-pear", "key-plum"], calls_for(client, ["pear", "plum"]), strict=True
+        )
+    )
+    file_id = await api.upload("spell.jsonl", content, timeout=5.0)
+    assert [line["custom_id"] for line in server.file_lines(file_id)] == ["key-pear", "key-plum"]
+    batch_id = await api.create(file_id, 1)
+    batch = await finished(api, batch_id)
+    assert batch.status == "completed" and batch.input_file_id == file_id
+    assert batch.finished_requests == batch.total_requests == 2
+    page = await api.page(None)
+    assert batch_id in [b.id for b in page.batches if b.input_file_id == file_id]
+    outcomes: dict[str, Any] = {}
+    for file in (batch.output_file_id, batch.error_file_id):
+        if file:
+            outcomes.update(api.outcomes(await api.download(file, timeout=5.0)))
+    failed, answered = outcomes["key-pear"], outcomes["key-plum"]
+    assert answered.status == 200 and answered.result is not None
+    assert WordAnswer.model_validate_json(answered.result.text or "").word == "plum"
+    assert answered.result.usage_reported and answered.result.input_tokens > 0
+    assert failed.status == 503 and failed.result is None and not failed.refuses_format
+
+
+async def test_a_line_refused_for_its_output_format_says_so(
+    server: FakeOpenAIServer, make_client: Any
+) -> None:
+    client = make_client(batch=False)
+    api = openai_batch_api(client.chat_backend)
+    server.supports_json_schema = False
+    encoded, _ = api.line("key-fig", calls_for(client, ["fig"])[0])
+    batch = await finished(api, await api.create(await api.upload("f.jsonl", encoded, 5.0), 1))
+    text = "".join(
+        [await api.download(f, 5.0) for f in (batch.output_file_id, batch.error_file_id) if f]
+    )
+    refused = api.outcomes(text)["key-fig"]
+    assert refused.status == 400 and refused.refuses_format and refused.result is None
+    assert refused.message is not None and "json_schema" in refused.message
+
+
+async def test_sdk_errors_come_back_as_backend_errors(make_client: Any) -> None:
+    api = openai_batch_api(make_client(batch=False).chat_backend)
+    with pytest.raises(PermanentBackendError) as raised:
+        await api.retrieve("batch_that_does_not_exist")
+    assert raised.value.status == 404
+
+
+def test_only_the_openai_backends_have_a_batch_api() -> None:
+    with pytest.raises(LLMConfigurationError, match="has no Batch API"):
+        openai_batch_api(SimulatedChatBackend(seed=1))

@@ -16,7 +16,8 @@ from pydantic import BaseModel
 
 from memoryquest.llm.client import ModelClient
 from memoryquest.llm.factory import build_client
-from memoryquest.llm.openai_backend import OpenAIChatBackend, SdkConnection
+from memoryquest.llm.openai_backend import OpenAIChatBackend
+from memoryquest.llm.openai_sdk import SdkConnection
 from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.prompt_cache_model import PromptPrefixCache
 from memoryquest.llm.prompts import load_template

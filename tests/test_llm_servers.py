@@ -17,7 +17,8 @@ from memoryquest.llm.budget import PromptMeter, Throughput
 from memoryquest.llm.client import LLMContextLengthError, ModelClient
 from memoryquest.llm.factory import build_client, describe_endpoint, embeddings_from_endpoint
 from memoryquest.llm.limiter import RetryPolicy
-from memoryquest.llm.openai_backend import OpenAIChatBackend, context_overflow, refused_field
+from memoryquest.llm.openai_backend import OpenAIChatBackend
+from memoryquest.llm.openai_errors import context_overflow, refused_field
 from memoryquest.llm.request import LLMRequest
 from memoryquest.llm.servers import guess_kind, known_window, llamacpp_props, ollama_window
 from memoryquest.settings import ServerKind, Settings

@@ -5,7 +5,7 @@ per model (its "batch queue limit"); a batch that would go over it fails
 with ``token_limit_exceeded`` ("Enqueued token limit reached for
 gpt-4o-mini ... Please try again once some in_progress batches have been
 completed"). A lockstep round of many personas can be far above it, so
-:class:`memoryquest.llm.batch.BatchProcessor` cuts a round into batch files
+:class:`memoryquest.llm.batch_rounds.BatchRounds` cuts a round into batch files
 of at most ``endpoint.batch_enqueued_tokens_max`` prompt tokens
 (:func:`split_parts`) and creates each only when :class:`BatchQueue` says
 the tokens of its own unfinished batches leave room for it. A batch the

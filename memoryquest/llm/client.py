@@ -21,10 +21,14 @@ import numpy as np
 
 from memoryquest.contracts import StageUsage
 from memoryquest.llm.accounting import UsageLedger
+from memoryquest.llm.attempt import TRUNCATION_BUDGET_CAP
 from memoryquest.llm.backends import ChatBackend, ChatCall, EmbeddingBackend, EmbeddingResult
-from memoryquest.llm.batch import BatchOptions, BatchProcessor
+from memoryquest.llm.batch import BatchProcessor
+from memoryquest.llm.batch_openai import openai_batch_api
+from memoryquest.llm.batch_sets import BatchOptions
 from memoryquest.llm.budget import Fit
 from memoryquest.llm.cache import CacheStats, ResponseCache, embedding_key
+from memoryquest.llm.endpoint_policy import check_access
 from memoryquest.llm.errors import (
     CircuitOpenError,
     LLMAuthenticationError,
@@ -37,7 +41,7 @@ from memoryquest.llm.errors import (
     LLMTransportError,
     LLMTruncatedError,
 )
-from memoryquest.llm.exchange import TRUNCATION_BUDGET_CAP, ChatExchange, check_access
+from memoryquest.llm.exchange import ChatExchange
 from memoryquest.llm.limiter import RateLimiter
 from memoryquest.llm.openai_backend import normalise_rows
 from memoryquest.llm.prices import PriceTable
@@ -69,6 +73,9 @@ redact_loggers(
     "memoryquest.llm.client",
     "memoryquest.llm.exchange",
     "memoryquest.llm.batch",
+    "memoryquest.llm.batch_queue",
+    "memoryquest.llm.batch_rounds",
+    "memoryquest.llm.batch_state",
     "memoryquest.llm.openai_backend",
     "memoryquest.llm.prices",
     "memoryquest.llm.tokens",
@@ -99,7 +106,11 @@ class ModelClient:
         self.exchange = chat if isinstance(chat, ChatExchange) else ChatExchange(chat)
         self.online = OnlineProcessor(self.exchange)
         # Batch API mode for the stages it takes (None: every request online); see memoryquest.llm.batch.
-        self.batch = BatchProcessor(self.exchange, batch) if batch is not None else None
+        self.batch = (
+            BatchProcessor(self.exchange, batch, openai_batch_api(self.exchange.chat_backend))
+            if batch is not None
+            else None
+        )
         self.embedder = embedder
         self._embedding_tokens = token_counter(self._embedding_model)
         # Another model's client for judges' requests (endpoint.judge_model); None: this one judges.

@@ -1,12 +1,15 @@
 """The chat policy every way of sending shares: one request's tries, the cache, limits and accounting.
 
 ``ChatExchange`` turns an :class:`LLMRequest` into tries (:class:`Attempt`),
-keys them in the response cache, fits them to the model's window, sends one
+looks them up in the response cache (:meth:`ChatExchange.lookup`, the one
+lookup of both processors), fits them to the model's window, sends one
 through the limiter with retries and the circuit breaker
-(:meth:`ChatExchange.call_endpoint`), judges each answer (refusal,
-truncation, content filter, schema; a repair turn when it does not fit) and
+(:meth:`ChatExchange.call_endpoint`, :mod:`memoryquest.llm.endpoint_policy`),
+judges each answer (refusal, truncation, content filter, schema; a repair
+turn when it does not fit: :func:`memoryquest.llm.attempt.judge_answer`) and
 bills it to its stage. The two request processors, online
-(:mod:`memoryquest.llm.processors`) and Batch API (:mod:`memoryquest.llm.batch`),
+(:mod:`memoryquest.llm.processors`) and Batch API (:mod:`memoryquest.llm.batch`,
+through the part of the exchange named :class:`memoryquest.llm.batch_api.BatchExchange`),
 both send through it and neither knows the other. Backends make single attempts.
 """
 
@@ -16,129 +19,40 @@ import datetime as dt
 import json
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from memoryquest.llm.accounting import UsageLedger
+from memoryquest.llm.attempt import Attempt, Lookup, judge_answer
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult, OutputMode
 from memoryquest.llm.budget import Fit, PromptMeter, Throughput
 from memoryquest.llm.cache import ResponseCache, chat_key
+from memoryquest.llm.chat_billing import account_chat, used_chat_tokens
 from memoryquest.llm.clock import SYSTEM_CLOCK, Clock
+from memoryquest.llm.endpoint_policy import EndpointPolicy, check_access, endpoint_label
 from memoryquest.llm.errors import (
-    AuthenticationBackendError,
-    BackendError,
-    ContextLengthBackendError,
     FieldRejectedError,
     LLMAuthenticationError,
     LLMConfigurationError,
-    LLMContentFilterError,
     LLMContextLengthError,
-    LLMOutputError,
-    LLMRefusalError,
-    LLMTransportError,
-    LLMTruncatedError,
-    PermanentBackendError,
-    TransientBackendError,
 )
-from memoryquest.llm.limiter import (
-    CircuitBreaker,
-    RateLimiter,
-    RateLimitSignal,
-    RetryPolicy,
-    one_line,
-)
+from memoryquest.llm.limiter import CircuitBreaker, RateLimiter, RetryPolicy, one_line
 from memoryquest.llm.prices import PriceTable
-from memoryquest.llm.prompts import PromptTemplate, load_template
+from memoryquest.llm.prompts import load_template
 from memoryquest.llm.request import LLMRequest, ResponseT
 from memoryquest.llm.schema import (
-    repair_instruction,
     response_schema,
     schema_fingerprint,
     schema_name,
     strict_json_schema,
-    validate_answer,
 )
-from memoryquest.llm.tokens import TokenCounter, token_counter
+from memoryquest.llm.tokens import token_counter
 
 T = TypeVar("T")
 P = TypeVar("P")
-
-# A truncated answer is retried with twice the output budget, up to this many tokens.
-TRUNCATION_BUDGET_CAP = 16_384
-
-
-Withheld = Literal["refusal", "content_filter", "length"]
-"""Why a result carries no answer to judge: the model refused, the provider's filter withheld it,
-or it was cut off at the output limit."""
-
-
-def _nothing_spent() -> dict[str, Any]:
-    return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost_usd": 0.0}
-
-
-@dataclass
-class Attempt:
-    """Where one request stands between tries: what to send next and what went wrong so far.
-
-    The online loop and the Batch API runner both keep one per request, so a
-    bad answer costs the same retries whichever way it travelled.
-    """
-
-    request: LLMRequest[Any]
-    template: PromptTemplate
-    messages: list[dict[str, str]]  # the rendered prompt
-    seed: int
-    where: str  # names the request in error messages
-    conversation: list[dict[str, str]]  # what the next try sends (a repair adds two turns)
-    max_tokens: int
-    repairs: int = 0
-    # The window the request was last sized against; None when the model's window was unknown.
-    sized_for: int | None = None
-    # A server refused it as too long and named the window it had been sized without.
-    window_learned: bool = False
-    withheld: dict[Withheld, int] = field(default_factory=dict)  # answers withheld, by reason
-    spent: dict[str, Any] = field(default_factory=_nothing_spent)
-
-    def add(self, cost: dict[str, Any]) -> None:
-        for name, value in cost.items():
-            self.spent[name] += value
-
-
-def withheld_reason(result: ChatResult) -> Withheld | None:
-    """Why ``result`` has no answer to judge, or None when it has one."""
-    if result.refusal:
-        return "refusal"
-    if result.finish_reason == "content_filter":
-        return "content_filter"
-    if result.finish_reason == "length":
-        return "length"
-    return None
-
-
-def withheld_error(
-    attempt: Attempt, result: ChatResult, reason: Withheld, times: int
-) -> LLMOutputError:
-    """The error of a request whose answer was withheld ``times`` times for ``reason``, once
-    that has used up its retries."""
-    where = attempt.where
-    if reason == "refusal":
-        refusal = result.refusal or ""
-        return LLMRefusalError(
-            f"{where}: the model refused {times} times; reason: {refusal}", refusal
-        )
-    if reason == "content_filter":
-        return LLMContentFilterError(
-            f"{where}: the provider's content filter withheld the answer {times} times "
-            "(finish_reason content_filter)"
-        )
-    return LLMTruncatedError(
-        f"{where}: the answer was cut off at the output limit ({attempt.max_tokens} tokens) "
-        f"{times} times (finish_reason length); raise max_output_tokens "
-        f"(the {attempt.request.template_id} template's header, or the request's)"
-    )
 
 
 class ChatExchange:
@@ -175,15 +89,17 @@ class ChatExchange:
             limiter = RateLimiter(
                 defaults.requests_per_minute, defaults.tokens_per_minute, defaults.max_concurrency
             )
-        self.limiter = limiter
-        self.retry = retry or RetryPolicy()
+        self.endpoint = EndpointPolicy(
+            limiter,
+            retry or RetryPolicy(),
+            CircuitBreaker(breaker_failures, chat.base_url or chat.name),
+            rng or random.Random(),
+        )
         self.prices = prices or PriceTable.load()
-        self.breaker = CircuitBreaker(breaker_failures, chat.base_url or chat.name)
         self.strict_schema = strict_schema
         self.repair_attempts = repair_attempts
         self.output_retries = output_retries
         self.prompts_dir = prompts_dir
-        self.rng = rng or random.Random()
         self._modes: dict[str, OutputMode] = {}
         self._schema_token_counts: dict[str, int] = {}
         self._chat_tokens = token_counter(chat.model)
@@ -195,8 +111,15 @@ class ChatExchange:
         # The limiter takes the server's slot count as its concurrency (unless limits.max_concurrency was set).
         self.concurrency_from_server = concurrency_from_server
         self._prepared = False
-        # The message of a refused key; once set, nothing more is sent.
-        self._auth_failure: str | None = None
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """The endpoint policy's limiter (a client that shares another's swaps it in)."""
+        return self.endpoint.limiter
+
+    @limiter.setter
+    def limiter(self, limiter: RateLimiter | None) -> None:
+        self.endpoint.limiter = limiter
 
     @property
     def simulated(self) -> bool:
@@ -217,18 +140,17 @@ class ChatExchange:
         """The chat endpoint, for messages: its base URL (or the SDK's default), else the backend name."""
         return endpoint_label(self.chat_backend)
 
-    def _authentication_failed(self, exc: BackendError) -> LLMAuthenticationError:
-        """One message for a refused key, remembered so no later request is sent with it."""
-        if self._auth_failure is None:
-            self._auth_failure = str(authentication_error(self.endpoint_url, exc))
-        return LLMAuthenticationError(self._auth_failure)
+    @property
+    def cache_directory(self) -> Path | None:
+        """Where the response cache lives, when answers are cached (the Batch API's state files go there)."""
+        return self.cache.directory if self.cache is not None and self.caching else None
 
     async def check_access(self) -> None:
         """Fail fast, before any work, when the endpoint refuses the key (see :func:`check_access`)."""
         try:
             await check_access(self.chat_backend)
         except LLMAuthenticationError as exc:
-            self._auth_failure = str(exc)
+            self.endpoint.auth_failure = str(exc)
             raise
 
     # --- one request's tries ---------------------------------------------------------------
@@ -267,7 +189,17 @@ class ChatExchange:
             schema=schema_fingerprint(request.response_model),
         )
 
-    def cached(self, key: str, request: LLMRequest[Any]) -> BaseModel | None:
+    def lookup(self, request: LLMRequest[Any]) -> Lookup:
+        """The one cache lookup of both processors: ``request``'s first try, its cache key and
+        the answer cached under it, a hit counted to the request's stage."""
+        attempt = self.attempt(request)
+        key = self.cache_key(attempt)
+        answer = self._cached(key, request)
+        if answer is not None:
+            self.ledger.cache_hits(request.stage)
+        return Lookup(attempt, key, answer)
+
+    def _cached(self, key: str, request: LLMRequest[Any]) -> BaseModel | None:
         """The cached answer under ``key``, unless caching is off or the model's validators changed since."""
         if self.cache is None or not self.caching:
             return None
@@ -437,44 +369,21 @@ class ChatExchange:
     def judge(self, attempt: Attempt, result: ChatResult) -> Any | None:
         """The validated answer, or None after preparing ``attempt`` for another try.
 
-        Raises the matching ``LLMOutputError`` once a kind of bad answer has
-        used up its retries. Online answers and Batch API output lines both
-        pass through here, so both are held to the same rules.
+        Online answers and Batch API output lines both pass through here, so
+        both are held to the same rules (:func:`memoryquest.llm.attempt.judge_answer`).
         """
-        request = attempt.request
-        where = attempt.where
-        reason = withheld_reason(result)
-        if reason is not None:
-            times = attempt.withheld[reason] = attempt.withheld.get(reason, 0) + 1
-            if times > self.output_retries:
-                raise withheld_error(attempt, result, reason, times)
-            if reason == "length":
-                attempt.max_tokens = min(
-                    attempt.max_tokens * 2, max(attempt.max_tokens, TRUNCATION_BUDGET_CAP)
-                )
-            return None
-        text = result.text or ""
-        model = request.response_model
-        try:
-            return validate_answer(model, text)
-        except ValidationError as exc:
-            problem = _summarise(exc) if text.strip() else "the answer was empty"
-            attempt.repairs += 1
-            if self.simulated or attempt.repairs > self.repair_attempts:
-                tries = "" if self.simulated else f" after {self.repair_attempts} repair attempts"
-                raise LLMOutputError(
-                    f"{where}: answer does not fit {model.__name__}{tries}: {problem}"
-                ) from exc
-            attempt.conversation = [
-                *attempt.messages,
-                {"role": "assistant", "content": text},
-                {"role": "user", "content": repair_instruction(problem)},
-            ]
-            return None
+        return judge_answer(
+            attempt,
+            result,
+            output_retries=self.output_retries,
+            repair_attempts=self.repair_attempts,
+            simulated=self.simulated,
+        )
 
     def remember(self, key: str, attempt: Attempt, text: str, model: str | None) -> None:
-        """Store an answer under its cache key with what its attempt cost."""
-        assert self.cache is not None
+        """Store an answer under its cache key with what its attempt cost (when answers are cached)."""
+        if self.cache is None or not self.caching:
+            return
         self.cache.put_chat(
             key,
             text,
@@ -491,9 +400,7 @@ class ChatExchange:
         counter = self._chat_tokens
         if self.simulated:  # counts its own tokens; nothing to limit or retry
             result = await self.chat_backend.chat(call)
-            return result, self._account_chat(
-                call.request.stage, result, result.input_tokens, counter
-            )
+            return result, self._bill(call.request.stage, result, result.input_tokens)
         prompt_tokens = self._prompt_tokens(call)
         started: list[float] = []
 
@@ -504,13 +411,13 @@ class ChatExchange:
         result = await self.call_endpoint(
             send,
             reserve=prompt_tokens + call.max_output_tokens,
-            used=lambda r: _used_chat_tokens(r, prompt_tokens, counter),
+            used=lambda r: used_chat_tokens(r, prompt_tokens, counter),
             where=where,
         )
         if result.usage_reported:
             self.throughput.observe(result.output_tokens, self.clock.monotonic() - started[-1])
             self.prompt_meter.observe(prompt_tokens, result.input_tokens)
-        return result, self._account_chat(call.request.stage, result, prompt_tokens, counter)
+        return result, self._bill(call.request.stage, result, prompt_tokens)
 
     def _prompt_tokens(self, call: ChatCall) -> int:
         """The prompt's tokens as the endpoint bills them (a strict schema counts as prompt)."""
@@ -525,56 +432,22 @@ class ChatExchange:
     def account_batch_answer(self, call: ChatCall, result: ChatResult) -> dict[str, Any]:
         """Bill one Batch API output line, at the batch price, to its request's stage; what it cost."""
         prompt_tokens = 0 if result.usage_reported else self._prompt_tokens(call)
-        return self._account_chat(
-            call.request.stage, result, prompt_tokens, self._chat_tokens, batch=True
-        )
+        return self._bill(call.request.stage, result, prompt_tokens, batch=True)
 
-    def _account_chat(
-        self,
-        stage: str,
-        result: ChatResult,
-        prompt_tokens: int,
-        counter: TokenCounter,
-        *,
-        batch: bool = False,
+    def _bill(
+        self, stage: str, result: ChatResult, prompt_tokens: int, *, batch: bool = False
     ) -> dict[str, Any]:
-        """``batch``: priced as a Batch API answer (online answers are billed in full)."""
-        if result.usage_reported or self.simulated:
-            input_tokens, output_tokens, approximate = (
-                result.input_tokens,
-                result.output_tokens,
-                False,
-            )
-        else:
-            input_tokens = prompt_tokens
-            output_tokens = counter.count(result.text or result.refusal or "")
-            approximate = counter.approximate
-        if self.simulated:
-            cost = 0.0
-        else:
-            model = (
-                result.model
-                if result.model and self.prices.price(result.model)
-                else self.chat_backend.model
-            )
-            cost = self.prices.cost(
-                model, input_tokens, output_tokens, result.cached_tokens, batch=batch
-            )
-        self.ledger.chat(
+        return account_chat(
+            self.ledger,
             stage,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cached_tokens=result.cached_tokens,
-            cost_usd=cost,
-            approximate=approximate,
+            result,
+            prompt_tokens,
+            self._chat_tokens,
+            prices=self.prices,
+            default_model=self.chat_backend.model,
+            simulated=self.simulated,
+            batch=batch,
         )
-        return {
-            "calls": 1,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cached_tokens": result.cached_tokens,
-            "cost_usd": cost,
-        }
 
     async def call_endpoint(
         self,
@@ -584,137 +457,7 @@ class ChatExchange:
         reserve: int = 0,
         used: Callable[[T], int] = lambda _: 0,
     ) -> T:
-        """One logical request to the endpoint: limiter, retries with backoff, circuit breaker.
-
-        The one retry policy of the project: 429s, 5xx, timeouts and dropped
-        connections are retried here (never sooner than the server's
-        Retry-After); 400, 401, 403, 404 and other refusals are not retried at
-        all. A run of failures opens the circuit breaker, which ends every
-        request with one line naming the endpoint and the last error.
-        ``reserve`` tokens are held while it runs, settled to ``used(result)``
-        and handed back when an attempt fails. Without a limiter (the
-        simulator, some tests) it is sent once, as it is.
-        """
-        if self.limiter is None:
-            return await send()
-        limiter = self.limiter
-        attempt = 0
-        ticket: int | None = None  # the first try's place in the queue, kept by the retries
-        while True:
-            if self._auth_failure is not None:
-                raise LLMAuthenticationError(self._auth_failure)
-            self.breaker.check()
-            try:
-                async with limiter.slot(reserve, retry_of=ticket) as permit:
-                    ticket = permit.ticket
-                    self.breaker.check()
-                    try:
-                        result = await send()
-                    except TransientBackendError as exc:
-                        if exc.rate_limited:
-                            # Counted against requests/min all the same: providers count
-                            # refused attempts, so giving the place back would send more
-                            # than the limit whenever 429s come at random.
-                            limiter.on_rate_limited(_signal(exc))
-                        raise
-                    permit.settle(used(result))
-            except FieldRejectedError:
-                raise
-            except ContextLengthBackendError as exc:
-                learn = getattr(self.chat_backend, "learn_window", None)
-                if exc.window and callable(learn):
-                    learn(exc.window)
-                raise LLMContextLengthError(
-                    f"{where}: {self.breaker.endpoint} says the request exceeds the model's "
-                    f"context window: {one_line(str(exc))}"
-                ) from exc
-            except AuthenticationBackendError as exc:
-                raise self._authentication_failed(exc) from None
-            except PermanentBackendError as exc:
-                raise LLMConfigurationError(
-                    f"{where}: {self.breaker.endpoint} rejected the request: {one_line(str(exc))}"
-                ) from exc
-            except TransientBackendError as exc:
-                attempt += 1
-                if not exc.rate_limited:
-                    self.breaker.failure(str(exc))
-                    self.breaker.check()
-                retry_after = exc.retry_after
-                too_long = retry_after is not None and retry_after > self.retry.max_retry_after
-                if attempt > self.retry.max_retries or too_long:
-                    if exc.rate_limited:
-                        self.breaker.failure(f"rate limited on every attempt: {exc}")
-                    why = (
-                        f"the server asks to wait {retry_after:.0f} s, more than {self.retry.max_retry_after:.0f} s"
-                        if too_long and retry_after is not None
-                        else f"gave up after {attempt} attempts (endpoint.max_retries={self.retry.max_retries})"
-                    )
-                    raise LLMTransportError(
-                        f"{where}: {why}; last error: {one_line(str(exc))}", attempt, exc
-                    ) from exc
-                await limiter.clock.sleep(self.retry.delay(attempt, retry_after, self.rng))
-                continue
-            limiter.on_success()
-            self.breaker.success()
-            return result
-
-
-def endpoint_label(backend: ChatBackend) -> str:
-    """Where a backend sends requests, for messages: its URL (the SDK's default included), else its name."""
-    return str(getattr(backend, "endpoint_url", None) or backend.base_url or backend.name)
-
-
-def authentication_error(endpoint: str, exc: BackendError) -> LLMAuthenticationError:
-    """One line: where, the server's (redacted, shortened) reason, and what to check."""
-    reason = " ".join(str(exc).split())
-    if len(reason) > 200:
-        reason = reason[:199] + "…"
-    return LLMAuthenticationError(
-        f"authentication failed for {endpoint} ({reason}); check endpoint.api_key "
-        "(or OPENAI_API_KEY / AZURE_OPENAI_API_KEY)"
-    )
-
-
-async def check_access(backend: ChatBackend) -> None:
-    """Raise :class:`LLMAuthenticationError` when ``backend``'s endpoint refuses the key.
-
-    One free request (``GET /models``). Only a refused key (401/403) is
-    conclusive; any other answer (a server without ``/models``, a slow start)
-    is left for the run itself to report. The simulator has nothing to check.
-    """
-    check = getattr(backend, "check_access", None)
-    if backend.simulated or not callable(check):
-        return
-    try:
-        await check()
-    except AuthenticationBackendError as exc:
-        raise authentication_error(endpoint_label(backend), exc) from None
-    except BackendError:
-        return
-
-
-def _signal(exc: TransientBackendError) -> RateLimitSignal:
-    return RateLimitSignal(
-        retry_after=exc.retry_after,
-        quota=exc.quota,
-        limit_requests=exc.limit_requests,
-        limit_tokens=exc.limit_tokens,
-    )
-
-
-def _used_chat_tokens(result: ChatResult, prompt_tokens: int, counter: TokenCounter) -> int:
-    if result.usage_reported:
-        return result.input_tokens + result.output_tokens
-    return prompt_tokens + counter.count(result.text or "")
-
-
-def _summarise(exc: ValidationError, limit: int = 8) -> str:
-    """The validation problems in a few lines the model (and a person) can act on."""
-    lines = []
-    for error in exc.errors()[:limit]:
-        where = ".".join(str(part) for part in error.get("loc", ())) or "(root)"
-        lines.append(f"- {where}: {error.get('msg', 'invalid')}")
-    more = len(exc.errors()) - limit
-    if more > 0:
-        lines.append(f"- ... and {more} more")
-    return "\n".join(lines)
+        """One logical request to the endpoint, under the one retry policy (:class:`EndpointPolicy`)."""
+        return await self.endpoint.call(
+            self.chat_backend, send, where=where, reserve=reserve, used=used
+        )

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from memoryquest.llm.backends import ChatBackend, EmbeddingBackend
-from memoryquest.llm.batch import BatchOptions
+from memoryquest.llm.batch_sets import BatchOptions
 from memoryquest.llm.budget import Throughput
 from memoryquest.llm.cache import ResponseCache
 from memoryquest.llm.client import ModelClient

@@ -1,42 +1,28 @@
 """OpenAI, Azure OpenAI and any OpenAI-compatible server, through the official async SDK.
 
-The SDK runs with ``max_retries=0``: one HTTP attempt per call, so the
-client's own limiter, backoff and circuit breaker are the only policy.
-SDK exceptions become ``memoryquest.llm.errors`` backend errors here and
-nowhere else; stages never import ``openai``. On the way, the SDK exception
-itself is scrubbed (:func:`scrub_sdk_error`): an endpoint that echoes the key
-in its error body must not get it into a traceback.
-
-The SDK's HTTP connection pool belongs to the event loop that created it,
-so one SDK client is kept per running loop.
+What a request says (its body, shaped to the server's profile) and how an
+answer is read are here; how the SDK reaches the server is in
+:mod:`memoryquest.llm.openai_sdk` (one attempt per call, one client per
+event loop) and how its exceptions become the client's backend errors in
+:mod:`memoryquest.llm.openai_errors`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import binascii
-import email.utils
 import json
-import re
-import time
-import weakref
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 
 from memoryquest.llm.backends import ChatCall, ChatResult, EmbeddingResult, OutputMode
-from memoryquest.llm.errors import (
-    AuthenticationBackendError,
-    ContextLengthBackendError,
-    FieldRejectedError,
-    LLMConfigurationError,
-    PermanentBackendError,
-    ResponseFormatRejectedError,
-    TransientBackendError,
-)
+from memoryquest.llm.errors import TransientBackendError
 from memoryquest.llm.hints import encode_hints
+from memoryquest.llm.openai_errors import translate_error
+from memoryquest.llm.openai_sdk import SdkClients, SdkConnection, make_sdk_factory
 from memoryquest.llm.schema import grammar_schema
 from memoryquest.llm.servers import (
     PROFILES,
@@ -48,21 +34,17 @@ from memoryquest.llm.servers import (
     known_window,
     server_root,
 )
-from memoryquest.redaction import redact, redact_text, register_secret
+from memoryquest.redaction import redact_text
 from memoryquest.settings import ServerKind
 
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, RequestOptions
+
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+DEFAULT_CONNECTION = SdkConnection()  # OpenAI itself, the key from OPENAI_API_KEY
 
 # Models that reject temperature other than the default (reasoning models).
 _FIXED_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
-# Words in an HTTP 400 that mean the server refuses the requested output format (online or in a batch line).
-RESPONSE_FORMAT_WORDS = (
-    "response_format",
-    "json_schema",
-    "json_object",
-    "structured output",
-    "strict",
-)
 # Chat-template tokens around a prompt (role markers, the reply's opening) when a server counts the contents alone.
 CHAT_TEMPLATE_TOKENS = 16
 MESSAGE_TEMPLATE_TOKENS = 8
@@ -72,237 +54,6 @@ EMBEDDING_DIMENSIONS = {
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
-
-
-class _SdkClients:
-    """One ``AsyncOpenAI`` (or Azure) client per event loop."""
-
-    def __init__(self, factory: Any) -> None:
-        self._factory = factory
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self) -> Any:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = self._factory()
-        return client
-
-    def pop(self) -> Any:
-        """This loop's client, forgotten (the caller closes it), or None."""
-        return self._clients.pop(asyncio.get_running_loop(), None)
-
-    async def aclose(self) -> None:
-        client = self.pop()
-        if client is not None:
-            await client.close()
-
-
-@dataclass(frozen=True)
-class SdkConnection:
-    """How the SDK reaches one server: its kind, address, key and timeout (chat and embeddings alike)."""
-
-    kind: str = "openai"
-    api_key: str | None = field(default=None, repr=False)
-    base_url: str | None = None
-    organization: str | None = None
-    azure_endpoint: str | None = None
-    azure_api_version: str = "2024-10-21"
-    timeout: float = 60.0
-
-    @property
-    def address(self) -> str | None:
-        """The server's URL: the Azure endpoint for Azure, else the base URL (None: OpenAI's own)."""
-        return self.azure_endpoint if self.kind == "azure" else self.base_url
-
-
-def make_sdk_factory(connection: SdkConnection) -> Any:
-    """A zero-argument callable building the SDK client.
-
-    ``openai`` takes seconds to import, so it is imported here, when the
-    backend is built, rather than inside the first request on the event loop.
-    The key is registered with the redactor, so no message can carry it.
-    """
-    import openai
-
-    register_secret(connection.api_key)
-
-    def build() -> Any:
-        try:
-            if connection.kind == "azure":
-                return openai.AsyncAzureOpenAI(
-                    azure_endpoint=connection.azure_endpoint or "",
-                    api_version=connection.azure_api_version,
-                    api_key=connection.api_key,
-                    timeout=connection.timeout,
-                    max_retries=0,
-                )
-            return openai.AsyncOpenAI(
-                api_key=connection.api_key or ("EMPTY" if connection.base_url else None),
-                base_url=connection.base_url,
-                organization=connection.organization,
-                timeout=connection.timeout,
-                max_retries=0,
-            )
-        except openai.OpenAIError as exc:
-            raise LLMConfigurationError(
-                f"cannot build the {connection.kind} client: {exc}"
-            ) from None
-
-    return build
-
-
-def scrub_sdk_error(exc: BaseException) -> None:
-    """Redact an SDK exception in place: its args, ``message`` and ``body`` (the server's error text)."""
-    exc.args = tuple(redact_text(a) if isinstance(a, str) else a for a in exc.args)
-    message = getattr(exc, "message", None)
-    if isinstance(message, str):
-        exc.message = redact_text(message)  # type: ignore[attr-defined]
-    body = getattr(exc, "body", None)
-    if body is not None:
-        exc.body = redact(body)  # type: ignore[attr-defined]
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw is None:
-            continue
-        try:
-            return max(0.0, float(raw) / divisor)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if raw:
-        try:
-            parsed = email.utils.parsedate_to_datetime(raw)
-            return max(0.0, parsed.timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-    return None
-
-
-def _header_number(headers: Any, name: str) -> float | None:
-    raw = headers.get(name) if headers is not None else None
-    try:
-        return float(raw) if raw is not None else None
-    except ValueError:
-        return None
-
-
-def quota_headers(headers: Any) -> dict[str, Any]:
-    """What a 429's ``x-ratelimit-*`` headers say: a quota is spent (remaining at 0), and its limits."""
-    remaining = [
-        _header_number(headers, f"x-ratelimit-remaining-{kind}") for kind in ("requests", "tokens")
-    ]
-    return {
-        "quota": any(value is not None and value <= 0 for value in remaining),
-        "limit_requests": _header_number(headers, "x-ratelimit-limit-requests"),
-        "limit_tokens": _header_number(headers, "x-ratelimit-limit-tokens"),
-    }
-
-
-# Phrases servers use when a prompt does not fit (OpenAI, vLLM, llama-cpp-python, llama.cpp, Ollama).
-_OVERFLOW = (
-    re.compile(r"maximum context length is (\d+)"),
-    re.compile(r"context window of (\d+)"),
-    re.compile(r"context (?:size|length) (?:of |is )?\(?(\d+)"),
-    re.compile(r"exceeds? (?:the )?(?:available )?context (?:size|length|window)"),
-    re.compile(r"context_length_exceeded"),
-)
-# Optional fields a server may refuse; the next attempt leaves the field out.
-DROPPABLE_FIELDS = ("prompt_cache_key", "seed", "max_completion_tokens")
-_STRUCTURED = (OutputMode.JSON_SCHEMA, OutputMode.JSON_OBJECT_SCHEMA, OutputMode.JSON_OBJECT)
-
-
-def context_overflow(text: str) -> int | None:
-    """The window named in a server's context-length refusal; 0 when it names none, None when ``text`` is no such refusal."""
-    for pattern in _OVERFLOW:
-        found = pattern.search(text)
-        if found:
-            return int(found.group(1)) if found.groups() else 0
-    return None
-
-
-def refused_field(
-    text: str, status: int, mode: OutputMode | None, sent: frozenset[str] = frozenset()
-) -> str | None:
-    """The optional field an error refuses, whatever its status: llama.cpp says so with a 500.
-
-    A structured-output word counts for ``response_format`` only when one was
-    sent; on a 5xx only the field's own name counts, never the looser words.
-    """
-    if mode in _STRUCTURED:
-        words = RESPONSE_FORMAT_WORDS if status in (400, 422) else RESPONSE_FORMAT_WORDS[:3]
-        if any(word in text for word in words):
-            return "response_format"
-    for name in DROPPABLE_FIELDS:
-        if name in sent and name in text:
-            return name
-    return None
-
-
-def translate_error(
-    exc: Exception, mode: OutputMode | None = None, sent: frozenset[str] = frozenset()
-) -> Exception:
-    """An SDK exception as a backend error the client knows how to handle (both redacted).
-
-    ``mode`` and ``sent`` (the optional fields in the request) let a refusal
-    of one of them be told from any other error.
-    """
-    import openai
-
-    scrub_sdk_error(exc)
-
-    if isinstance(exc, openai.APITimeoutError):
-        return TransientBackendError(f"request timed out: {exc}", kind="timeout")
-    if isinstance(exc, openai.APIConnectionError):
-        return TransientBackendError(f"connection failed: {exc}", kind="connection")
-    if isinstance(exc, openai.APIResponseValidationError):
-        return TransientBackendError(
-            f"malformed response body: {exc}", kind="server", status=exc.response.status_code
-        )
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        retry_after = parse_retry_after(exc.response.headers)
-        body = exc.body if isinstance(exc.body, dict) else {}
-        code = str(body.get("code") or "")
-        detail = f"HTTP {status}: {exc.message}"
-        if status in (401, 403):
-            return AuthenticationBackendError(detail, status=status)
-        text = f"{exc.message} {body.get('param') or ''} {code}".lower()
-        if status < 500 or status == 501:
-            window = context_overflow(text)
-            if window is not None:
-                return ContextLengthBackendError(detail, window=window or None, status=status)
-        refused = refused_field(text, status, mode, sent)
-        if refused == "response_format":
-            return ResponseFormatRejectedError(detail, status=status)
-        if refused is not None:
-            return FieldRejectedError(detail, field=refused, status=status)
-        if status == 429:
-            if code == "insufficient_quota" or "insufficient_quota" in exc.message:
-                return PermanentBackendError(
-                    f"{detail} (the account has no quota left)", status=status
-                )
-            return TransientBackendError(
-                detail,
-                kind="rate_limit",
-                status=status,
-                retry_after=retry_after,
-                **quota_headers(exc.response.headers),
-            )
-        if status >= 500 or status in (408, 409):
-            return TransientBackendError(
-                detail, kind="server", status=status, retry_after=retry_after
-            )
-        return PermanentBackendError(detail, status=status)
-    return exc
 
 
 class OpenAIChatBackend:
@@ -320,7 +71,7 @@ class OpenAIChatBackend:
         self,
         *,
         model: str,
-        connection: SdkConnection = SdkConnection(),
+        connection: SdkConnection = DEFAULT_CONNECTION,
         seed: int = 0,
         send_variables: bool = False,
         prompt_cache_key: bool | None = None,
@@ -355,8 +106,10 @@ class OpenAIChatBackend:
         # prompt, and system prompts repeat across requests; each is asked of the server once.
         self._counted: dict[str, int] = {}
         self._prepare_lock: asyncio.Lock | None = None
-        self._http = _SdkClients(lambda: httpx.AsyncClient(timeout=30.0))
-        self._clients = _SdkClients(make_sdk_factory(connection))
+        self._http: SdkClients[httpx.AsyncClient] = SdkClients(
+            lambda: httpx.AsyncClient(timeout=30.0)
+        )
+        self._clients: SdkClients[AsyncOpenAI] = SdkClients(make_sdk_factory(connection))
 
     # --- what the server is ----------------------------------------------------------------
 
@@ -490,8 +243,8 @@ class OpenAIChatBackend:
             body["timeout"] = call.timeout
         return body
 
-    def sdk_client(self) -> Any:
-        """The SDK client of the running event loop (the Batch API runner's Files and Batches calls)."""
+    def sdk_client(self) -> AsyncOpenAI:
+        """The SDK client of the running event loop (the Batch API adapter's Files and Batches calls)."""
         return self._clients.get()
 
     @property
@@ -518,7 +271,7 @@ class OpenAIChatBackend:
         headers = body.pop("extra_headers", None) or {}
         timeout = body.pop("timeout", None)
         body.update(body.pop("extra_body", None) or {})
-        options: dict[str, Any] = {"headers": headers}
+        options: RequestOptions = {"headers": headers}
         if timeout is not None:
             options["timeout"] = timeout
         try:
@@ -530,7 +283,9 @@ class OpenAIChatBackend:
         return chat_result(_parse_answer(text))
 
     async def aclose(self) -> None:
-        await self._clients.aclose()
+        client = self._clients.pop()
+        if client is not None:
+            await client.close()
         http = self._http.pop()
         if http is not None:
             await http.aclose()
@@ -606,7 +361,7 @@ class OpenAIEmbeddingBackend:
         self,
         *,
         model: str = "text-embedding-3-small",
-        connection: SdkConnection = SdkConnection(),
+        connection: SdkConnection = DEFAULT_CONNECTION,
         max_batch_texts: int = 256,
     ) -> None:
         self.kind = connection.kind
@@ -615,7 +370,7 @@ class OpenAIEmbeddingBackend:
         self.base_url = connection.address
         self.max_batch_texts = max_batch_texts
         self.dimension = EMBEDDING_DIMENSIONS.get(model)
-        self._clients = _SdkClients(make_sdk_factory(connection))
+        self._clients: SdkClients[AsyncOpenAI] = SdkClients(make_sdk_factory(connection))
 
     async def embed_with_usage(self, texts: list[str]) -> EmbeddingResult:
         import openai
@@ -660,4 +415,6 @@ class OpenAIEmbeddingBackend:
         return (await self.embed_with_usage(texts)).vectors
 
     async def aclose(self) -> None:
-        await self._clients.aclose()
+        client = self._clients.pop()
+        if client is not None:
+            await client.close()

@@ -1,8 +1,9 @@
 """How requests reach the model: one interface, with online and Batch API processors as siblings.
 
 Both send through a :class:`~memoryquest.llm.exchange.ChatExchange`, which
-owns the policy they share (tries, cache entries, retries, judging,
-billing). Neither holds the other: the Batch API processor
+owns the policy they share (tries, the one cache lookup
+:meth:`~memoryquest.llm.exchange.ChatExchange.lookup`, cache entries,
+retries, judging, billing). Neither holds the other: the Batch API processor
 (:class:`memoryquest.llm.batch.BatchProcessor`) finishes a row that its
 rounds could not answer with :meth:`ChatExchange.ask_from`, exactly as the
 online processor asks. ``ModelClient`` picks one per request.
@@ -52,18 +53,15 @@ class OnlineProcessor:
 
     async def complete(self, request: LLMRequest[ResponseT]) -> ResponseT:
         exchange = self.exchange
-        attempt = exchange.attempt(request)
         if not exchange.caching or exchange.simulated:  # the simulator's answers cost nothing
-            value, _, _ = await exchange.ask_from(attempt)
+            value, _, _ = await exchange.ask_from(exchange.attempt(request))
             return value
-        key = exchange.cache_key(attempt)
         while True:
-            cached = exchange.cached(key, request)
-            if cached is not None:
-                exchange.ledger.cache_hits(request.stage)
-                return cached  # type: ignore[return-value]
+            found = exchange.lookup(request)
+            if found.answer is not None:
+                return found.answer  # type: ignore[return-value]
             inflight = self._inflight.setdefault(asyncio.get_running_loop(), {})
-            leader = inflight.get(key)
+            leader = inflight.get(found.key)
             if leader is None:
                 break
             try:  # the same request is already on its way: share its answer
@@ -74,6 +72,7 @@ class OnlineProcessor:
                 raise
             exchange.ledger.cache_hits(request.stage)
             return request.response_model.model_validate_json(text)
+        attempt, key = found.attempt, found.key
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         inflight[key] = future
         try:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memoryquest.llm.batch import HINTS_FIELD
+from memoryquest.llm.batch_openai import HINTS_FIELD
 from memoryquest.testing.fake_openai.chat import billed_prompt_tokens
 from memoryquest.testing.fake_openai.exchange import (
     Disconnect,
