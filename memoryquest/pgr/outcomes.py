@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import TypedDict
 
 from pydantic import BaseModel
 
-from memoryquest.contracts import ProspectionIteration, RetrievalMethod
-from memoryquest.pgr.retrieval import Hit
+from memoryquest.contracts import ProspectionIteration, Query, RetrievalMethod
+from memoryquest.pgr.retrieval import Hit, Retriever
 
 
 class PGRError(RuntimeError):
@@ -47,6 +48,27 @@ class RetrievalOutcome(BaseModel):
     @property
     def retrieved_fids(self) -> list[str]:
         return [fact.fid for fact in self.ranked]
+
+
+class Searched(TypedDict):
+    """The part of an outcome every method fills the same way: the query it answers, the memory
+    it searched (the persona's facts as of the query date) and the embedding requests that took."""
+
+    query_id: str
+    persona_id: str
+    memory_as_of: dt.date
+    memory_size: int
+    embedding_calls: int
+
+
+def searched(query: Query, retriever: Retriever) -> Searched:
+    return Searched(
+        query_id=query.query_id,
+        persona_id=query.persona_id,
+        memory_as_of=retriever.index.as_of,
+        memory_size=len(retriever.index),
+        embedding_calls=retriever.embedding_requests,
+    )
 
 
 class RetrievedSet:

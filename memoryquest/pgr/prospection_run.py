@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from memoryquest.contracts import ProspectionIteration, ProspectionStep, Query, RetrievalMethod
 from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem
-from memoryquest.pgr.outcomes import PGRError, RetrievalOutcome, RetrievedSet
+from memoryquest.pgr.outcomes import PGRError, RetrievalOutcome, RetrievedSet, searched
 from memoryquest.pgr.prospection import (
     PlanShape,
     ProspectionTreeError,
@@ -245,16 +245,12 @@ async def run_pgr(
     if settings.generate_answers:
         answer = await generate_answer(calls, query, facts_in_time, summary.summary)
     return RetrievalOutcome(
-        query_id=query.query_id,
-        persona_id=query.persona_id,
+        **searched(query, retriever),
         method=method,
-        memory_as_of=index.as_of,
-        memory_size=len(index),
         ranked=ranked,
         budget=len(ranked),
         iterations=iterations,
         llm_calls=calls.count,
-        embedding_calls=retriever.embedding_requests,
         augmented_query=common.augmented_query,
         summary=summary.summary,
         answer=answer,

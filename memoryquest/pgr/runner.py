@@ -56,7 +56,7 @@ from memoryquest.pgr.baselines import (
 )
 from memoryquest.pgr.judges import Judge, build_judges
 from memoryquest.pgr.metrics import PGRSummary, PGRSummaryRow, summarise, summary_markdown
-from memoryquest.pgr.outcomes import PGRError, RankedFact, RetrievalOutcome
+from memoryquest.pgr.outcomes import PGRError, RankedFact, RetrievalOutcome, searched
 from memoryquest.pgr.prospection_run import (
     PLANNING,
     QueryCalls,
@@ -156,16 +156,12 @@ async def run_baseline(
         expansion=settings.expansion_texts,
     )
     return RetrievalOutcome(
-        query_id=query.query_id,
-        persona_id=query.persona_id,
+        **searched(query, retriever),
         method=method,
-        memory_as_of=index.as_of,
-        memory_size=len(index),
         ranked=[RankedFact(fid=h.fid, score=h.score, iteration=0) for h in hits],
         budget=budget,
         baseline_for=baseline_for,
         llm_calls=1 if method in EXPANSIONS and budget > 0 and len(index) else 0,
-        embedding_calls=retriever.embedding_requests,
     )
 
 
