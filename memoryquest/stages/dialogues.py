@@ -78,7 +78,7 @@ from memoryquest.stages.dialogues_contracts import (
     DialogueInputs,
     NewsSaid,
 )
-from memoryquest.stages.review import SessionReviewer
+from memoryquest.stages.review import SessionReviewer, Verdict
 from memoryquest.text import (
     document_formatting,
     later_occasion,
@@ -596,8 +596,8 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
 
     async def check(
         self, answers: Sequence[tuple[int, TimelineEvent, DialogueDraft]], round: Round
-    ) -> list[tuple[int, Session | RejectedCandidate]]:
-        verdicts: list[tuple[int, Session | RejectedCandidate]] = []
+    ) -> list[Verdict]:
+        verdicts: list[Verdict] = []
         candidates: dict[int, tuple[TimelineEvent, DialogueDraft, Session]] = {}
         checks = [
             (
