@@ -197,6 +197,31 @@ def test_no_modules_import_each_other_in_a_circle(graph: dict[str, set[str]]) ->
     assert circles(graph) == []
 
 
+LONG_MODULE_LINES = 500
+LONG_MODULES_MAX = 8
+
+
+def long_modules(sources: Mapping[str, str]) -> list[str]:
+    """The modules of more than ``LONG_MODULE_LINES`` lines, longest first."""
+    lengths = {name: len(text.splitlines()) for name, text in sources.items()}
+    return sorted(
+        (name for name, n in lengths.items() if n > LONG_MODULE_LINES), key=lambda n: -lengths[n]
+    )
+
+
+def package_sources() -> dict[str, str]:
+    return {
+        name: path.read_text(encoding="utf-8")
+        for name, path in project_modules().items()
+        if name.startswith("memoryquest")
+    }
+
+
+def test_few_modules_of_the_package_are_long() -> None:
+    """A module past 500 lines usually holds two concerns; the package keeps at most 8 of them."""
+    assert len(long_modules(package_sources())) <= LONG_MODULES_MAX, long_modules(package_sources())
+
+
 # --------------------------------------------------------------------------- the checks can fail
 
 
@@ -221,3 +246,19 @@ def test_a_circle_through_two_modules_is_caught(graph: dict[str, set[str]]) -> N
     module = "memoryquest.cli.main"
     mutated = {**graph, module: imported_modules(module, source, graph)}
     assert ["memoryquest.cli.main", "memoryquest.cli.run_log"] in circles(mutated)
+
+
+def test_a_ninth_long_module_is_caught() -> None:
+    """The package's sources with the longest short module doubled past 500 lines count one more."""
+    sources = package_sources()
+    before = long_modules(sources)
+    short = max(
+        (name for name in sources if name not in before), key=lambda n: len(sources[n].splitlines())
+    )
+    doubled = {
+        **sources,
+        short: sources[short] * (LONG_MODULE_LINES // len(sources[short].splitlines()) + 1),
+    }
+    assert long_modules(doubled) == sorted(
+        [*before, short], key=lambda n: -len(doubled[n].splitlines())
+    )
