@@ -13,7 +13,8 @@ import pytest
 
 from memoryquest.cli.main import main
 from memoryquest.contracts import Stage, StageUsage
-from memoryquest.estimate import RunEstimate, estimate_run, estimate_table
+from memoryquest.estimate import RunEstimate, estimate_run
+from memoryquest.estimate.table import estimate_table
 from memoryquest.intake import PersonaSelection, load_personas
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult
 from memoryquest.llm.factory import build_client
