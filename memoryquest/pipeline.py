@@ -84,7 +84,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from memoryquest.contracts import Persona, Stage
+from memoryquest.contracts import Persona, Stage, StageGroupName
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
 from memoryquest.lockstep import Lockstep
@@ -106,7 +106,7 @@ class StageGroup(Generic[OutputT]):
     stages it runs (the names rejected and usage rows give them), how it runs, how its output
     joins the persona's state, and whether the settings ask for it."""
 
-    name: str
+    name: StageGroupName
     stages: tuple[Stage, ...]
     run: Callable[[PersonaState, ModelClient, Settings], Awaitable[OutputT]]
     apply: Callable[[PersonaState, OutputT], PersonaState]
@@ -119,16 +119,16 @@ class StageGroup(Generic[OutputT]):
 
 
 STAGE_GROUPS: tuple[StageGroup[Any], ...] = (
-    StageGroup("queries", (Stage.QUERIES,), queries.run, queries.apply),
+    StageGroup(StageGroupName.QUERIES, (Stage.QUERIES,), queries.run, queries.apply),
     StageGroup(
-        "conversations",
+        StageGroupName.CONVERSATIONS,
         (Stage.TIMELINES, Stage.DIALOGUES),
         conversations.run,
         conversations.apply,
     ),
-    StageGroup("memory", (Stage.MEMORY,), memory.run, memory.apply),
+    StageGroup(StageGroupName.MEMORY, (Stage.MEMORY,), memory.run, memory.apply),
     StageGroup(
-        "pgr-validation",
+        StageGroupName.PGR_VALIDATION,
         (Stage.PGR,),
         pgr_validation.run,
         pgr_validation.apply,
@@ -153,7 +153,7 @@ class PipelineObserver(Protocol):
     """Told as each persona moves through the stage groups, so progress can be shown without the
     stages knowing who watches (:class:`memoryquest.progress.RunFigures` is the one in use)."""
 
-    def stage_finished(self, persona: Persona, stage: str, state: PersonaState) -> None:
+    def stage_finished(self, persona: Persona, stage: StageGroupName, state: PersonaState) -> None:
         """``stage`` is done for ``persona``; ``state`` is the persona's state with its output applied."""
 
     def persona_finished(self, persona: Persona, state: PersonaState) -> None:

@@ -51,6 +51,7 @@ from memoryquest.contracts import (
     RetrievalMethod,
     RunManifest,
     Session,
+    Stage,
     StageUsage,
     ValidationResult,
 )
@@ -634,7 +635,7 @@ class Display:
     every_seconds: float = DEFAULT_EVERY_SECONDS
 
 
-PGR_STAGE = "pgr"  # the bar of `pgr run`: queries validated
+PGR_STAGE = Stage.PGR  # the bar of `pgr run`: queries validated
 WIN_RATE_STAGE = "win rate"  # with --win-rate: queries whose answers were judged
 PGR_LOG = "pgr.log"  # in the logs directory of the run that wrote the dataset
 

@@ -65,7 +65,7 @@ class RunEstimate(BaseModel):
     approximations: list[str] = Field(default_factory=list)
     sample_seconds: float
     templates: list[TemplateEstimate] = Field(default_factory=list)
-    rounds: dict[str, int] = Field(
+    rounds: dict[Stage, int] = Field(
         default_factory=dict,
         description="Per stage, the batch rounds holding its requests in one persona's run (the "
         "most of any sample persona): in Batch API mode, the whole run's.",
@@ -105,7 +105,7 @@ async def estimate_run(
             lambda stage: settings.cache.enabled or stage in batched,
         )
         client.chat_backend = tally
-        counted: list[tuple[dict[str, int], list[set[str]]]] = []
+        counted: list[tuple[dict[Stage, int], list[set[Stage]]]] = []
         for persona in sample:  # one at a time: each persona's rounds are counted alone
             await generate_dataset([persona], client, dry, observer)
             counted.append(tally.rounds.start_persona())
@@ -120,7 +120,7 @@ async def estimate_run(
     scale = planned_personas / len(sample)
     # Both ways of sending the run, from the one dry run; the estimate's own is the settings' way.
     batch_stages = set(settings.endpoint.batch_stages)
-    sent_in_batches = {"online": set[str](), "batch": batch_stages}
+    sent_in_batches = {"online": set[Stage](), "batch": batch_stages}
     priced = {
         mode: [
             scale_stage(
@@ -171,7 +171,7 @@ async def estimate_run(
     if settings.generation.review:
         approximations.append(reviewed_as)
     templates = tally.estimates(len(sample))
-    if Stage.MEMORY.value in batched:
+    if Stage.MEMORY in batched:
         steps = sum(t.calls_per_persona for t in templates if t.template_id == EXTRACTION)
         approximations.append(
             f"memory in Batch API rounds: a persona's {steps:,.0f} extraction requests are "

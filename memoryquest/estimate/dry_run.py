@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryquest.contracts import StageUsage
+from memoryquest.contracts import Stage, StageUsage
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult
 
 
@@ -23,7 +23,7 @@ class TemplateEstimate(BaseModel):
     """
 
     template_id: str
-    stage: str
+    stage: Stage
     calls_per_persona: float
     input_tokens_per_call: float
     cached_share: float
@@ -43,13 +43,13 @@ class BatchRounds:
     QUIET_SECONDS = 0.02
 
     def __init__(self) -> None:
-        self.by_stage: dict[str, int] = {}
-        self.rounds: list[set[str]] = []
+        self.by_stage: dict[Stage, int] = {}
+        self.rounds: list[set[Stage]] = []
         self._waiting: list[asyncio.Future[None]] = []
-        self._stages: set[str] = set()
+        self._stages: set[Stage] = set()
         self._timer: asyncio.TimerHandle | None = None
 
-    async def wait(self, stage: str) -> None:
+    async def wait(self, stage: Stage) -> None:
         """Hold a request until its round closes."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
@@ -71,7 +71,7 @@ class BatchRounds:
             if not future.done():
                 future.set_result(None)
 
-    def start_persona(self) -> tuple[dict[str, int], list[set[str]]]:
+    def start_persona(self) -> tuple[dict[Stage, int], list[set[Stage]]]:
         """The rounds counted so far (the previous persona's), and a fresh count."""
         counted = (self.by_stage, self.rounds)
         self.by_stage, self.rounds = {}, []
@@ -85,11 +85,11 @@ class TemplateTally:
     stage, what the repeats a real run does not send added to the dry run's usage.
     """
 
-    def __init__(self, inner: ChatBackend, repeats_answered: Callable[[str], bool]) -> None:
+    def __init__(self, inner: ChatBackend, repeats_answered: Callable[[Stage], bool]) -> None:
         self.inner = inner
         self.repeats_answered = repeats_answered  # by stage: is a repeat answered without sending?
         self.rows: dict[str, dict[str, Any]] = {}
-        self.repeats: dict[str, StageUsage] = {}
+        self.repeats: dict[Stage, StageUsage] = {}
         self._seen: set[tuple[Any, ...]] = set()
         self.rounds = BatchRounds()
 

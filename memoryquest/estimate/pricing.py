@@ -12,7 +12,7 @@ from memoryquest.stages.review_contracts import SessionReviewInputs
 
 
 class StageEstimate(BaseModel):
-    stage: str
+    stage: Stage
     requests: float
     input_tokens: float
     cached_input_tokens: float  # part of input_tokens, billed at the cached-input price
@@ -47,7 +47,7 @@ def quota_hours(stages: list[StageEstimate], settings: Settings) -> tuple[float,
 
 def online_and_batch(
     priced: dict[str, list[StageEstimate]],
-    rounds: dict[str, int],
+    rounds: dict[Stage, int],
     batch_rounds: int,
     usage: list[StageUsage],
     settings: Settings,
@@ -85,7 +85,7 @@ def online_and_batch(
             + (f", plus {', '.join(s.stage for s in left_online)} online" if left_online else ""),
         ),
     ]
-    memory = Stage.MEMORY.value
+    memory = Stage.MEMORY
     if memory not in batched or memory not in rounds:
         return modes, ""
     memory_rounds = rounds[memory]
@@ -116,7 +116,7 @@ def review_priced(
     prices: PriceTable,
     embedding_model: str,
     remote_embeddings: bool,
-    batched: set[str],
+    batched: set[Stage],
 ) -> tuple[list[StageEstimate], str]:
     """The stages with the blind review (generation.review) priced as the model that answers it,
     the judge model when one is set, and a note on how many reviews the dry run asked for."""

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from memoryquest.contracts import Stage
 from memoryquest.llm.accounting import UsageLedger
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult, OutputMode
 from memoryquest.llm.budget import Fit, PromptMeter, Throughput
@@ -531,7 +532,7 @@ class ChatExchange:
 
     def _account_chat(
         self,
-        stage: str,
+        stage: Stage,
         result: ChatResult,
         prompt_tokens: int,
         counter: TokenCounter,
