@@ -112,17 +112,17 @@ class Stage(StrEnum):
     """The pipeline's stages, by the names rejected rows, usage rows and logs give them.
 
     A stage group (one Prefect task per persona, :class:`StageGroupName`) runs one or more of
-    them: the conversations group runs timelines and dialogues. The last four are what the
-    usage table bills apart: the blind review, the judges, and the embeddings of the PGR sample
-    scenario and of the invariant checks.
+    them: the conversations group runs timelines, dialogues and their review. The last two are
+    billed outside the pipeline: the embeddings of the PGR sample scenario and of the invariant
+    checks.
     """
 
     QUERIES = "queries"  # candidates with dated references, the γ filter and per-reference gates
     TIMELINES = "timelines"  # a dated timeline of events leading up to each query
     DIALOGUES = "dialogues"  # one conversation per event
+    REVIEW = "review"  # the blind review of each conversation (generation.review)
     MEMORY = "memory"  # facts extracted and consolidated
     PGR = "pgr"  # every query checked by retrieval
-    REVIEW = "review"  # the blind review of each conversation (generation.review)
     PGR_JUDGE = "pgr_judge"  # the judges of PGR's references and answers (endpoint.judge_model)
     PGR_SAMPLE = "sample"  # the embeddings of the PGR sample scenario (memoryquest.pgr.sample)
     INVARIANTS = "validate"  # the embeddings the invariant checks compute on a finished dataset

@@ -15,8 +15,9 @@ knows about Prefect: every way of running executes this one declaration —
 * across Prefect workers, as shards of that flow (:mod:`memoryquest.distributed`).
 
 A group runs one or more stages (``StageGroup.stages``): the names of
-:class:`memoryquest.contracts.Stage` (queries, timelines, dialogues, memory, pgr),
-which rejected rows, usage rows and logs use. A group's name is its Prefect task's.
+:class:`memoryquest.contracts.Stage` (queries, timelines, dialogues, review, memory, pgr,
+pgr_judge), which rejected rows, usage rows and logs use. A group's name
+(:class:`memoryquest.contracts.StageGroupName`) is its Prefect task's.
 
 Run setup and teardown (settings, personas, lock, manifest, save, publish)
 are in :mod:`memoryquest.run`.
@@ -122,14 +123,14 @@ STAGE_GROUPS: tuple[StageGroup[Any], ...] = (
     StageGroup(StageGroupName.QUERIES, (Stage.QUERIES,), queries.run, queries.apply),
     StageGroup(
         StageGroupName.CONVERSATIONS,
-        (Stage.TIMELINES, Stage.DIALOGUES),
+        (Stage.TIMELINES, Stage.DIALOGUES, Stage.REVIEW),
         conversations.run,
         conversations.apply,
     ),
     StageGroup(StageGroupName.MEMORY, (Stage.MEMORY,), memory.run, memory.apply),
     StageGroup(
         StageGroupName.PGR_VALIDATION,
-        (Stage.PGR,),
+        (Stage.PGR, Stage.PGR_JUDGE),
         pgr_validation.run,
         pgr_validation.apply,
         pgr_validation.enabled,
