@@ -86,7 +86,7 @@ def requests(count: int, offset: int = 0) -> list[LLMRequest[Errand]]:
             TEMPLATE_ID,
             {"number": i, "likes": likes[i % len(likes)]},
             Errand,
-            stage="bench",
+            stage="queries",
             max_output_tokens=256,
         )
         for i in range(offset, offset + count)

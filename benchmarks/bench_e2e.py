@@ -376,7 +376,8 @@ async def rerun_from_cache(args: argparse.Namespace, work: Path) -> None:
 
 
 async def estimate(args: argparse.Namespace, work: Path) -> None:
-    from memoryquest.estimate import estimate_run, estimate_table
+    from memoryquest.estimate import estimate_run
+    from memoryquest.estimate.table import estimate_table
     from memoryquest.intake import PersonaSelection, load_personas
     from memoryquest.settings import load_settings
 

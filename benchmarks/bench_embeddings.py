@@ -58,7 +58,7 @@ async def through_client(texts: list[str], work: Path) -> None:
     for label in ("cold cache", "warm cache"):
         client = build_client(settings)
         started = time.perf_counter()
-        vectors = await client.embed(texts, stage="bench")
+        vectors = await client.embed(texts, stage="memory")
         elapsed = time.perf_counter() - started
         (usage,) = client.usage()
         print(

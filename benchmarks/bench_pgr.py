@@ -91,7 +91,7 @@ async def latency(n_facts: int, rounds: int) -> None:
     settings = PGRSettings()
     phases = phase_probes()
     probes = [p for phase in phases for p in phase]
-    vectors = await model.embed(probes, stage="bench")
+    vectors = await model.embed(probes, stage="pgr")
     search_ms = []
     for _ in range(rounds):
         started = time.perf_counter()

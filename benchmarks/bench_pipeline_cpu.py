@@ -251,7 +251,8 @@ def fingerprint(args: argparse.Namespace, count: int) -> str:
         for path in sorted((REPO / folder).rglob("*")):
             name = str(path.relative_to(REPO))
             transport = name.startswith(TRANSPORT) and name not in SAYS
-            if transport or name.endswith(("prefect_defaults.py", "estimate.py")):
+            estimate = name.startswith("memoryquest/estimate/")
+            if transport or estimate or name.endswith("prefect_defaults.py"):
                 continue
             if path.is_file() and path.suffix in (".py", ".md", ".json", ".toml", ".jsonl"):
                 digest.update(str(path.relative_to(REPO)).encode())

@@ -111,15 +111,31 @@ class TaskKind(StrEnum):
 class Stage(StrEnum):
     """The pipeline's stages, by the names rejected rows, usage rows and logs give them.
 
-    A stage group (one Prefect task per persona) runs one or more of them: the conversations
-    group runs timelines and dialogues.
+    A stage group (one Prefect task per persona, :class:`StageGroupName`) runs one or more of
+    them: the conversations group runs timelines, dialogues and their review. The last two are
+    billed outside the pipeline: the embeddings of the PGR sample scenario and of the invariant
+    checks.
     """
 
     QUERIES = "queries"  # candidates with dated references, the γ filter and per-reference gates
     TIMELINES = "timelines"  # a dated timeline of events leading up to each query
     DIALOGUES = "dialogues"  # one conversation per event
+    REVIEW = "review"  # the blind review of each conversation (generation.review)
     MEMORY = "memory"  # facts extracted and consolidated
     PGR = "pgr"  # every query checked by retrieval
+    PGR_JUDGE = "pgr_judge"  # the judges of PGR's references and answers (endpoint.judge_model)
+    PGR_SAMPLE = "sample"  # the embeddings of the PGR sample scenario (memoryquest.pgr.sample)
+    INVARIANTS = "validate"  # the embeddings the invariant checks compute on a finished dataset
+
+
+class StageGroupName(StrEnum):
+    """The stage groups of :mod:`memoryquest.pipeline`, by the names their Prefect tasks,
+    ``run_report.json``, ``progress.json`` and the progress bars give them."""
+
+    QUERIES = "queries"
+    CONVERSATIONS = "conversations"
+    MEMORY = "memory"
+    PGR_VALIDATION = "pgr-validation"
 
 
 class RejectionReason(StrEnum):
@@ -574,7 +590,10 @@ class PromptVersion(Contract):
     sha256: str
 
 
-class StageUsage(Contract):
+class Usage(Contract):
+    """Tokens, cost and time spent, as one row of a usage table: a stage's (:class:`StageUsage`),
+    or the whole run's, labelled ``total``."""
+
     stage: str
     requests: int = 0
     cache_hits: int = 0
@@ -586,6 +605,12 @@ class StageUsage(Contract):
     cost_usd: float = 0.0
     approximate_tokens: bool = False
     seconds: float = 0.0
+
+
+class StageUsage(Usage):
+    """What one stage spent (the rows of ``usage.jsonl`` and the manifest's usage tables)."""
+
+    stage: Stage
 
 
 class ReviewTally(Contract):

@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 
 import memoryquest
+from memoryquest.contracts import StageGroupName
 from memoryquest.llm.prompts import all_templates
 from memoryquest.pipeline import STAGE_GROUPS
 from memoryquest.settings import Backend, Settings
@@ -32,7 +33,9 @@ PACKAGE_ROOT = Path(memoryquest.__file__).resolve().parent.parent
 ALWAYS = ("memoryquest.simulator",)  # loaded by template id, invisible to a static import scan
 SIMULATOR_DATA = Path("memoryquest", "simulator", "data")
 
-STAGE_ENTRIES: dict[str, tuple[str, ...]] = {stage.name: (stage.module,) for stage in STAGE_GROUPS}
+STAGE_ENTRIES: dict[StageGroupName, tuple[str, ...]] = {
+    stage.name: (stage.module,) for stage in STAGE_GROUPS
+}
 """Stage group (as :data:`memoryquest.pipeline.STAGE_GROUPS` names it) -> the modules it starts from."""
 
 
@@ -94,7 +97,9 @@ def module_closure(entries: Iterable[str], root: Path = PACKAGE_ROOT) -> list[st
     return sorted(seen)
 
 
-def stage_fingerprint(stage: str, root: Path = PACKAGE_ROOT, *, simulator: bool = True) -> str:
+def stage_fingerprint(
+    stage: StageGroupName, root: Path = PACKAGE_ROOT, *, simulator: bool = True
+) -> str:
     """Changes whenever the version, any prompt, or the source of a module the stage can run changes.
 
     ``simulator``: the run's answers come from the offline simulator (its own backend, or the
@@ -124,7 +129,7 @@ def _in_package(module: str, packages: Iterable[str]) -> bool:
 
 
 @cache
-def stage_fingerprints(simulator: bool = True) -> dict[str, str]:
+def stage_fingerprints(simulator: bool = True) -> dict[StageGroupName, str]:
     """Every stage's fingerprint for the installed code (computed once per process and kind of run)."""
     return {stage: stage_fingerprint(stage, simulator=simulator) for stage in STAGE_ENTRIES}
 

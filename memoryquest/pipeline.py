@@ -15,8 +15,9 @@ knows about Prefect: every way of running executes this one declaration —
 * across Prefect workers, as shards of that flow (:mod:`memoryquest.orchestration.spread`).
 
 A group runs one or more stages (``StageGroup.stages``): the names of
-:class:`memoryquest.contracts.Stage` (queries, timelines, dialogues, memory, pgr),
-which rejected rows, usage rows and logs use. A group's name is its Prefect task's.
+:class:`memoryquest.contracts.Stage` (queries, timelines, dialogues, review, memory, pgr,
+pgr_judge), which rejected rows, usage rows and logs use. A group's name
+(:class:`memoryquest.contracts.StageGroupName`) is its Prefect task's.
 
 Run setup and teardown (settings, personas, lock, manifest, save, publish)
 are in :mod:`memoryquest.orchestration.lifecycle`.
@@ -85,7 +86,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from memoryquest.contracts import Persona, Stage
+from memoryquest.contracts import Persona, Stage, StageGroupName
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.llm.client import ModelClient
 from memoryquest.manifest import build_manifest
@@ -107,7 +108,7 @@ class StageGroup(Generic[OutputT]):
     stages it runs (the names rejected and usage rows give them), how it runs, how its output
     joins the persona's state, and whether the settings ask for it."""
 
-    name: str
+    name: StageGroupName
     stages: tuple[Stage, ...]
     run: Callable[[PersonaState, ModelClient, Settings], Awaitable[OutputT]]
     apply: Callable[[PersonaState, OutputT], PersonaState]
@@ -120,17 +121,17 @@ class StageGroup(Generic[OutputT]):
 
 
 STAGE_GROUPS: tuple[StageGroup[Any], ...] = (
-    StageGroup("queries", (Stage.QUERIES,), queries.run, queries.apply),
+    StageGroup(StageGroupName.QUERIES, (Stage.QUERIES,), queries.run, queries.apply),
     StageGroup(
-        "conversations",
-        (Stage.TIMELINES, Stage.DIALOGUES),
+        StageGroupName.CONVERSATIONS,
+        (Stage.TIMELINES, Stage.DIALOGUES, Stage.REVIEW),
         conversations.run,
         conversations.apply,
     ),
-    StageGroup("memory", (Stage.MEMORY,), memory.run, memory.apply),
+    StageGroup(StageGroupName.MEMORY, (Stage.MEMORY,), memory.run, memory.apply),
     StageGroup(
-        "pgr-validation",
-        (Stage.PGR,),
+        StageGroupName.PGR_VALIDATION,
+        (Stage.PGR, Stage.PGR_JUDGE),
         pgr_validation.run,
         pgr_validation.apply,
         pgr_validation.enabled,
@@ -154,7 +155,7 @@ class PipelineObserver(Protocol):
     """Told as each persona moves through the stage groups, so progress can be shown without the
     stages knowing who watches (:class:`memoryquest.progress.RunFigures` is the one in use)."""
 
-    def stage_finished(self, persona: Persona, stage: str, state: PersonaState) -> None:
+    def stage_finished(self, persona: Persona, stage: StageGroupName, state: PersonaState) -> None:
         """``stage`` is done for ``persona``; ``state`` is the persona's state with its output applied."""
 
     def persona_finished(self, persona: Persona, state: PersonaState) -> None:

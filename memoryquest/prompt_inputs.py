@@ -36,7 +36,7 @@ from typing import Annotated, Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, WithJsonSchema, create_model
 from pydantic.fields import FieldInfo
 
-from memoryquest.contracts import Domain
+from memoryquest.contracts import Domain, Stage
 from memoryquest.llm.prompts import PromptTemplate, load_template
 from memoryquest.llm.request import LLMRequest
 
@@ -130,8 +130,8 @@ class PromptInputs(BaseModel):
 
     template_id: ClassVar[str]
     output_model: ClassVar[type[BaseModel]]
-    # What the usage ledger bills its requests to: a pipeline Stage, or a judge's billing name.
-    stage: ClassVar[str]
+    # What the usage ledger bills its requests to.
+    stage: ClassVar[Stage]
     temperature: ClassVar[float] = 0.7
     # A judge's verdict grades what the chat model wrote: endpoint.judge_model answers it.
     judge: ClassVar[bool] = False

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from memoryquest.contracts import JudgeKind, RetrievalMethod
+from memoryquest.contracts import JudgeKind, RetrievalMethod, Stage
 
 CONFIG_FILE_MAX_BYTES = 1_000_000
 """A config file is a small TOML file; anything larger (or not a regular file) is refused unread."""
@@ -498,8 +498,15 @@ class EndpointSettings(Section):
         description="Send prompt_cache_key (one per persona) so the provider's prompt cache groups a "
         "persona's requests; default: only to OpenAI itself, since other servers may reject it.",
     )
-    batch_stages: list[str] = Field(
-        default_factory=lambda: ["queries", "timelines", "dialogues", "memory", "pgr", "pgr_judge"],
+    batch_stages: list[Stage] = Field(
+        default_factory=lambda: [
+            Stage.QUERIES,
+            Stage.TIMELINES,
+            Stage.DIALOGUES,
+            Stage.MEMORY,
+            Stage.PGR,
+            Stage.PGR_JUDGE,
+        ],
         description="Batch mode: the stages (as the usage table names them) whose requests go through "
         "the Batch API; the others go online at the full price. Memory asks one extraction after "
         "another per persona, so batched it takes a batch round per extraction step; the personas "
@@ -512,6 +519,18 @@ class EndpointSettings(Section):
         "variables in a request header so it can answer from the offline simulator. Never for a real "
         "server: the header carries the persona data a second time.",
     )
+
+    @field_validator("batch_stages", mode="before")
+    @classmethod
+    def _known_stages(cls, value: Any) -> Any:
+        known = [stage.value for stage in Stage]
+        if isinstance(value, list):
+            unknown = [v for v in value if isinstance(v, str) and v not in known]
+            if unknown:
+                raise ValueError(
+                    f"unknown stage {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
+                )
+        return value
 
     def resolved_backend(self) -> Backend:
         if self.backend is not Backend.AUTO:

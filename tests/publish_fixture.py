@@ -519,7 +519,7 @@ class _UserBuilder:
 
 def build_manifest(persona_ids: list[str], settings: Settings | None = None) -> RunManifest:
     settings = settings or Settings()
-    stages = ["queries", "timelines", "dialogues", "memory", "validation"]
+    stages = ["queries", "timelines", "dialogues", "memory", "pgr"]
     return RunManifest(
         run_id="run-publish-fixture",
         created_at=dt.datetime(2024, 6, 1, 12, 0, tzinfo=dt.UTC),

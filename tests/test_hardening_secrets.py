@@ -206,7 +206,7 @@ async def make_client(
 
 
 def request(word: str) -> LLMRequest[Echo]:
-    return LLMRequest(TEMPLATE_ID, {"word": word}, Echo, stage="echo")
+    return LLMRequest(TEMPLATE_ID, {"word": word}, Echo, stage="queries")
 
 
 def _whole_story(exc: BaseException) -> str:
@@ -263,7 +263,7 @@ async def test_embeddings_share_the_rule(
     client = build_client(settings, prompts_dir=prompts_dir)
     try:
         with pytest.raises(LLMAuthenticationError) as caught:
-            await client.embed(["some text"], stage="echo")
+            await client.embed(["some text"], stage="queries")
     finally:
         await client.aclose()
     assert WRONG_KEY not in _whole_story(caught.value)

@@ -100,7 +100,7 @@ async def make_client(
                 "batch_poll_seconds": 0.005,
                 "batch_max_poll_seconds": 0.02,
                 "batch_collect_seconds": 0.05,
-                "batch_stages": ["describe"],
+                "batch_stages": ["queries"],
                 **endpoint,
             },
             limits={"requests_per_minute": 60_000, "tokens_per_minute": 50_000_000},
@@ -116,7 +116,7 @@ async def make_client(
 
 def requests_for(words: list[str], **options: Any) -> list[LLMRequest[Any]]:
     return [
-        LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="describe", **options) for w in words
+        LLMRequest(TEMPLATE_ID, {"word": w}, WordAnswer, stage="queries", **options) for w in words
     ]
 
 
@@ -199,7 +199,7 @@ async def test_a_batch_of_structured_requests_completes_as_one_batch(
         ]
     assert state_files(tmp_path / "out") == []  # done: nothing left to resume
     (row,) = client.usage()
-    assert row.stage == "describe" and row.requests == len(WORDS) and row.cost_usd > 0
+    assert row.stage == "queries" and row.requests == len(WORDS) and row.cost_usd > 0
 
 
 async def test_a_second_run_makes_zero_requests(

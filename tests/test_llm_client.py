@@ -100,7 +100,7 @@ def plan_request(
         template,
         {"city": city, "interests": ["jazz", "bakeries", "tram rides"]},
         Plan,
-        stage="plan",
+        stage="queries",
         seed=seed,
     )
 
@@ -135,7 +135,7 @@ async def test_simulated_usage_counts_real_tokens_and_costs_nothing(
     )
     counter = token_counter(SIMULATED_MODEL)
     (row,) = client.usage()
-    assert row.stage == "plan" and row.requests == 1 and row.cache_hits == 0
+    assert row.stage == "queries" and row.requests == 1 and row.cache_hits == 0
     assert row.input_tokens == counter.count_messages(messages)
     assert row.output_tokens == counter.count(answer.model_dump_json())
     assert row.cost_usd == 0.0 and row.approximate_tokens is False
@@ -156,13 +156,15 @@ async def test_complete_all_keeps_order_and_can_return_errors_in_place(client: M
 
 async def test_an_answer_that_does_not_fit_names_template_and_model(client: ModelClient) -> None:
     with pytest.raises(
-        LLMOutputError, match=rf"{BROKEN_ID} v2 \(stage plan\): answer does not fit Plan.*city"
+        LLMOutputError, match=rf"{BROKEN_ID} v2 \(stage queries\): answer does not fit Plan.*city"
     ):
         await client.complete(plan_request(template=BROKEN_ID))
 
 
 async def test_the_simulator_output_must_match_the_requested_model(client: ModelClient) -> None:
-    request = LLMRequest(TEMPLATE_ID, {"city": "Oslo", "interests": []}, Unanswerable, stage="plan")
+    request = LLMRequest(
+        TEMPLATE_ID, {"city": "Oslo", "interests": []}, Unanswerable, stage="queries"
+    )
     with pytest.raises(LLMOutputError, match="Unanswerable.*missing_field"):
         await client.complete(request)
 
@@ -171,7 +173,7 @@ async def test_the_simulator_output_must_match_the_requested_model(client: Model
 
 
 async def test_a_missing_variable_is_named(client: ModelClient) -> None:
-    request = LLMRequest(TEMPLATE_ID, {"city": "Oslo"}, Plan, stage="plan")
+    request = LLMRequest(TEMPLATE_ID, {"city": "Oslo"}, Plan, stage="queries")
     with pytest.raises(
         PromptError,
         match=rf"prompt {TEMPLATE_ID} v2: variable 'interests' not supplied \(given: city\)",
@@ -183,7 +185,7 @@ async def test_a_missing_template_names_the_path(client: ModelClient, prompts_di
     with pytest.raises(
         PromptError, match=rf"no prompt template 'nope' \(looked for {prompts_dir}/nope.md\)"
     ):
-        await client.complete(LLMRequest("nope", {}, Plan, stage="plan"))
+        await client.complete(LLMRequest("nope", {}, Plan, stage="queries"))
 
 
 @pytest.mark.parametrize(
@@ -231,7 +233,7 @@ async def test_local_embeddings_are_normalised_ordered_and_cached(
         "Flies Air Canada",
         "Loves science-fiction books",
     ]
-    vectors = await client.embed(texts, stage="embed")
+    vectors = await client.embed(texts, stage="memory")
     assert vectors.shape == (4, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert np.array_equal(vectors[0], vectors[3])
@@ -242,13 +244,13 @@ async def test_local_embeddings_are_normalised_ordered_and_cached(
     again = build_client(
         Settings(output_dir=tmp_path, seed=3), embedder=embedder, prompts_dir=prompts_dir
     )
-    assert np.array_equal(await again.embed(texts, stage="embed"), vectors)
+    assert np.array_equal(await again.embed(texts, stage="memory"), vectors)
     (cached,) = again.usage()
     assert cached.cache_hits == 3 and cached.embedding_requests == 0
 
 
 async def test_embedding_nothing_gives_an_empty_matrix(client: ModelClient) -> None:
-    assert (await client.embed([], stage="embed")).shape == (0, 384)
+    assert (await client.embed([], stage="memory")).shape == (0, 384)
 
 
 async def test_a_client_built_without_settings_still_works(

@@ -136,7 +136,7 @@ async def make_client(
 def requests_for(
     words: list[str], model: type[BaseModel] = WordAnswer, **options: Any
 ) -> list[LLMRequest[Any]]:
-    return [LLMRequest(TEMPLATE_ID, {"word": w}, model, stage="describe", **options) for w in words]
+    return [LLMRequest(TEMPLATE_ID, {"word": w}, model, stage="queries", **options) for w in words]
 
 
 WORDS = [f"word{i:02d}" for i in range(12)]
@@ -298,18 +298,18 @@ async def test_a_cached_workload_makes_zero_http_requests(
 ) -> None:
     first = make_client(tmp_path / "run")
     answers = await first.complete_all(requests_for(WORDS))
-    vectors = await first.embed(WORDS, stage="embed")
+    vectors = await first.embed(WORDS, stage="memory")
     assert server.count() == len(WORDS) + 1
     server.clear_log()
 
     again = make_client(tmp_path / "run")  # a new process would see the same directory
     assert await again.complete_all(requests_for(WORDS)) == answers
-    assert np.array_equal(await again.embed(WORDS, stage="embed"), vectors)
+    assert np.array_equal(await again.embed(WORDS, stage="memory"), vectors)
     assert server.count() == 0
     usage = {row.stage: row for row in again.usage()}
-    assert usage["describe"].cache_hits == len(WORDS) and usage["describe"].requests == 0
-    assert usage["embed"].cache_hits == len(WORDS) and usage["embed"].embedding_requests == 0
-    assert usage["describe"].cost_usd == 0
+    assert usage["queries"].cache_hits == len(WORDS) and usage["queries"].requests == 0
+    assert usage["memory"].cache_hits == len(WORDS) and usage["memory"].embedding_requests == 0
+    assert usage["queries"].cost_usd == 0
     assert again.cache_stats.hits == 2 * len(WORDS) and again.cache_stats.bytes_read > 0
 
 
@@ -579,7 +579,7 @@ async def test_usage_and_cost_of_a_known_request(
     completion = counter.count(simulate(TEMPLATE_ID, {"word": "alpha"}, seed=0))
     assert answer.word == "alpha"
     (row,) = client.usage()
-    assert row.stage == "describe" and row.requests == 1
+    assert row.stage == "queries" and row.requests == 1
     assert (row.input_tokens, row.output_tokens, row.cached_tokens) == (prompt, completion, 10)
     expected = ((prompt - 10) * 0.15 + 10 * 0.075 + row.output_tokens * 0.6) / 1e6
     assert row.cost_usd == pytest.approx(expected, rel=1e-6)
@@ -639,7 +639,7 @@ async def test_embeddings_are_batched_ordered_and_normalised(
     texts = [f"the {w} sentence number {i}" for i, w in enumerate(WORDS[:10])] + [
         "the word00 sentence number 0"
     ]
-    vectors = await client.embed(texts, stage="embed")
+    vectors = await client.embed(texts, stage="memory")
     assert client.embedder_name == "text-embedding-3-small"
     assert vectors.shape == (11, 256)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -662,7 +662,7 @@ async def test_embedding_faults_are_retried(server: FakeOpenAIServer, make_clien
     server.script(
         Fault.rate_limit(0.01, endpoint="embeddings"), Fault.server_error(endpoint="embeddings")
     )
-    vectors = await client.embed(["one", "two"], stage="embed")
+    vectors = await client.embed(["one", "two"], stage="memory")
     assert vectors.shape == (2, 256)
     assert server.count(path="/embeddings") == 3
 
@@ -727,7 +727,7 @@ async def test_recorded_answers_are_replayed_without_hints(
         settings = make_settings(recorder, tmp_path / "record", endpoint={"server": "openai"})
         client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
         recorded = await client.complete_all(requests_for(words))
-        await client.embed(["one sentence", "another one"], stage="embed")
+        await client.embed(["one sentence", "another one"], stage="memory")
         await client.aclose()
         recording = dict(recorder.recording or {})
     assert len(recording) == len(words) + 1
@@ -741,7 +741,7 @@ async def test_recorded_answers_are_replayed_without_hints(
         client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
         try:
             replayed = await client.complete_all(requests_for(words))
-            vectors = await client.embed(["one sentence", "another one"], stage="embed")
+            vectors = await client.embed(["one sentence", "another one"], stage="memory")
             assert vectors.shape == (2, 256)
             assert replay.misses == 0
             with pytest.raises(LLMTransportError):  # not recorded: a 500 on every try
@@ -763,7 +763,7 @@ async def test_a_replayed_embedding_batch_need_not_match_the_recorded_one(
     with FakeOpenAIServer(record=True) as recorder:
         settings = make_settings(recorder, tmp_path / "record", endpoint={"server": "openai"})
         client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
-        recorded = await client.embed(["one sentence", "another one"], stage="embed")
+        recorded = await client.embed(["one sentence", "another one"], stage="memory")
         await client.aclose()
         recording = dict(recorder.recording or {})
     with ReplayOpenAIServer(recording) as replay:
@@ -772,7 +772,7 @@ async def test_a_replayed_embedding_batch_need_not_match_the_recorded_one(
         )
         client = build_client(settings, retry=FAST_RETRY, prompts_dir=prompts_dir)
         try:
-            alone = await client.embed(["another one"], stage="embed")
+            alone = await client.embed(["another one"], stage="memory")
         finally:
             await client.aclose()
     assert np.allclose(alone[0], recorded[1])

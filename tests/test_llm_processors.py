@@ -49,7 +49,7 @@ def _greet(variables: dict[str, Any], rng: random.Random) -> Greeting:
 
 
 def greeting(name: str, model: type[BaseModel] = Greeting) -> LLMRequest[Any]:
-    return LLMRequest(TEMPLATE_ID, {"name": name}, model, stage="greet")
+    return LLMRequest(TEMPLATE_ID, {"name": name}, model, stage="dialogues")
 
 
 def test_neither_processor_module_loads_the_client_or_the_other() -> None:
@@ -71,7 +71,7 @@ async def test_the_online_processor_answers_through_the_exchange_alone(tmp_path:
     answers = await online.complete_all([greeting("Ada"), greeting("Lin")])
     assert [a.text for a in answers] == ["Hello, Ada", "Hello, Lin"]
     (row,) = ledger.rows()
-    assert row.stage == "greet" and row.requests == 2
+    assert row.stage == "dialogues" and row.requests == 2
     mixed = [greeting("Ada"), greeting("Lin", Unanswerable)]
     results = await online.complete_all(mixed, return_exceptions=True)
     assert results[0].text == "Hello, Ada" and isinstance(results[1], LLMOutputError)

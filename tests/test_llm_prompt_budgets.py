@@ -43,7 +43,7 @@ for _template_id in (BUDGETED, LONG, UNBUDGETED):
 
 
 def echo(template_id: str, **options: Any) -> LLMRequest[Echo]:
-    return LLMRequest(template_id, {"word": "alpha"}, Echo, stage="echo", **options)
+    return LLMRequest(template_id, {"word": "alpha"}, Echo, stage="queries", **options)
 
 
 @pytest.fixture(scope="module")

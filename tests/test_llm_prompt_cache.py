@@ -63,7 +63,7 @@ def persona(persona_id: str, words: int = 2500) -> dict[str, Any]:
 
 def ask(who: dict[str, Any], question: str) -> LLMRequest[Reply]:
     return LLMRequest(
-        TEMPLATE_ID, {"persona": who, "question": question}, Reply, stage="ask", temperature=0
+        TEMPLATE_ID, {"persona": who, "question": question}, Reply, stage="queries", temperature=0
     )
 
 
@@ -141,12 +141,12 @@ async def test_other_personas_and_short_prompts_are_not_cached(
 
 
 def test_the_cache_scope_is_explicit_or_the_persona() -> None:
-    explicit = LLMRequest("t", {"persona_id": "p-9"}, Reply, stage="s", cache_scope="run-7")
+    explicit = LLMRequest("t", {"persona_id": "p-9"}, Reply, stage="queries", cache_scope="run-7")
     assert explicit.prompt_cache_scope() == "run-7"
-    assert LLMRequest("t", {"persona_id": "p-9"}, Reply, stage="s").prompt_cache_scope() == (
+    assert LLMRequest("t", {"persona_id": "p-9"}, Reply, stage="queries").prompt_cache_scope() == (
         "persona:p-9"
     )
-    assert LLMRequest("t", {"word": "x"}, Reply, stage="s").prompt_cache_scope() is None
+    assert LLMRequest("t", {"word": "x"}, Reply, stage="queries").prompt_cache_scope() is None
 
 
 async def test_prompt_cache_key_goes_only_where_it_is_accepted(
@@ -231,5 +231,5 @@ async def test_the_simulator_reports_cached_tokens_by_the_same_rule(
     ]
     assert cached[0] == 0 and cached[1] >= 1024 and cached[2] == 0
     [row] = client.usage()
-    assert row.stage == "ask" and row.cached_tokens == sum(cached)
+    assert row.stage == "queries" and row.cached_tokens == sum(cached)
     assert row.cached_tokens <= row.input_tokens and row.cost_usd == 0  # the simulator is free

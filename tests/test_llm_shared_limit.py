@@ -69,7 +69,7 @@ async def main(base_url: str, prompts: str, output: str, who: str, count: int, r
                 "max_concurrency": 8, "shared_limit_name": name},
     )
     client = build_client(settings, prompts_dir=Path(prompts))
-    requests = [LLMRequest(template, {"who": who, "n": i}, Count, stage="count") for i in range(count)]
+    requests = [LLMRequest(template, {"who": who, "n": i}, Count, stage="queries") for i in range(count)]
     answers = await client.complete_all(requests)
     assert [a.n for a in answers] == list(range(count))
     total = client.ledger.total()

@@ -77,7 +77,7 @@ async def test_gamma_over_the_credited_facts_is_held_to_gamma_max(
     per_reference = []
     for reference in query.references:
         infos = [f.info for f in facts if reference.reference_id in f.source_reference_ids]
-        vectors = await client.embed([query.text, *infos], stage="test")
+        vectors = await client.embed([query.text, *infos], stage="memory")
         per_reference.append(float((vectors[1:] @ vectors[0]).mean()))
     gamma = sum(per_reference) / len(per_reference)
     assert 0 < gamma <= GenerationSettings().gamma_max
@@ -102,7 +102,7 @@ async def test_gamma_as_said_is_the_mean_cosine_of_the_sentences_the_references_
         session = next(s for s in sessions if s.reference_id == reference.reference_id)
         span = session.reference_spans[0]
         said.append(session.turns[span.turn_index].content[span.start : span.end])
-    vectors = await client.embed([query.text, *said], stage="test")
+    vectors = await client.embed([query.text, *said], stage="memory")
     assert value == pytest.approx(float((vectors[1:] @ vectors[0]).mean()), abs=1e-6)
     assert value != pytest.approx(query.gamma, abs=1e-6)  # the said text is not the draft
     # Without a sentence said for any of its references, a query has no γ as said.

@@ -138,7 +138,7 @@ async def test_embedding_judge_counts_a_reference_at_the_threshold(client: Model
         verdicts[2].supporting_fids[0] == FID["money"] and "best cosine 1.000" in verdicts[2].reason
     )
     # The threshold decides: set it just above / at the bus reference's best cosine.
-    ref = (await client.embed([QUERY.references[1].text], "test"))[0]
+    ref = (await client.embed([QUERY.references[1].text], "pgr_judge"))[0]
     best = float(max(ref @ index.vector(item.fid) for item in retrieved))
     above = await EmbeddingJudge(best + 1e-4).judge(QUERY, retrieved, index, client)
     at = await EmbeddingJudge(best - 1e-6).judge(QUERY, retrieved, index, client)

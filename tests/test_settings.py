@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memoryquest.cli.main import main
+from memoryquest.contracts import Stage
 from memoryquest.settings import Backend, Settings, load_settings, parse_assignments
 
 pytestmark = pytest.mark.usefixtures("clean_settings_env")
@@ -165,6 +166,25 @@ def test_bad_values_are_clear_errors(
     err = failure(capsys, *args)
     assert err.startswith("memoryquest: error:")
     assert message in err
+
+
+def test_batch_stages_are_stages_however_they_are_written(
+    tmp_path: Path, clean_settings_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "memoryquest.toml"
+    config.write_text('[endpoint]\nbatch_stages = ["queries", "pgr_judge"]\n', encoding="utf-8")
+    assert load_settings(config).endpoint.batch_stages == [Stage.QUERIES, Stage.PGR_JUDGE]
+    clean_settings_env.setenv("MEMORYQUEST_ENDPOINT__BATCH_STAGES", '["memory"]')
+    assert load_settings().endpoint.batch_stages == [Stage.MEMORY]
+    clean_settings_env.delenv("MEMORYQUEST_ENDPOINT__BATCH_STAGES")
+    shown = show(capsys, "--set", "endpoint.batch_stages=[dialogues, review]")
+    assert shown["endpoint"]["batch_stages"] == ["dialogues", "review"]  # written as the strings
+
+    err = failure(capsys, "--set", "endpoint.batch_stages=[queries, memroy]")
+    assert "endpoint.batch_stages" in err
+    assert f"unknown stage 'memroy'; choose from {', '.join(Stage)}" in err
+    with pytest.raises(ValueError, match="unknown stage 'conversations'; choose from queries, "):
+        Settings.model_validate({"endpoint": {"batch_stages": ["conversations"]}})
 
 
 def test_invalid_toml_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,7 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _estimate(args: argparse.Namespace) -> int:
     import sys
 
-    from memoryquest.estimate import default_sample_dir, estimate_run, estimate_table
+    from memoryquest.estimate import default_sample_dir, estimate_run
+    from memoryquest.estimate.table import estimate_table
     from memoryquest.intake import PersonaSelection, load_personas
     from memoryquest.pipeline import enabled_groups
     from memoryquest.progress import ProgressMode, RunFigures, showing

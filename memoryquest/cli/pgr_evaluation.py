@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memoryquest.cli.pgr_inputs import PGRInputs
-from memoryquest.contracts import JudgeKind, Query, StageUsage, ValidationResult
+from memoryquest.contracts import JudgeKind, Query, Stage, StageUsage, ValidationResult
 from memoryquest.pgr.runner import validate_queries
 from memoryquest.progress import ProgressMode, RunFigures, showing
 from memoryquest.progress.display import DEFAULT_EVERY_SECONDS
@@ -27,7 +27,7 @@ class Display:
     every_seconds: float = DEFAULT_EVERY_SECONDS
 
 
-PGR_STAGE = "pgr"  # the bar of `pgr run`: queries validated
+PGR_STAGE = Stage.PGR  # the bar of `pgr run`: queries validated
 WIN_RATE_STAGE = "win rate"  # with --win-rate: queries whose answers were judged
 
 

@@ -11,9 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from memoryquest.contracts import (
-    Query,
-)
+from memoryquest.contracts import Query, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.generation.bounds import count_problem
 
@@ -84,7 +82,7 @@ class EmbeddingFunction:
         def run(texts: list[str]) -> np.ndarray:
             async def call() -> np.ndarray:
                 if hasattr(backend, "embedder_name"):  # a ModelClient
-                    return await backend.embed(texts, stage="validate")
+                    return await backend.embed(texts, stage=Stage.INVARIANTS)
                 return await backend.embed(texts)
 
             # A worker thread has no running loop, so this works inside async callers too.

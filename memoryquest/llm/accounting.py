@@ -38,7 +38,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from memoryquest.contracts import RunManifest, StageUsage
+from memoryquest.contracts import RunManifest, Stage, StageUsage, Usage
 
 USAGE_FILE = "usage.jsonl"
 COUNTERS = (
@@ -54,7 +54,7 @@ COUNTERS = (
 )
 
 
-def _add(target: StageUsage, delta: StageUsage) -> None:
+def _add(target: Usage, delta: Usage) -> None:
     for name in COUNTERS:
         setattr(target, name, getattr(target, name) + getattr(delta, name))
     target.approximate_tokens = target.approximate_tokens or delta.approximate_tokens
@@ -129,15 +129,15 @@ class UsageJournal:
 
 class UsageLedger:
     def __init__(self) -> None:
-        self._rows: dict[str, StageUsage] = {}
-        self._active: dict[str, int] = {}
-        self._busy_since: dict[str, float] = {}
+        self._rows: dict[Stage, StageUsage] = {}
+        self._active: dict[Stage, int] = {}
+        self._busy_since: dict[Stage, float] = {}
         self._lock = threading.Lock()
         # Persistence (see the module docstring); off until persist() is called.
         self._journal: int | None = None
         self._journal_path: Path | None = None
         self._attempt = uuid.uuid4().hex
-        self._pending: dict[str, StageUsage] = {}
+        self._pending: dict[Stage, StageUsage] = {}
         self._flushed_at = 0.0
         self.flush_seconds = 0.5
         # Write each answer's usage at once (set for a real endpoint, where every call costs).
@@ -146,13 +146,13 @@ class UsageLedger:
 
     # --- recording -------------------------------------------------------------------------
 
-    def _row(self, stage: str) -> StageUsage:
+    def _row(self, stage: Stage) -> StageUsage:
         row = self._rows.get(stage)
         if row is None:
             row = self._rows[stage] = StageUsage(stage=stage)
         return row
 
-    def _delta(self, stage: str) -> StageUsage | None:
+    def _delta(self, stage: Stage) -> StageUsage | None:
         """The not-yet-written part of ``stage`` (None when nothing is persisted)."""
         if self._journal is None:
             return None
@@ -162,7 +162,7 @@ class UsageLedger:
         return delta
 
     @contextmanager
-    def _recording(self, stage: str) -> Iterator[list[StageUsage]]:
+    def _recording(self, stage: Stage) -> Iterator[list[StageUsage]]:
         """Under the lock: ``stage``'s total and its not-yet-written part (when persisted);
         written after, at once for a real endpoint (``write_through``), else in a while."""
         with self._lock:
@@ -171,7 +171,7 @@ class UsageLedger:
 
     def chat(
         self,
-        stage: str,
+        stage: Stage,
         *,
         input_tokens: int,
         output_tokens: int,
@@ -188,7 +188,7 @@ class UsageLedger:
                 row.cost_usd += cost_usd
                 row.approximate_tokens = row.approximate_tokens or approximate
 
-    def embedding(self, stage: str, *, tokens: int, cost_usd: float, approximate: bool) -> None:
+    def embedding(self, stage: Stage, *, tokens: int, cost_usd: float, approximate: bool) -> None:
         with self._recording(stage) as rows:
             for row in rows:
                 row.embedding_requests += 1
@@ -196,7 +196,7 @@ class UsageLedger:
                 row.cost_usd += cost_usd
                 row.approximate_tokens = row.approximate_tokens or approximate
 
-    def cache_hits(self, stage: str, count: int = 1) -> None:
+    def cache_hits(self, stage: Stage, count: int = 1) -> None:
         if count:
             with self._lock:
                 self._row(stage).cache_hits += count
@@ -206,7 +206,7 @@ class UsageLedger:
                 self._maybe_flush()
 
     @contextmanager
-    def timing(self, stage: str) -> Iterator[None]:
+    def timing(self, stage: Stage) -> Iterator[None]:
         with self._lock:
             self._row(stage)
             self._active[stage] = self._active.get(stage, 0) + 1
@@ -232,8 +232,8 @@ class UsageLedger:
         with self._lock:
             return [_rounded(row) for row in self._rows.values()]
 
-    def total(self) -> StageUsage:
-        total = StageUsage(stage="total")
+    def total(self) -> Usage:
+        total = Usage(stage="total")
         for row in self.rows():
             _add(total, row)
         total.cost_usd = round(total.cost_usd, 8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memoryquest.contracts import Stage
 from memoryquest.llm.accounting import UsageLedger
 from memoryquest.llm.backends import ChatResult
 from memoryquest.llm.prices import PriceTable
@@ -18,7 +19,7 @@ from memoryquest.llm.tokens import TokenCounter
 
 def account_chat(
     ledger: UsageLedger,
-    stage: str,
+    stage: Stage,
     result: ChatResult,
     prompt_tokens: int,
     counter: TokenCounter,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memoryquest.contracts import StageUsage
+from memoryquest.contracts import Stage, StageUsage, Usage
 from memoryquest.llm.accounting import UsageLedger
 from memoryquest.llm.attempt import TRUNCATION_BUDGET_CAP
 from memoryquest.llm.backends import ChatBackend, ChatCall, EmbeddingBackend, EmbeddingResult
@@ -163,7 +163,7 @@ class ModelClient:
         """Tokens, cost, cache hits and time per stage, in first-use order."""
         return self.ledger.rows()
 
-    def total_usage(self) -> StageUsage:
+    def total_usage(self) -> Usage:
         """The whole run's usage as one row (stage ``total``)."""
         return self.ledger.total()
 
@@ -260,7 +260,7 @@ class ModelClient:
 
     # --- embeddings ------------------------------------------------------------------------
 
-    async def embed(self, texts: Sequence[str], stage: str) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], stage: Stage) -> np.ndarray:
         """One L2-normalised row per text, in input order (cosine = dot product)."""
         texts = list(texts)
         with self.ledger.timing(stage):
@@ -269,7 +269,7 @@ class ModelClient:
     def _dimension(self) -> int:
         return int(getattr(self.embedder, "dimension", None) or 0)
 
-    async def _embed(self, texts: list[str], stage: str) -> np.ndarray:
+    async def _embed(self, texts: list[str], stage: Stage) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimension()), dtype=np.float32)
         unique = list(dict.fromkeys(texts))
@@ -319,7 +319,7 @@ class ModelClient:
             tokens += size
         return batches
 
-    async def _embed_batch(self, batch: list[str], stage: str) -> np.ndarray:
+    async def _embed_batch(self, batch: list[str], stage: Stage) -> np.ndarray:
         embedder = self.embedder
         remote = bool(getattr(embedder, "remote", False))
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from memoryquest.contracts import Stage
 from memoryquest.llm.accounting import UsageLedger
 from memoryquest.llm.attempt import Attempt, Lookup, judge_answer
 from memoryquest.llm.backends import ChatBackend, ChatCall, ChatResult, OutputMode
@@ -435,7 +436,7 @@ class ChatExchange:
         return self._bill(call.request.stage, result, prompt_tokens, batch=True)
 
     def _bill(
-        self, stage: str, result: ChatResult, prompt_tokens: int, *, batch: bool = False
+        self, stage: Stage, result: ChatResult, prompt_tokens: int, *, batch: bool = False
     ) -> dict[str, Any]:
         return account_chat(
             self.ledger,

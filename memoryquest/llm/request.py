@@ -7,6 +7,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from memoryquest.contracts import Stage
+
 ResponseT = TypeVar("ResponseT", bound=BaseModel)
 
 # The output budget of a request whose template declares none.
@@ -35,7 +37,7 @@ class LLMRequest(Generic[ResponseT]):
     template_id: str
     variables: dict[str, Any]
     response_model: type[ResponseT]
-    stage: str
+    stage: Stage
     temperature: float = 0.7
     max_output_tokens: int | None = None
     seed: int = 0

@@ -50,7 +50,7 @@ class ConsolidationInputs(PromptInputs):
     """A group of similar facts close in time, to be merged into one."""
 
     template_id: ClassVar[str] = "memory_consolidation"
-    stage: ClassVar[str] = Stage.MEMORY
+    stage: ClassVar[Stage] = Stage.MEMORY
     output_model: ClassVar[type[BaseModel]] = MergedFactAnswer
 
     facts: list[GroupFact]

@@ -79,7 +79,7 @@ class ExtractionInputs(PromptInputs):
     """The store's active facts and one batch of sessions to extract new or changed facts from."""
 
     template_id: ClassVar[str] = "memory_extraction"
-    stage: ClassVar[str] = Stage.MEMORY
+    stage: ClassVar[Stage] = Stage.MEMORY
     output_model: ClassVar[type[BaseModel]] = ExtractionAnswer
 
     existing_facts: list[ExistingFact]

@@ -43,7 +43,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.utilities.annotations import quote
 from pydantic import BaseModel
 
-from memoryquest.contracts import Persona, StageUsage
+from memoryquest.contracts import Persona, StageGroupName, StageUsage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.fingerprint import runs_simulator, stage_fingerprints
 from memoryquest.intake import PersonaSelection
@@ -107,7 +107,7 @@ def inputs_digest(state: PersonaState, settings: Settings) -> str:
     retry_condition_fn=retry_on_infrastructure_failure,  # LLM calls are the client's to retry
 )
 async def stage_task(
-    stage: str,
+    stage: StageGroupName,
     state: PersonaState,
     settings: Settings,
     fingerprint: str,

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
+from memoryquest.contracts import Stage
 from memoryquest.prompt_inputs import ROW, JudgeInputs, items_between, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -56,7 +57,7 @@ class JudgeReferencesInputs(JudgeInputs):
     """A query's references and everything its methods retrieved, to judge which memory states which."""
 
     template_id: ClassVar[str] = "judge_references"
-    stage: ClassVar[str] = "pgr_judge"
+    stage: ClassVar[Stage] = Stage.PGR_JUDGE
     output_model: ClassVar[type[BaseModel]] = ReferenceVerdicts
 
     references: list[NumberedReference]

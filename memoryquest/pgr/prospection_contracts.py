@@ -98,7 +98,7 @@ class QueryInputs(PromptInputs):
     """The request and the day it is made; every PGR prompt starts from these, and is billed to
     the ``pgr`` stage."""
 
-    stage: ClassVar[str] = Stage.PGR
+    stage: ClassVar[Stage] = Stage.PGR
 
     query: str
     query_date: str

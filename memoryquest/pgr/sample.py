@@ -31,6 +31,7 @@ from memoryquest.contracts import (
     Persona,
     Query,
     Reference,
+    Stage,
 )
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.ids import make_id
@@ -187,7 +188,7 @@ async def sample_dataset(
     pid = persona.persona_id
     facts = statement_facts(pid, persona_statements(persona)[:background])
     texts = [q.text for q in SCENARIO] + [r.text for q in SCENARIO for r in q.references]
-    vectors = np.asarray(await client.embed(texts, stage="sample"), dtype=np.float32)
+    vectors = np.asarray(await client.embed(texts, stage=Stage.PGR_SAMPLE), dtype=np.float32)
     query_vectors, reference_vectors = vectors[: len(SCENARIO)], iter(vectors[len(SCENARIO) :])
     queries = []
     for rank, (scenario, query_vector) in enumerate(zip(SCENARIO, query_vectors, strict=True)):

@@ -13,7 +13,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import JudgeKind, RetrievalMethod
+from memoryquest.contracts import JudgeKind, RetrievalMethod, Stage
 from memoryquest.prompt_inputs import JudgeInputs, one_of, says, stated
 
 TIE = "tie"
@@ -47,7 +47,7 @@ class PairwiseInputs(JudgeInputs):
     """
 
     template_id: ClassVar[str] = "judge_pairwise"
-    stage: ClassVar[str] = "pgr_judge"
+    stage: ClassVar[Stage] = Stage.PGR_JUDGE
     output_model: ClassVar[type[BaseModel]] = PairwiseVerdict
 
     persona: str

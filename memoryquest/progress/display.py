@@ -28,6 +28,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from memoryquest.contracts import StageGroupName
 from memoryquest.progress.figures import ProgressSnapshot, RunFigures
 from memoryquest.progress.text import count, duration, reasons
 
@@ -95,11 +96,11 @@ def plain_line(snapshot: ProgressSnapshot) -> str:
 def _stage_note(snapshot: ProgressSnapshot, stage: str) -> str:
     if snapshot.unit != "personas":
         return ""
-    notes = {
-        "queries": f"{snapshot.queries_kept:,} kept, {snapshot.rejected_total:,} rejected",
-        "conversations": f"{snapshot.sessions:,} sessions",
-        "memory": f"{snapshot.facts:,} facts",
-        "pgr-validation": f"{snapshot.results:,} results",
+    notes: dict[str, str] = {
+        StageGroupName.QUERIES: f"{snapshot.queries_kept:,} kept, {snapshot.rejected_total:,} rejected",
+        StageGroupName.CONVERSATIONS: f"{snapshot.sessions:,} sessions",
+        StageGroupName.MEMORY: f"{snapshot.facts:,} facts",
+        StageGroupName.PGR_VALIDATION: f"{snapshot.results:,} results",
     }
     return notes.get(stage, "")
 

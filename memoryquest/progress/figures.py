@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from memoryquest.contracts import Persona
+from memoryquest.contracts import Persona, StageGroupName
 from memoryquest.stages.state import PersonaState
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class RunFigures:
 
     # --- fed by the pipeline (PipelineObserver) --------------------------------------------
 
-    def stage_finished(self, persona: Persona, stage: str, state: PersonaState) -> None:
+    def stage_finished(self, persona: Persona, stage: StageGroupName, state: PersonaState) -> None:
         counts = _counts(state)
         with self._lock:
             self._stages[stage].done += 1

@@ -55,7 +55,7 @@ class DialogueInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "dialogue_expansion"
-    stage: ClassVar[str] = Stage.DIALOGUES
+    stage: ClassVar[Stage] = Stage.DIALOGUES
     temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = DialogueDraft
     unread_offline: ClassVar[dict[str, str]] = {

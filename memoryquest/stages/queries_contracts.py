@@ -91,7 +91,7 @@ class QueryGenerationInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "query_generation"
-    stage: ClassVar[str] = Stage.QUERIES
+    stage: ClassVar[Stage] = Stage.QUERIES
     temperature: ClassVar[float] = 0.9
     output_model: ClassVar[type[BaseModel]] = QueryCandidatesDraft
     not_in_prompt: ClassVar[dict[str, str]] = {
@@ -149,7 +149,7 @@ class ReferenceRelevanceInputs(JudgeInputs):
     """One candidate query and its references, for the judge of each reference's relevance."""
 
     template_id: ClassVar[str] = "reference_relevance"
-    stage: ClassVar[str] = Stage.QUERIES
+    stage: ClassVar[Stage] = Stage.QUERIES
     output_model: ClassVar[type[BaseModel]] = RelevanceAnswer
 
     query_domain: str

@@ -18,6 +18,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field, with_config
 from typing_extensions import TypedDict
 
+from memoryquest.contracts import Stage
 from memoryquest.prompt_inputs import ROW, PromptInputs, one_of, says, stated
 
 # --------------------------------------------------------------------------- what the model answers
@@ -77,7 +78,7 @@ class SessionReviewInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "session_review"
-    stage: ClassVar[str] = "review"
+    stage: ClassVar[Stage] = Stage.REVIEW
     judge: ClassVar[bool] = True
     temperature: ClassVar[float] = 0.0
     output_model: ClassVar[type[BaseModel]] = SessionReview

@@ -80,7 +80,7 @@ class TimelineInputs(PromptInputs):
     """
 
     template_id: ClassVar[str] = "timeline_synthesis"
-    stage: ClassVar[str] = Stage.TIMELINES
+    stage: ClassVar[Stage] = Stage.TIMELINES
     temperature: ClassVar[float] = 0.8
     output_model: ClassVar[type[BaseModel]] = TimelineDraft
     not_in_prompt: ClassVar[dict[str, str]] = {
