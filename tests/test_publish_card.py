@@ -30,8 +30,8 @@ from memoryquest.pgr.winrate_contracts import ScoredPair, WinRateReport
 from memoryquest.publish import PublishError, load_published, publish_dataset
 from memoryquest.publish.arrow import arrow_schema, rows_to_table, table_to_rows
 from memoryquest.publish.card import render_card
-from memoryquest.publish.card_inputs import CardInputs
-from memoryquest.publish.card_results import headline_lines
+from memoryquest.publish.card.inputs import CardInputs
+from memoryquest.publish.card.results import headline_lines
 from memoryquest.publish.stats import compute_statistics
 from memoryquest.settings import Settings
 

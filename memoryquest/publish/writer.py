@@ -29,7 +29,7 @@ from memoryquest.pgr.winrate_contracts import WIN_RATE_FILE, WinRateReport
 from memoryquest.publish import plots
 from memoryquest.publish.arrow import arrow_schema
 from memoryquest.publish.card import render_card
-from memoryquest.publish.card_inputs import CardInputs
+from memoryquest.publish.card.inputs import CardInputs
 from memoryquest.publish.errors import AuditFailedError, PublishError
 from memoryquest.publish.explorer import EXPLORER_DIR, Plot, write_explorer
 from memoryquest.publish.layout import (

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from memoryquest.contracts import JudgeKind
 from memoryquest.pgr.metrics import BudgetComparison
 from memoryquest.pgr.winrate_contracts import WinRateReport
-from memoryquest.publish.card_evaluation import evaluation_run_lines
-from memoryquest.publish.card_format import (
+from memoryquest.publish.card.evaluation import evaluation_run_lines
+from memoryquest.publish.card.format import (
     PGR_METHODS,
     decimals,
     interval_text,
@@ -29,8 +29,8 @@ from memoryquest.publish.card_format import (
     percent_interval,
     with_interval,
 )
-from memoryquest.publish.card_inputs import CardInputs
-from memoryquest.publish.card_judges import judge_model
+from memoryquest.publish.card.inputs import CardInputs
+from memoryquest.publish.card.judges import judge_model
 from memoryquest.publish.stats import DatasetStatistics, Distribution
 
 

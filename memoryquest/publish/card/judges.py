@@ -4,8 +4,8 @@ model that wrote it: a grader shares its author's blind spots."""
 from __future__ import annotations
 
 from memoryquest.contracts import JudgeKind, RunManifest
-from memoryquest.publish.card_format import markdown_table
-from memoryquest.publish.card_inputs import CardInputs
+from memoryquest.publish.card.format import markdown_table
+from memoryquest.publish.card.inputs import CardInputs
 
 
 def judge_model(manifest: RunManifest) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from memoryquest.publish.card_inputs import CardInputs
+from memoryquest.publish.card.inputs import CardInputs
 from memoryquest.publish.splits import SPLITS
 
 PRETTY_NAME = "MemoryQuest (regenerated)"

@@ -5,32 +5,32 @@ publish settings — never from the clock or the destination path — so the sam
 input gives the same bytes.
 
 Each section is written by a module named for it: the front matter
-(:mod:`~memoryquest.publish.card_front_matter`), the audit's warning and section
-(:mod:`~memoryquest.publish.card_audit`), the headline and statistics
-(:mod:`~memoryquest.publish.card_results`), one PGR run's baselines and judges' error rates
-(:mod:`~memoryquest.publish.card_evaluation`), provenance with usage and cost
-(:mod:`~memoryquest.publish.card_provenance`), the graders
-(:mod:`~memoryquest.publish.card_judges`), and reading, loading, schema and licence
-(:mod:`~memoryquest.publish.card_guide`); this module puts them in order.
+(:mod:`~memoryquest.publish.card.front_matter`), the audit's warning and section
+(:mod:`~memoryquest.publish.card.audit`), the headline and statistics
+(:mod:`~memoryquest.publish.card.results`), one PGR run's baselines and judges' error rates
+(:mod:`~memoryquest.publish.card.evaluation`), provenance with usage and cost
+(:mod:`~memoryquest.publish.card.provenance`), the graders
+(:mod:`~memoryquest.publish.card.judges`), and reading, loading, schema and licence
+(:mod:`~memoryquest.publish.card.guide`); this module puts them in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memoryquest.publish.card_audit import audit_section, audit_stamp
-from memoryquest.publish.card_format import markdown_table
-from memoryquest.publish.card_front_matter import PRETTY_NAME, front_matter
-from memoryquest.publish.card_guide import (
+from memoryquest.publish.card.audit import audit_section, audit_stamp
+from memoryquest.publish.card.format import markdown_table
+from memoryquest.publish.card.front_matter import PRETTY_NAME, front_matter
+from memoryquest.publish.card.guide import (
     licence_section,
     loading_section,
     readable_section,
     schema_section,
 )
-from memoryquest.publish.card_inputs import CardInputs
-from memoryquest.publish.card_judges import judges_and_reviewer_lines
-from memoryquest.publish.card_provenance import provenance_lines
-from memoryquest.publish.card_results import headline_lines, statistics_section
+from memoryquest.publish.card.inputs import CardInputs
+from memoryquest.publish.card.judges import judges_and_reviewer_lines
+from memoryquest.publish.card.provenance import provenance_lines
+from memoryquest.publish.card.results import headline_lines, statistics_section
 from memoryquest.publish.splits import SPLITS
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memoryquest.publish.card_inputs import CardInputs
+from memoryquest.publish.card.inputs import CardInputs
 
 
 def _stamp(lead: str, items: Sequence[str], tail: str) -> list[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from memoryquest.contracts import READABLE_TABLES, SCHEMA_VERSION
 from memoryquest.publish.arrow import describe_columns
-from memoryquest.publish.card_format import markdown_table
-from memoryquest.publish.card_front_matter import DEFAULT_CONFIG, data_files
-from memoryquest.publish.card_inputs import CardInputs
+from memoryquest.publish.card.format import markdown_table
+from memoryquest.publish.card.front_matter import DEFAULT_CONFIG, data_files
+from memoryquest.publish.card.inputs import CardInputs
 
 PGR_PAPER_BIBTEX = """@misc{chopra2026thinkingahead,
   title         = {Thinking Ahead: Prospection-Guided Retrieval of Memory with Language Models},

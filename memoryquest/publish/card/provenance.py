@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryquest.publish.card_format import markdown_table
-from memoryquest.publish.card_inputs import CardInputs
+from memoryquest.publish.card.format import markdown_table
+from memoryquest.publish.card.inputs import CardInputs
 
 
 def _settings_rows(settings: Mapping[str, Any], sections: Sequence[str]) -> list[tuple[str, str]]:

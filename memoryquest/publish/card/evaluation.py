@@ -14,7 +14,7 @@ from memoryquest.contracts import JudgeKind, RunManifest
 from memoryquest.pgr.calibration_contracts import JudgeCalibrationReport, wilson_interval
 from memoryquest.pgr.metrics import judge_errors_on_retrievals, summarise
 from memoryquest.pgr.run_record import EvaluationRun
-from memoryquest.publish.card_format import (
+from memoryquest.publish.card.format import (
     decimals,
     markdown_table,
     method_name,
