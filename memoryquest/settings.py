@@ -27,6 +27,7 @@ CONFIG_FILE_MAX_BYTES = 1_000_000
 
 KNOWN_METHODS = tuple(m.value for m in RetrievalMethod)
 KNOWN_JUDGES = tuple(j.value for j in JudgeKind)
+KNOWN_STAGES = tuple(s.value for s in Stage)
 # memoryquest.pgr.baselines.BASELINE_METHODS (a test keeps the two equal; importing it here would be circular)
 KNOWN_BASELINES = (
     RetrievalMethod.QUERY_ONLY.value,
@@ -38,12 +39,16 @@ KNOWN_BASELINES = (
 )
 
 
-def _known_names(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+def _refuse_unknown(values: list[str], known: tuple[str, ...], what: str) -> None:
     unknown = [v for v in values if v not in known]
     if unknown:
         raise ValueError(
             f"unknown {what} {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
         )
+
+
+def _known_names(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    _refuse_unknown(values, known, what)
     if len(set(values)) != len(values):
         raise ValueError(f"a {what} is listed twice: {values}")
     return values
@@ -523,13 +528,9 @@ class EndpointSettings(Section):
     @field_validator("batch_stages", mode="before")
     @classmethod
     def _known_stages(cls, value: Any) -> Any:
-        known = [stage.value for stage in Stage]
+        """Before pydantic's own enum error, which would not list the stages."""
         if isinstance(value, list):
-            unknown = [v for v in value if isinstance(v, str) and v not in known]
-            if unknown:
-                raise ValueError(
-                    f"unknown stage {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
-                )
+            _refuse_unknown([v for v in value if isinstance(v, str)], KNOWN_STAGES, "stage")
         return value
 
     def resolved_backend(self) -> Backend:
