@@ -128,6 +128,11 @@ class Stage(StrEnum):
     INVARIANTS = "validate"  # the embeddings the invariant checks compute on a finished dataset
 
 
+RejectingStage = Literal[Stage.QUERIES, Stage.TIMELINES, Stage.DIALOGUES, Stage.MEMORY, Stage.PGR]
+"""The stages that refuse candidates, as a rejected row names them: the review's refusals are
+dialogue candidates', and the judges, the sample and the invariants refuse nothing."""
+
+
 class StageGroupName(StrEnum):
     """The stage groups of :mod:`memoryquest.pipeline`, by the names their Prefect tasks,
     ``run_report.json``, ``progress.json`` and the progress bars give them."""
@@ -349,7 +354,7 @@ class RejectedCandidate(Row):
 
     rejected_id: Id
     persona_id: Id
-    stage: Stage
+    stage: RejectingStage
     reason: RejectionReason
     detail: str
     payload_json: str = Field(description="The rejected candidate as generated, as JSON text.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -33,6 +34,7 @@ from memoryquest.contracts import (
     Reference,
     ReferenceJudgement,
     RejectedCandidate,
+    RejectingStage,
     RejectionReason,
     RetrievalMethod,
     RevisionCredit,
@@ -40,6 +42,7 @@ from memoryquest.contracts import (
     RunManifest,
     Session,
     SessionLabels,
+    Stage,
     StageUsage,
     Timeline,
     TimelineEvent,
@@ -355,6 +358,26 @@ def test_enums_refuse_unknown_values(persona: Persona) -> None:
         "Event",
     }
     assert FactStatus("merged") is FactStatus.MERGED
+
+
+def test_a_rejected_row_names_only_a_stage_that_refuses_candidates(
+    generated_dataset: GeneratedDataset,
+) -> None:
+    """The review's refusals are dialogue candidates', and the judges, the PGR sample and the
+    invariants refuse nothing: the rejected table's contract lists no stage that never rejects."""
+    row = generated_dataset.rejected[0].model_dump(mode="json")
+    refusing = set(get_args(RejectingStage))
+    assert {
+        RejectedCandidate.model_validate(r.model_dump()).stage for r in generated_dataset.rejected
+    } <= refusing
+    for stage in Stage:
+        mutated = row | {"stage": stage.value}
+        if stage in refusing:
+            assert RejectedCandidate.model_validate(mutated).stage is stage
+        else:
+            with pytest.raises(ValidationError, match=r"stage"):
+                RejectedCandidate.model_validate(mutated)
+    assert refusing < set(Stage) and Stage.REVIEW not in refusing
 
 
 def test_constraints_on_values() -> None:

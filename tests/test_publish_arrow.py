@@ -3,6 +3,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from enum import StrEnum
+from typing import Literal
 
 import pyarrow as pa
 import pytest
@@ -112,6 +113,24 @@ def test_every_published_table_has_a_schema_with_nested_columns() -> None:
     assert references.value_type.field("date").type == pa.date32()
     # the one deliberate JSON column stays a string
     assert arrow_schema(TABLES["rejected"], "rejected").field("payload_json").type == pa.string()
+
+
+class Narrowed(BaseModel):
+    colour: Literal[Colour.BLUE]
+    maybe: Literal[1, 2] | None = None
+
+
+def test_a_literal_of_enum_members_is_a_string_column_listing_just_those_members() -> None:
+    schema = arrow_schema(Narrowed, "narrowed")
+    assert schema.field("colour").type == pa.string() and not schema.field("colour").nullable
+    assert json.loads(schema.field("colour").metadata[b"enum"]) == ["blue"]
+    assert schema.field("maybe").type == pa.int64() and schema.field("maybe").nullable
+    row = Narrowed(colour=Colour.BLUE, maybe=2)
+    assert table_to_rows(rows_to_table([row], schema), Narrowed) == [row]
+    with pytest.raises(UnsupportedAnnotation, match="mixed"):
+        arrow_type(Literal[Colour.BLUE, 1])
+    with pytest.raises(UnsupportedAnnotation, match="mixed"):
+        arrow_type(Literal[True, 1])
 
 
 def test_generated_tables_convert_exactly(generated_dataset: GeneratedDataset) -> None:

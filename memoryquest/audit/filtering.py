@@ -43,12 +43,12 @@ from memoryquest.audit.run import (
     ScoredMaterial,
     audit_with_scores,
 )
-from memoryquest.contracts import Query, RejectedCandidate, RejectionReason, Stage
+from memoryquest.contracts import Query, RejectedCandidate, RejectingStage, RejectionReason, Stage
 from memoryquest.dataset import GeneratedDataset
 from memoryquest.generation.common import rejected
 from memoryquest.settings import AuditSettings, Settings
 
-MATERIAL_STAGES = {
+MATERIAL_STAGES: dict[str, RejectingStage] = {
     "user_turns": Stage.DIALOGUES,
     "news_wording": Stage.DIALOGUES,
     "structure_turns": Stage.DIALOGUES,

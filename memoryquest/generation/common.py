@@ -16,8 +16,8 @@ from memoryquest.contracts import (
     PersonaTask,
     Query,
     RejectedCandidate,
+    RejectingStage,
     RejectionReason,
-    Stage,
     TaskBrief,
     parse_date,
     parse_domain,
@@ -114,7 +114,7 @@ def cosine_rows(vectors: np.ndarray, left: list[int], right: list[int]) -> np.nd
 
 def rejected(
     persona_id: str,
-    stage: Stage,
+    stage: RejectingStage,
     reason: RejectionReason,
     detail: str,
     payload: BaseModel | dict[str, Any] | str,

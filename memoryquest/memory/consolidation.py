@@ -18,6 +18,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 from pydantic import TypeAdapter
@@ -36,7 +37,7 @@ from memoryquest.memory.consolidation_contracts import (
 from memoryquest.memory.store import FactStore
 from memoryquest.settings import GenerationSettings
 
-STAGE = Stage.MEMORY
+STAGE: Final = Stage.MEMORY
 
 
 @dataclass

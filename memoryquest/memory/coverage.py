@@ -10,6 +10,7 @@ reference cannot be scored, so the pipeline withdraws it with reason
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from memoryquest.llm.client import ModelClient
 from memoryquest.memory.snapshot import MemoryItem, memory_as_of
 from memoryquest.settings import GenerationSettings
 
-STAGE = Stage.MEMORY
+STAGE: Final = Stage.MEMORY
 
 
 def uncovered_in(query: Query, snapshot: Iterable[MemoryItem]) -> list[str]:

@@ -27,6 +27,7 @@ import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -56,7 +57,7 @@ from memoryquest.memory.store import FactChange, FactStore
 from memoryquest.settings import GenerationSettings
 from memoryquest.text import clauses, content_stems, sentence_spans
 
-STAGE = Stage.MEMORY
+STAGE: Final = Stage.MEMORY
 NEW_PREFIX = "NEW_"
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from memoryquest.contracts import (
     Fact,
@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 
-STAGE = Stage.PGR
+STAGE: Final = Stage.PGR
 
 
 def parse_methods(methods: Iterable[RetrievalMethod | str]) -> list[RetrievalMethod]:

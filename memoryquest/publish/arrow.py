@@ -52,10 +52,9 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
 
 def _literal_type(annotation: Any) -> pa.DataType:
     values = get_args(annotation)
-    kinds = {type(value) for value in values}
-    if kinds <= {str}:
+    if all(isinstance(value, str) for value in values):  # enum members of a StrEnum too
         return pa.string()
-    if kinds <= {int}:
+    if all(type(value) is int for value in values):
         return pa.int64()
     raise UnsupportedAnnotation(f"Literal with mixed or unsupported values: {annotation!r}")
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Final
 
 import numpy as np
 from pydantic import BaseModel
@@ -87,7 +88,7 @@ from memoryquest.text import (
     split_sentences,
 )
 
-STAGE = Stage.DIALOGUES
+STAGE: Final = Stage.DIALOGUES
 
 
 class DialogueStageResult(BaseModel):

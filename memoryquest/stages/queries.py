@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from pydantic import BaseModel
@@ -75,7 +75,7 @@ from memoryquest.stages.queries_contracts import (
 from memoryquest.stages.state import PersonaState
 from memoryquest.text import content_words, normalise_text, shared_content_words
 
-STAGE = Stage.QUERIES
+STAGE: Final = Stage.QUERIES
 # The template's max_output_tokens is sized for this many candidates (the default candidates_per_user).
 SIZED_FOR_CANDIDATES = GenerationSettings.model_fields["candidates_per_user"].default
 

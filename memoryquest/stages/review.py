@@ -23,6 +23,7 @@ tally (read, flagged) goes into the manifest and the card.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from memoryquest.contracts import (
     RejectedCandidate,
@@ -43,7 +44,7 @@ from memoryquest.stages.review_contracts import (
     SessionReviewInputs,
 )
 
-STAGE = Stage.DIALOGUES  # a refused conversation is a dialogue candidate
+STAGE: Final = Stage.DIALOGUES  # a refused conversation is a dialogue candidate
 
 Verdict = tuple[int, Session | RejectedCandidate]
 

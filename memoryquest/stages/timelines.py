@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 from pydantic import BaseModel
@@ -75,7 +76,7 @@ from memoryquest.stages.timelines_contracts import (
 )
 from memoryquest.text import normalise_text, split_sentences, without_lead_in
 
-STAGE = Stage.TIMELINES
+STAGE: Final = Stage.TIMELINES
 
 
 class TimelineStageResult(BaseModel):
