@@ -27,7 +27,7 @@ from memoryquest.llm.batch import BatchProcessor
 from memoryquest.llm.batch_openai import openai_batch_api
 from memoryquest.llm.batch_sets import BatchOptions
 from memoryquest.llm.budget import Fit
-from memoryquest.llm.cache import CacheStats, ResponseCache, embedding_key
+from memoryquest.llm.cache import CacheStats, embedding_key
 from memoryquest.llm.endpoint_policy import check_access
 from memoryquest.llm.errors import (
     CircuitOpenError,
@@ -44,7 +44,6 @@ from memoryquest.llm.errors import (
 from memoryquest.llm.exchange import ChatExchange
 from memoryquest.llm.limiter import RateLimiter
 from memoryquest.llm.openai_backend import normalise_rows
-from memoryquest.llm.prices import PriceTable
 from memoryquest.llm.processors import OnlineProcessor, RequestProcessor, gather_answers
 from memoryquest.llm.request import LLMRequest, ResponseT
 from memoryquest.llm.tokens import token_counter
@@ -131,16 +130,8 @@ class ModelClient:
         return self.exchange.ledger
 
     @property
-    def cache(self) -> ResponseCache | None:
-        return self.exchange.cache
-
-    @property
     def limiter(self) -> RateLimiter | None:
         return self.exchange.limiter
-
-    @property
-    def prices(self) -> PriceTable:
-        return self.exchange.prices
 
     @property
     def simulated(self) -> bool:
@@ -157,7 +148,7 @@ class ModelClient:
 
     @property
     def cache_stats(self) -> CacheStats:
-        return self.cache.stats if self.cache is not None else CacheStats()
+        return self.exchange.cache.stats if self.exchange.cache is not None else CacheStats()
 
     def usage(self) -> list[StageUsage]:
         """Tokens, cost, cache hits and time per stage, in first-use order."""
@@ -189,7 +180,7 @@ class ModelClient:
         """Cache in and bill to ``other``'s cache and ledger, and with ``limiter`` take its place
         in ``other``'s limiter: a judge model's client beside the author's."""
         self.exchange.ledger = other.ledger
-        self.exchange.cache = other.cache
+        self.exchange.cache = other.exchange.cache
         if limiter:
             self.exchange.limiter = other.limiter
 
@@ -276,7 +267,7 @@ class ModelClient:
         vectors: dict[str, np.ndarray] = {}
         keys: dict[str, str] = {}
         if self.caching:
-            assert self.cache is not None
+            assert self.exchange.cache is not None
             for text in unique:
                 keys[text] = embedding_key(
                     backend=_embedder_kind(self.embedder),
@@ -284,7 +275,7 @@ class ModelClient:
                     model=self._embedding_model,
                     text=text,
                 )
-                found = self.cache.get_vector(keys[text])
+                found = self.exchange.cache.get_vector(keys[text])
                 if found is not None:
                     vectors[text] = found
             self.ledger.cache_hits(stage, len(vectors))
@@ -296,8 +287,8 @@ class ModelClient:
                 for text, row in zip(batch, rows, strict=True):
                     vectors[text] = row
                     if keys:
-                        assert self.cache is not None
-                        self.cache.put_vector(keys[text], row)
+                        assert self.exchange.cache is not None
+                        self.exchange.cache.put_vector(keys[text], row)
         return np.stack([vectors[text] for text in texts]).astype(np.float32, copy=False)
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
@@ -352,7 +343,7 @@ class ModelClient:
             tokens = self._embedding_tokens.count_many(batch)
             approximate = self._embedding_tokens.approximate
         cost = (
-            self.prices.cost(self._embedding_model, tokens)  # embeddings always go online
+            self.exchange.prices.cost(self._embedding_model, tokens)  # embeddings always go online
             if remote
             else 0.0
         )
