@@ -367,9 +367,7 @@ def test_a_rejected_row_names_only_a_stage_that_refuses_candidates(
     invariants refuse nothing: the rejected table's contract lists no stage that never rejects."""
     row = generated_dataset.rejected[0].model_dump(mode="json")
     refusing = set(get_args(RejectingStage))
-    assert {
-        RejectedCandidate.model_validate(r.model_dump()).stage for r in generated_dataset.rejected
-    } <= refusing
+    assert {r.stage for r in generated_dataset.rejected} <= refusing
     for stage in Stage:
         mutated = row | {"stage": stage.value}
         if stage in refusing:
