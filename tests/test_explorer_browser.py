@@ -145,6 +145,11 @@ def reference_sessions(dataset: GeneratedDataset, persona_id: str) -> list[Sessi
     return [s for s in dataset.sessions if s.persona_id == persona_id and s.reference_spans]
 
 
+def wait_for_session(page: Page, session_id: str) -> None:
+    """Wait until the pane shows this session: the previous session's marks stay until it re-renders."""
+    page.locator("#session-pane p.mono", has_text=session_id).wait_for()
+
+
 def expected_sentence(session: Session) -> str:
     span = session.reference_spans[0]
     return session.turns[span.turn_index].content[span.start : span.end]
@@ -176,6 +181,7 @@ def test_click_through_persona_query_reference_session(
     )
 
     page.click(f'a.session-link[data-reference-id="{session.reference_id}"]')
+    wait_for_session(page, session.session_id)
     mark = page.locator("#session-pane mark.ref-span")
     mark.wait_for()
     span = session.reference_spans[0]
@@ -202,6 +208,7 @@ def test_every_reference_span_is_highlighted_exactly(
     assert sessions
     for session in sessions:
         page.goto(f"{entry_url(published)}#p={persona}&q={session.query_id}&s={session.session_id}")
+        wait_for_session(page, session.session_id)
         mark = page.locator("#session-pane mark.ref-span")
         mark.wait_for()
         assert mark.text_content() == expected_sentence(session), session.session_id
@@ -432,8 +439,8 @@ def test_a_generated_query_through_to_its_sessions_and_retrieval(
     assert {s.reference_id for s in carrying} == {r.reference_id for r in query.references}
     for session in carrying:
         page.click(f'a.session-link[data-reference-id="{session.reference_id}"]')
+        wait_for_session(page, session.session_id)
         mark = page.locator("#session-pane mark.ref-span")
-        mark.first.wait_for()
         assert mark.count() == len(session.reference_spans), session.session_id
         assert [mark.nth(i).text_content() for i in range(mark.count())] == [
             session.turns[span.turn_index].content[span.start : span.end]
