@@ -173,6 +173,23 @@ _POINTS_BACK = re.compile(
 _FRAME_WORDS_MAX = 10  # a frame before the news is short; a news item with a date in it is not
 
 
+# Any word that looks past the moment of speaking: a future or modal auxiliary, a time still to
+# come, "again", or a time clause ("when we ...", "once I ...", "next time").
+_LOOKS_AHEAD = re.compile(
+    rf"\b{_FUTURE}\b|\bgoing to\b|\bagain\b|\bnext\b|\bfrom (?:now|here) on\b|\bgoing forward\b|"
+    rf"\b(?:when|once|whenever|before|until|till)\s+(?:i|we|you|it|the)\b|{_TIME_TO_COME}|\bfuture\b|"
+    rf"\bdown the (?:track|line|road)\b",
+    re.IGNORECASE,
+)
+
+
+def looks_ahead(text: str) -> bool:
+    """Does ``text`` look past the moment of speaking at all (a future or modal, a time to
+    come, "again", "when we ...")? Pointing ahead needs a later occasion; a clause without
+    one can say how things stand, not that they will count."""
+    return _LOOKS_AHEAD.search(text.replace("\u2019", "'")) is not None
+
+
 def later_occasion(sentence: str) -> str | None:
     """The words with which a user's ``sentence`` ties what was told to their own later
     occasion, or None: a clause with a pronoun pointing back and a later occasion of the

@@ -743,9 +743,14 @@ async def batches_for_personas(
 
     server.reset()
     # Rounds are counted, so no gate may ask again for one persona and not for the other
-    # run: the learned framing check (generation.announcing_probability_max) refuses a
-    # simulator sentence now and then, and each refusal is a round of its own.
-    generation = {**SMALL_RUN["generation"], "announcing_probability_max": 1.0}
+    # run: the learned framing checks (generation.announcing_probability_max and
+    # pointing_probability_max) refuse a simulator sentence now and then, and each refusal is
+    # a round of its own.
+    generation = {
+        **SMALL_RUN["generation"],
+        "announcing_probability_max": 1.0,
+        "pointing_probability_max": 1.0,
+    }
     settings = Settings(
         output_dir=output,
         cache={"enabled": False},

@@ -15,11 +15,11 @@ from memoryquest.settings import GenerationSettings
 from memoryquest.stages.dialogues import (
     DialogueDraft,
     NewsSaid,
-    announcing_problems,
     check_dialogue,
     dialogue_inputs,
     expand_dialogues,
     final_text_problem,
+    framing_problems,
     restatement,
     said_gamma,
 )
@@ -45,8 +45,9 @@ def sessions_of(run: GeneratedRun, query_id: str) -> list[Session]:
 
 
 def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
-    """The kept queries' conversations passed every rule at the first attempt; the announcing
-    model, a learned check, may have asked again for a few (at most one in fifty)."""
+    """The kept queries' conversations passed every rule at the first attempt; the two
+    framing models, learned checks, may have asked again for a few (at most one in fifty
+    each: one in twenty-five)."""
     asked_again = []
     for q in run.kept():
         timeline = run.timelines[q.query_id].timeline
@@ -64,11 +65,14 @@ def test_one_session_per_event_matching_the_event(run: GeneratedRun) -> None:
             )
             assert (session.persona_id, session.query_id) == (q.persona_id, q.query_id)
     conversations = sum(len(sessions_of(run, q.query_id)) for q in run.kept())
-    assert all(
-        r.reason is RejectionReason.MARKED and "announces the news it tells" in r.detail
-        for r in asked_again
-    ), [r.detail for r in asked_again]
-    assert len(asked_again) * 50 <= conversations, [r.detail for r in asked_again]
+    framing = {
+        RejectionReason.MARKED: "announces the news it tells",
+        RejectionReason.FORESHADOW: "points ahead from the news it tells",
+    }
+    assert all(r.reason in framing and framing[r.reason] in r.detail for r in asked_again), [
+        r.detail for r in asked_again
+    ]
+    assert len(asked_again) * 25 <= conversations, [r.detail for r in asked_again]
 
 
 def test_turns_alternate_within_bounds_about_six_exchanges(run: GeneratedRun) -> None:
@@ -246,35 +250,56 @@ def test_any_news_sentence_that_marks_itself_is_refused(
 
 
 @pytest.mark.parametrize(
-    "frame",
+    ("frame", "reason"),
     [
-        lambda s: "Fresh news from me: " + s[:1].lower() + s[1:],
-        lambda s: s.rstrip(".") + " (thought this was worth passing on).",
-        lambda s: "Some recent news. " + s,
+        (lambda s: "Fresh news from me: " + s[:1].lower() + s[1:], RejectionReason.MARKED),
+        (lambda s: s.rstrip(".") + " (thought this was worth passing on).", RejectionReason.MARKED),
+        (lambda s: "Some recent news. " + s, RejectionReason.MARKED),
+        (
+            lambda s: s.rstrip(".") + ", which will feed into later choices.",
+            RejectionReason.FORESHADOW,
+        ),
+        (
+            lambda s: s.rstrip(".") + " (which will feed into my next choices).",
+            RejectionReason.FORESHADOW,
+        ),
+        (lambda s: "That will weigh on what I pick next time. " + s, RejectionReason.FORESHADOW),
     ],
-    ids=["lead", "aside", "sentence-beside"],
+    ids=[
+        "announcing-lead",
+        "announcing-aside",
+        "announcing-sentence-beside",
+        "pointing-tail",
+        "pointing-aside",
+        "pointing-sentence-beside",
+    ],
 )
-async def test_a_news_sentence_framed_as_news_is_refused_by_meaning(
-    reference_case: tuple, frame
+async def test_a_news_sentence_framed_as_marked_is_refused_by_meaning(
+    reference_case: tuple, frame, reason: RejectionReason
 ) -> None:
     """Frames the word rules of :func:`marked_turn` miss (written for this test, not taken
     from the frames file) are still found: the sentence telling the news is scored by what
-    its frame means."""
+    its frame means, as announcing it or as pointing ahead from it."""
     persona, q, event, draft, session = reference_case
     settings = GenerationSettings()
-    assert await announcing_problems([(0, event, draft)], settings) == {}
+    assert await framing_problems([(0, event, draft)], settings) == {}
     span = session.reference_spans[0]
     sentence = session.turns[span.turn_index].content[span.start : span.end]
     framed = draft.model_copy(deep=True)
     framed.turns[span.turn_index] = framed.turns[span.turn_index].replace(sentence, frame(sentence))
     checked = check_dialogue(framed, persona, q, event, settings)
     assert checked.session is not None, "the word rules alone let it through"
-    problems = await announcing_problems([(3, event, framed)], settings)
+    problems = await framing_problems([(3, event, framed)], settings)
     assert set(problems) == {3}
-    reason, detail = problems[3]
-    assert reason is RejectionReason.MARKED and f"turn {span.turn_index} (user)" in detail
-    off = settings.model_copy(update={"announcing_probability_max": 1.0})
-    assert await announcing_problems([(3, event, framed)], off) == {}
+    found, detail = problems[3]
+    assert found is reason and f"turn {span.turn_index} (user)" in detail
+    # Each check has its own setting; 1 turns that check off, and the other lets the frame by.
+    own = {
+        RejectionReason.MARKED: "announcing_probability_max",
+        RejectionReason.FORESHADOW: "pointing_probability_max",
+    }[reason]
+    off = settings.model_copy(update={own: 1.0})
+    assert await framing_problems([(3, event, framed)], off) == {}
 
 
 def test_the_prompt_does_not_tell_a_reference_event_from_filler(reference_case: tuple) -> None:

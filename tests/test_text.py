@@ -15,6 +15,7 @@ from memoryquest.text import (
     document_formatting,
     forward_cue,
     later_occasion,
+    looks_ahead,
     split_sentences,
     without_lead_in,
 )
@@ -260,3 +261,25 @@ def test_ordinary_prose_hardly_ever_ties_to_a_later_occasion() -> None:
                     sentences.update(split_sentences(text))
     flagged = [s for s in sentences if later_occasion(s)]
     assert len(flagged) <= 0.01 * len(sentences), (len(flagged), flagged[:20])  # measured: 39
+
+
+@pytest.mark.parametrize(
+    ("clause", "ahead"),
+    [
+        ("which I think will be a big deal", True),
+        ("and that\u2019ll come up again", True),
+        ("so I'm going to need a quieter room", True),
+        ("for when we sort out the summer", True),
+        ("which might be tight", True),  # a modal is enough to be scored; the model decides
+        ("something for next spring", True),
+        ("so it stays on file for the future", True),
+        ("which affects my weekends", False),
+        ("so we cycle everywhere now", False),
+        ("and the landlord raised the rent in March", False),
+        ("go ahead and book it", False),  # "go ahead" is no time to come
+        ("hang on to that one", False),
+    ],
+)
+def test_a_clause_looks_ahead_by_its_grammar_words(clause: str, ahead: bool) -> None:
+    assert looks_ahead(clause) is ahead
+

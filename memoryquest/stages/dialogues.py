@@ -51,7 +51,6 @@ from memoryquest.contracts import (
     TimelineEvent,
     Turn,
 )
-from memoryquest.generation.announcing import shared_announcing_check, telling_frames
 from memoryquest.generation.bounds import count_problem
 from memoryquest.generation.common import (
     failure_reason,
@@ -59,6 +58,7 @@ from memoryquest.generation.common import (
     marker_problem,
     rejected,
 )
+from memoryquest.generation.framing import Framed, Marking, shared_framing_check, telling_frames
 from memoryquest.generation.ledger import (
     NO_LEDGER,
     Ledger,
@@ -264,35 +264,49 @@ def marked_turn(turns: Sequence[Turn]) -> tuple[RejectionReason, str] | None:
     return None
 
 
-async def announcing_problems(
+_MARKING_REASONS: dict[Marking, tuple[RejectionReason, str]] = {
+    Marking.ANNOUNCING: (RejectionReason.MARKED, "announces the news it tells"),
+    Marking.POINTING: (RejectionReason.FORESHADOW, "points ahead from the news it tells"),
+}
+
+
+async def framing_problems(
     answers: Sequence[tuple[int, TimelineEvent, DialogueDraft]], settings: GenerationSettings
 ) -> dict[int, tuple[RejectionReason, str]]:
     """By position, the first sentence telling one of the event's news whose frame announces
-    it (:mod:`memoryquest.generation.announcing`): one embedding call for the round.
+    it or points ahead from it (:mod:`memoryquest.generation.framing`): one embedding call
+    for the round.
 
     Every news item is held to it, filler and reference alike, as the model cannot tell
     them apart; the words of :func:`marked_turn` catch the idioms, this the rest.
     """
-    if settings.announcing_probability_max >= 1:
+    limits = {
+        kind: limit
+        for kind, limit in (
+            (Marking.ANNOUNCING, settings.announcing_probability_max),
+            (Marking.POINTING, settings.pointing_probability_max),
+        )
+        if limit < 1
+    }
+    if not limits:
         return {}
-    telling: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    telling: dict[tuple[int, int], list[Framed]] = {}
     for position, event, draft in answers:
         for item in draft.news_said:
             turn, news = item.turn_index, item.news_index
             if 0 <= turn < len(draft.turns) and turn % 2 == 0 and 0 <= news < len(event.news):
-                pairs = telling_frames(draft.turns[turn], event.news[news])
-                telling.setdefault((position, turn), []).extend(pairs)
-    found = await shared_announcing_check().first_announcing(
-        telling, settings.announcing_probability_max
-    )
+                framed = telling_frames(draft.turns[turn], event.news[news])
+                telling.setdefault((position, turn), []).extend(framed)
+    found = await shared_framing_check().strongest_marked(telling, limits)
     problems: dict[int, tuple[RejectionReason, str]] = {}
     for (position, turn), said in sorted(found.items()):
+        reason, what = _MARKING_REASONS[said.marking]
         problems.setdefault(
             position,
             (
-                RejectionReason.MARKED,
-                f"turn {turn} (user) announces the news it tells ({said.frame!r} scores "
-                f"{said.probability:.2f} > {settings.announcing_probability_max}): {said.sentence!r}",
+                reason,
+                f"turn {turn} (user) {what} ({said.frame!r} scores "
+                f"{said.probability:.2f} > {limits[said.marking]}): {said.sentence!r}",
             ),
         )
     return problems
@@ -609,8 +623,8 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
             )
             for position, event, draft in answers
         ]
-        # Only drafts that pass the rules are worth scoring for frames that announce their news.
-        announced = await announcing_problems(
+        # Only drafts that pass the rules are worth scoring for frames that mark their news.
+        framed = await framing_problems(
             [
                 (position, event, draft)
                 for position, event, draft, c in checks
@@ -628,7 +642,7 @@ class _DialogueJob(Regeneration[TimelineEvent, DialogueDraft, Session]):
                     )
                 )
                 continue
-            problem = announced.get(position)
+            problem = framed.get(position)
             if problem is None and (clash := contradiction(checked.session, self.ledger(event))):
                 problem = (RejectionReason.CONTRADICTION, clash)
             if problem is not None:
@@ -760,7 +774,7 @@ __all__ = [
     "DialogueDraft",
     "DialogueStageResult",
     "check_dialogue",
-    "announcing_problems",
+    "framing_problems",
     "conveyance_problems",
     "dialogue_inputs",
     "expand_dialogues",
