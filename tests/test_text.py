@@ -282,4 +282,3 @@ def test_ordinary_prose_hardly_ever_ties_to_a_later_occasion() -> None:
 )
 def test_a_clause_looks_ahead_by_its_grammar_words(clause: str, ahead: bool) -> None:
     assert looks_ahead(clause) is ahead
-
