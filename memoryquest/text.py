@@ -178,7 +178,7 @@ _FRAME_WORDS_MAX = 10  # a frame before the news is short; a news item with a da
 _LOOKS_AHEAD = re.compile(
     rf"\b{_FUTURE}\b|\bgoing to\b|\bagain\b|\bnext\b|\bfrom (?:now|here) on\b|\bgoing forward\b|"
     rf"\b(?:when|once|whenever|before|until|till)\s+(?:i|we|you|it|the)\b|{_TIME_TO_COME}|\bfuture\b|"
-    rf"\bdown the (?:track|line|road)\b",
+    r"\bdown the track\b",
     re.IGNORECASE,
 )
 

@@ -76,14 +76,18 @@ def frames(sentence: str, words_max: int = FRAME_WORDS_MAX) -> list[str]:
     return found
 
 
-def standing_frame(sentence: str, words_max: int = SHORT_SENTENCE_WORDS_MAX) -> str | None:
+def _asks(sentence: str) -> bool:
+    """A question asks: it neither announces nor points ahead."""
+    return sentence.rstrip().endswith("?")
+
+
+def standing_frame(sentence: str) -> str | None:
     """``sentence`` as a frame of its own beside the news ("Thought you would want to hear
-    this."): a statement of at most ``words_max`` words. A question asks, it does not
-    announce or point."""
+    this."): a statement of at most :data:`SHORT_SENTENCE_WORDS_MAX` words."""
     text = sentence.strip(_EDGE)
-    if sentence.rstrip().endswith("?") or not content_stems(text):
+    if _asks(sentence) or not content_stems(text):
         return None
-    return text if len(words(text)) <= words_max else None
+    return text if len(words(text)) <= SHORT_SENTENCE_WORDS_MAX else None
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,7 @@ def telling_frames(turn: str, item: str) -> list[Framed]:
     # things stand ("which affects my weekends") and is not scored for it.
     found.extend(
         Framed(Marking.POINTING, clause, sentence)
-        for sentence in (telling, *(s for s in beside if not s.rstrip().endswith("?")))
+        for sentence in (telling, *(s for s in beside if not _asks(s)))
         for clause in frames(sentence, CLAUSE_WORDS_MAX)
         if looks_ahead(clause)
     )
