@@ -16,6 +16,8 @@ IN_FORM = [
     "Drafted a will with a lawyer after the house sale",
     "Starts at 6 a.m. on weekdays after Dr. Lee changed the medication",
     "Flew back from the US with a sprained wrist",
+    "Started lessons with coach J. Alvarez at the local pool",  # an initial ends no statement
+    "3 weeks into a new job at the hospital",  # a digit may start it
 ]
 
 
@@ -59,6 +61,17 @@ def test_the_band_is_a_setting() -> None:
     narrow = SETTINGS.model_copy(update={"news_words_max": count - 1})
     assert f"{count} words; the band is {SETTINGS.news_words_min}-{count - 1}" == news_form_problem(
         text, narrow
+    )
+
+
+def test_the_band_holds_both_its_ends() -> None:
+    text = IN_FORM[0]
+    count = len(text.split())
+    exact = SETTINGS.model_copy(update={"news_words_min": count, "news_words_max": count})
+    assert news_form_problem(text, exact) is None
+    above = SETTINGS.model_copy(update={"news_words_min": count + 1})
+    assert news_form_problem(text, above) == (
+        f"{count} words; the band is {count + 1}-{SETTINGS.news_words_max}"
     )
 
 

@@ -12,10 +12,13 @@ from memoryquest.text import (
     FORWARD_CUES,
     announcement,
     clauses,
+    contains_verbatim,
+    content_words,
     document_formatting,
     forward_cue,
     later_occasion,
     looks_ahead,
+    sentence_spans,
     split_sentences,
     without_lead_in,
 )
@@ -248,6 +251,61 @@ def test_plain_sentences_tie_nothing_to_a_later_occasion(sentence: str) -> None:
     """A plan ("I'll book the ferry next week"), a habit ("When I travel, I pack light") or a
     reply is not a pointer: nothing told is pointed back at."""
     assert later_occasion(sentence) is None
+
+
+@pytest.mark.parametrize(
+    ("sentence", "frame"),
+    [
+        ("Ahead of Christmas, my sister moved in with us.", "Ahead of Christmas"),
+        (
+            "Ahead of the big family reunion we are all planning, my sister moved in.",
+            "Ahead of the big family reunion we are all planning",
+        ),
+        ("Next month, my sister moves in with us.", None),  # a date, not a frame: 2 words
+        ("Ahead of the big family reunion we are all still planning, my sister moved in.", None),
+    ],
+)
+def test_an_opening_frame_naming_a_time_to_come_runs_3_to_10_words(
+    sentence: str, frame: str | None
+) -> None:
+    """Shorter is a date the news happens on; longer is news of its own, not a frame for it."""
+    assert later_occasion(sentence) == frame
+
+
+@pytest.mark.parametrize(
+    ("sentence", "lead"),
+    [
+        ("Update: my sister moved in.", "Update"),
+        ("A totally random one, my sister moved in.", "A totally random one"),
+        ("Oh and one more little update, my sister moved in.", "Oh and one more little update"),
+        ("Oh and just one more little update, my sister moved in.", None),  # 7 words: a clause
+        ("Oh well, my sister moved in.", None),  # no word about the talk
+        ("Update on the garden: the tomatoes died.", None),  # a content word: a topic, not talk
+    ],
+)
+def test_a_detached_lead_announces_when_it_is_up_to_6_words_about_the_talk(
+    sentence: str, lead: str | None
+) -> None:
+    assert ANNOUNCEMENTS.search(sentence) is None
+    assert announcement(sentence) == lead
+
+
+def test_a_verbatim_repeat_ignores_case_spacing_and_the_final_stop_only() -> None:
+    said = "Oh, and MY bike was   stolen last week!"
+    assert contains_verbatim(said, "my bike was stolen last week.")
+    assert not contains_verbatim(said, "my bike was taken last week")
+    assert not contains_verbatim(said, " . ")  # nothing left to repeat
+
+
+def test_content_words_are_the_stems_of_words_that_carry_meaning() -> None:
+    assert content_words("I have 2 cats, a TV and a dog, x.") == ["cat", "tv", "dog"]
+
+
+def test_sentence_spans_cut_the_text_at_each_sentence_in_order() -> None:
+    text = "Yes. Yes.  It rained! Fine?"
+    spans = sentence_spans(text)
+    assert spans == [(0, 4), (5, 9), (11, 21), (22, 27)]  # a repeated sentence gets its own span
+    assert [text[start:end] for start, end in spans] == split_sentences(text)
 
 
 def test_ordinary_prose_hardly_ever_ties_to_a_later_occasion() -> None:
