@@ -84,6 +84,111 @@ def test_an_unmodified_candidate_passes_and_keeps_rationale_and_validity(
         assert ref.valid_until is None or ref.valid_until >= checked.query_date
 
 
+@pytest.mark.parametrize(
+    ("blank", "words"),
+    [
+        (lambda c: setattr(c, "query", "  "), "empty query text"),
+        (lambda c: setattr(c, "reasoning", "\n"), "empty reasoning"),
+        (lambda c: setattr(c.references[1], "text", " "), "reference 1 has empty text"),
+    ],
+)
+def test_a_candidate_with_a_blank_part_is_unparsable(
+    candidate: QueryCandidateDraft, blank, words: str
+) -> None:
+    blank(candidate)
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert (found.reason, found.detail) == (RejectionReason.SCHEMA, words)
+
+
+def _days_from_query(candidate: QueryCandidateDraft, days: int) -> str:
+    return (dt.date.fromisoformat(candidate.query_date) + dt.timedelta(days=days)).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "words"),
+    [
+        (
+            lambda c: setattr(c.references[1], "date", "last spring"),
+            RejectionReason.SCHEMA,
+            "reference 1 date 'last spring' is not an ISO date",
+        ),
+        (
+            lambda c: setattr(c.references[1], "domain", "gardening"),
+            RejectionReason.SCHEMA,
+            "reference 1 domain 'gardening' is not a PersonaLens domain",
+        ),
+        (
+            lambda c: setattr(c.references[1], "date", c.query_date),
+            RejectionReason.INVARIANT,
+            "reference 1 is dated",  # on the query's own date: not before it
+        ),
+        (
+            lambda c: setattr(c.references[1], "domain", c.domain),
+            RejectionReason.INVARIANT,
+            "reference 1 is in the query's own domain",
+        ),
+        (
+            lambda c: setattr(c.references[1], "valid_until", "until further notice"),
+            RejectionReason.SCHEMA,
+            "reference 1 valid_until 'until further notice' is not an ISO date",
+        ),
+    ],
+)
+def test_a_reference_with_a_bad_date_or_domain_is_refused(
+    candidate: QueryCandidateDraft, change, reason: RejectionReason, words: str
+) -> None:
+    change(candidate)
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert found.reason == reason and found.detail.startswith(words), found
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "words"),
+    [
+        (
+            lambda c: setattr(c, "query_date", "soon"),
+            RejectionReason.SCHEMA,
+            "query_date 'soon' is not an ISO date",
+        ),
+        (
+            lambda c: setattr(c, "references", c.references[: SETTINGS.references_min - 1]),
+            RejectionReason.INVARIANT,
+            f"{SETTINGS.references_min - 1} references",
+        ),
+        (
+            lambda c: setattr(
+                c, "references", [*c.references, *c.references][: SETTINGS.references_max + 1]
+            ),
+            RejectionReason.INVARIANT,
+            f"{SETTINGS.references_max + 1} references",
+        ),
+        (
+            lambda c: setattr(c.references[2], "text", c.references[0].text.upper()),
+            RejectionReason.INVARIANT,
+            "two references have the same text",
+        ),
+    ],
+)
+def test_a_candidate_out_of_the_rules_is_refused_with_its_reason(
+    candidate: QueryCandidateDraft, change, reason: RejectionReason, words: str
+) -> None:
+    change(candidate)
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert found.reason == reason and found.detail.startswith(words), found
+
+
+def test_a_reference_valid_until_before_its_own_date_is_refused(
+    candidate: QueryCandidateDraft,
+) -> None:
+    ref = candidate.references[0]
+    ref.date = _days_from_query(candidate, -30)
+    ref.valid_until = _days_from_query(candidate, -31)
+    found = problem(check_candidate(candidate, SETTINGS))
+    assert found.reason == RejectionReason.INVARIANT and "before its own date" in found.detail
+    ref.valid_until = ref.date  # valid on its own date only: stale by the query, not malformed
+    assert problem(check_candidate(candidate, SETTINGS)).reason == RejectionReason.STALE
+
+
 def test_a_reference_that_expired_before_the_query_is_stale(candidate: QueryCandidateDraft) -> None:
     ref = candidate.references[0]
     query_date = dt.date.fromisoformat(candidate.query_date)
@@ -114,6 +219,15 @@ def test_an_echo_of_the_query_is_a_word_overlap(candidate: QueryCandidateDraft) 
     found = problem(check_candidate(candidate, SETTINGS))
     assert found.reason == RejectionReason.WORD_OVERLAP
     assert "reference 1" in found.detail
+
+
+def test_the_word_overlap_limit_is_inclusive(candidate: QueryCandidateDraft) -> None:
+    candidate.references[1].text = _echo(candidate.query)
+    shared = len(shared_content_words(candidate.query, candidate.references[1].text))
+    at_the_limit = SETTINGS.model_copy(update={"shared_words_max": shared})
+    assert isinstance(check_candidate(candidate, at_the_limit), CheckedCandidate)
+    below = SETTINGS.model_copy(update={"shared_words_max": shared - 1})
+    assert problem(check_candidate(candidate, below)).reason == RejectionReason.WORD_OVERLAP
 
 
 def test_the_word_overlap_limit_is_a_setting(candidate: QueryCandidateDraft) -> None:
@@ -167,6 +281,17 @@ def test_a_high_mean_is_the_papers_similarity_rule() -> None:
     assert found is not None and found.reason == RejectionReason.SIMILARITY
 
 
+def test_the_cosine_limits_are_inclusive() -> None:
+    """SPEC: gamma <= gamma_max passes; so does a reference exactly at the single ceiling."""
+    limits = SETTINGS.model_copy(update={"gamma_max": 0.25, "reference_cosine_max": 0.5})
+    assert check_cosines(np.array([0.25, 0.25, 0.25, 0.25]), limits) is None
+    above = check_cosines(np.array([0.25, 0.25, 0.25, 0.2501]), limits)
+    assert above is not None and above.reason == RejectionReason.SIMILARITY
+    assert check_cosines(np.array([0.5, 0.0, 0.0, 0.0]), limits) is None
+    leak = check_cosines(np.array([0.5001, 0.0, 0.0, 0.0]), limits)
+    assert leak is not None and leak.reason == RejectionReason.REFERENCE_LEAK
+
+
 def test_a_near_copy_of_an_accepted_reference_is_refused(
     candidates: list[QueryCandidateDraft],
 ) -> None:
@@ -206,6 +331,38 @@ def test_a_changed_value_is_a_contradiction() -> None:
         [april], embedder.embed_sync([april]), [december], embedder.embed_sync([december]), settings
     )
     assert found is not None and found.reason == RejectionReason.CONTRADICTION
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "changed"),
+    [
+        # three content words alike, one swapped: the least that still reads as one statement
+        ("Booked swimming lessons on Tuesday", "Booked swimming lessons on Friday", True),
+        ("Owns a red bike", "Owns a blue bike", False),  # two alike: too little to be the same
+        # a word only added is more detail, not a changed value
+        (
+            "Booked weekly swimming lessons on Tuesday",
+            "Booked weekly swimming lessons on Tuesday evenings",
+            False,
+        ),
+        # at most three words differ in all (two and one); two and two is another statement
+        (
+            "Booked weekly swimming lessons on Tuesday mornings",
+            "Booked weekly swimming lessons on Friday",
+            True,
+        ),
+        (
+            "Booked weekly swimming lessons on Tuesday mornings",
+            "Booked weekly swimming lessons on Friday evenings",
+            False,
+        ),
+    ],
+)
+def test_a_changed_value_is_one_or_two_words_swapped_in_a_shared_statement(
+    left: str, right: str, changed: bool
+) -> None:
+    assert changes_a_value(left, right) is changed
+    assert changes_a_value(right, left) is changed
 
 
 def test_a_reference_judged_irrelevant_is_refused_with_the_judges_reason() -> None:
