@@ -343,6 +343,25 @@ def test_the_win_rate_has_a_bootstrap_interval_beside_both_recalls(
     assert row.baseline_recall_exact == sum(r.recall_exact for r in theirs) / 2
 
 
+def test_a_row_reads_recall_only_from_its_own_queries_and_methods(run: Run) -> None:
+    _, _, results, _ = run
+    query = sorted({r.query_id for r in results})[1]
+    pair = ScoredPair(
+        query_id=query,
+        method=RetrievalMethod.PGR_TOT,
+        baseline=RetrievalMethod.RANDOM,
+        pgr_first="tie",
+        baseline_first="baseline",
+        score=0.25,
+    )
+    (row,) = win_rate_report([pair], results, samples=50).rows
+    ours = [r for r in results if r.query_id == query]
+    (own,) = [r for r in ours if r.method is RetrievalMethod.PGR_TOT and r.baseline_for is None]
+    (theirs,) = [r for r in ours if r.method is RetrievalMethod.RANDOM]
+    assert (row.recall, row.baseline_recall) == (own.recall, theirs.recall)
+    assert (row.wins, row.ties, row.losses) == (0, 0, 1)  # a quarter point is a loss, not a tie
+
+
 # --------------------------------------------------------------------------- length control
 
 
@@ -365,6 +384,39 @@ def test_a_preference_that_does_not_follow_length_survives_length_control() -> N
     scores = [0.0 if i in (3, 14, 25) else 1.0 for i in range(30)]
     estimate, low, high = length_controlled_win_rate(scores, differences, samples=300)
     assert estimate > 0.8 and low > 0.6 and high <= 1.0
+
+
+def test_the_report_controls_each_row_for_the_answers_length_difference(run: Run) -> None:
+    """PGR wins the 8 queries where its answer is the longer and loses the 2 where it is the
+    shorter: the row's length-controlled rate is the fit on PGR's extra words, below the raw 80%."""
+    _, _, results, _ = run
+    lengths = [(150, 60), (140, 70), (160, 65), (130, 75), (170, 60), (155, 80), (145, 70)]
+    lengths += [(135, 65), (50, 120), (55, 130)]
+    pairs = [
+        ScoredPair(
+            query_id=f"q{i}",
+            method=RetrievalMethod.PGR_TOT,
+            baseline=RetrievalMethod.RANDOM,
+            pgr_first="pgr" if ours > theirs else "baseline",
+            baseline_first="pgr" if ours > theirs else "baseline",
+            score=1.0 if ours > theirs else 0.0,
+            pgr_words=ours,
+            baseline_words=theirs,
+        )
+        for i, (ours, theirs) in enumerate(lengths)
+    ]
+    (row,) = win_rate_report(pairs, results, samples=200, seed=5).rows
+    expected = length_controlled_win_rate(
+        [p.score for p in pairs], [ours - theirs for ours, theirs in lengths], 200, seed=5
+    )
+    assert (row.length_controlled, row.length_controlled_low, row.length_controlled_high) == (
+        expected
+    )
+    assert row.win_rate == 0.8 and row.length_controlled < row.win_rate - 0.1
+    assert (row.pgr_words, row.baseline_words) == (
+        sum(o for o, _ in lengths) / 10,
+        sum(t for _, t in lengths) / 10,
+    )
 
 
 def test_length_control_is_reproducible_and_checks_its_input() -> None:
