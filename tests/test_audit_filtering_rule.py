@@ -103,6 +103,8 @@ def test_the_benjamini_hochberg_cutoff() -> None:
     assert fdr_cutoff([0.001, 0.01, 0.03, 0.5], 0.05) == 0.03  # 0.03 <= 3/4 * 0.05
     assert fdr_cutoff([0.2, 0.5], 0.05) is None
     assert fdr_cutoff([0.02, 0.04], 0.05) == 0.04
+    assert fdr_cutoff([0.025, 0.5], 0.05) == 0.025  # at k / m * rate exactly: rejected
+    assert fdr_cutoff([0.04, 0.5], 0.05) is None  # the smallest is held to 1 / m * rate
 
 
 def test_the_cauchy_combination_lets_one_strong_signal_through() -> None:
@@ -122,9 +124,9 @@ def test_the_p_value_of_a_mean_rank_narrows_with_more_items() -> None:
     )
     # and it holds: the mean rank of four items drawn from the rest is that high that often
     draws = np.random.default_rng(0).uniform(size=(200_000, 4)).mean(axis=1)
-    limit = 0.8
+    limit = 0.75  # measured: 0.0422 drawn, 0.0416 approximated (0.0357 with a 1/13 variance)
     assert float(np.mean(draws >= limit)) == pytest.approx(
-        mean_rank_p_value([limit] * 4), abs=0.004
+        mean_rank_p_value([limit] * 4), abs=0.002
     )
 
 
