@@ -362,6 +362,32 @@ def test_stricter_settings_are_enforced(
     assert rules(check_invariants(dataset, strict)) == {expected}
 
 
+def test_settings_at_the_datasets_own_extremes_pass(dataset: GeneratedDataset) -> None:
+    """Every bound is inclusive: a dataset that touches each limit exactly breaks none."""
+    events = [len(t.events) for t in dataset.timelines]
+    turns = [len(s.turns) for s in dataset.sessions]
+    references = [len(q.references) for q in dataset.queries]
+    lead = max(
+        (min(r.date for r in q.references) - min(e.date for e in t.events)).days
+        for t in dataset.timelines
+        for q in dataset.queries
+        if q.query_id == t.query_id
+    )
+    tight = Settings().generation.model_copy(
+        update={
+            "gamma_max": max(q.gamma for q in dataset.queries),
+            "references_min": min(references),
+            "references_max": max(references),
+            "events_min": min(events),
+            "events_max": max(events),
+            "turns_min": min(turns),
+            "turns_max": max(turns),
+            "lead_days_max": lead,
+        }
+    )
+    assert check_invariants(dataset, Settings(generation=tight)) == []
+
+
 def test_duplicate_rows_and_gamma_inconsistency(
     dataset: GeneratedDataset, settings: Settings
 ) -> None:
