@@ -172,6 +172,10 @@ def test_slots_keep_the_event_rules_and_give_each_reference_its_date_and_domain(
             if s.reference is not None:
                 assert (s.date, s.domain) == (s.reference.date, s.reference.domain)
                 assert s.reference_position is not None and 0 <= s.reference_position < s.news_count
+        # filler days are days of their own: none shared with a reference or with other filler
+        filler = [s.date for s in slots if s.reference is None]
+        assert len(set(filler)) == len(filler)
+        assert not set(filler) & {r.date for r in q.references}
         assert plan_slots(persona, q, g) == slots  # from ids: the same every time
 
 
