@@ -305,6 +305,12 @@ def stale_reference(d: GeneratedDataset) -> None:
     q.references[0].valid_until = q.query_date - dt.timedelta(days=1)
 
 
+def reference_on_query_date(d: GeneratedDataset) -> None:
+    """A reference dated the query's own day: not before it (its event keeps the old date)."""
+    q = first_query(d)
+    q.references[0].date = q.query_date
+
+
 def echo_reference(d: GeneratedDataset) -> None:
     """A reference that repeats the request's own words (its cosine is kept: the word rule alone fires)."""
     q = first_query(d)
@@ -329,6 +335,7 @@ def echo_reference(d: GeneratedDataset) -> None:
         (dangling_merged_fid, {Rule.MERGED_FIDS}),
         (uncovered_reference, {Rule.REFERENCE_UNCOVERED}),
         (stale_reference, {Rule.REFERENCE_STALE}),
+        (reference_on_query_date, {Rule.REFERENCE_DATE, Rule.REFERENCE_EVENT_MATCH}),
         (echo_reference, {Rule.REFERENCE_WORD_OVERLAP, Rule.COSINE_RECOMPUTED}),
     ],
     ids=lambda value: getattr(value, "__name__", None),
