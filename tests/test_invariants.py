@@ -30,6 +30,7 @@ from memoryquest.invariants import (
 from memoryquest.llm.factory import shared_local_embedder
 from memoryquest.settings import GenerationSettings, Settings
 from memoryquest.stages.history import merge_history
+from memoryquest.text import shared_content_words
 
 try:
     from tests.generation_fixture import GeneratedRun, generated, simulated_client
@@ -383,6 +384,13 @@ def test_settings_at_the_datasets_own_extremes_pass(dataset: GeneratedDataset) -
     tight = Settings().generation.model_copy(
         update={
             "gamma_max": max(q.gamma for q in dataset.queries),
+            "reference_cosine_max": max(r.cosine for q in dataset.queries for r in q.references),
+            "cosine_tolerance": 0.0,  # gamma is stored as the mean of the stored cosines
+            "shared_words_max": max(
+                len(shared_content_words(q.text, r.text))
+                for q in dataset.queries
+                for r in q.references
+            ),
             "references_min": min(references),
             "references_max": max(references),
             "events_min": min(events),
