@@ -16,6 +16,7 @@ from memoryquest.contracts import (
     FactStatus,
     FactType,
     ReferenceSpan,
+    Timeline,
     Turn,
 )
 from memoryquest.dataset import GeneratedDataset
@@ -312,6 +313,22 @@ def reference_on_query_date(d: GeneratedDataset) -> None:
     q.references[0].date = q.query_date
 
 
+def _first_timeline(d: GeneratedDataset) -> Timeline:
+    q = first_query(d)
+    return next(t for t in d.timelines if t.query_id == q.query_id)
+
+
+def last_event_on_query_date(d: GeneratedDataset) -> None:
+    """The timeline runs into the query's own day (its event no longer matches its session)."""
+    _first_timeline(d).events[-1].date = first_query(d).query_date
+
+
+def two_events_on_one_day(d: GeneratedDataset) -> None:
+    """Same-day events are in order; only their sessions and references no longer match."""
+    events = _first_timeline(d).events
+    events[1].date = events[0].date
+
+
 def echo_reference(d: GeneratedDataset) -> None:
     """A reference that repeats the request's own words (its cosine is kept: the word rule alone fires)."""
     q = first_query(d)
@@ -337,6 +354,11 @@ def echo_reference(d: GeneratedDataset) -> None:
         (uncovered_reference, {Rule.REFERENCE_UNCOVERED}),
         (stale_reference, {Rule.REFERENCE_STALE}),
         (reference_on_query_date, {Rule.REFERENCE_DATE, Rule.REFERENCE_EVENT_MATCH}),
+        (
+            last_event_on_query_date,
+            {Rule.TIMELINE_END, Rule.REFERENCE_EVENT_MATCH, Rule.SESSION_MATCHES_EVENT},
+        ),
+        (two_events_on_one_day, {Rule.REFERENCE_EVENT_MATCH, Rule.SESSION_MATCHES_EVENT}),
         (echo_reference, {Rule.REFERENCE_WORD_OVERLAP, Rule.COSINE_RECOMPUTED}),
     ],
     ids=lambda value: getattr(value, "__name__", None),
