@@ -269,6 +269,16 @@ def reference_turn_on_assistant(d: GeneratedDataset) -> None:
     session.reference_turn_indices = [1]
 
 
+def reference_turn_past_the_end(d: GeneratedDataset) -> None:
+    session = next(s for s in d.sessions if s.reference_id)
+    session.reference_turn_indices = [*session.reference_turn_indices, len(session.turns)]
+
+
+def empty_reference_span(d: GeneratedDataset) -> None:
+    span = next(s for s in d.sessions if s.reference_spans).reference_spans[0]
+    span.end = span.start
+
+
 def session_on_query_date(d: GeneratedDataset) -> None:
     """The conversation carrying a reference happens on the query date itself (history re-merged)."""
     q = first_query(d)
@@ -347,6 +357,8 @@ def echo_reference(d: GeneratedDataset) -> None:
         (positions_out_of_order, {Rule.HISTORY_POSITIONS}),
         (tampered_cosine, {Rule.COSINE_RECOMPUTED}),
         (reference_turn_on_assistant, {Rule.REFERENCE_TURN_INDICES, Rule.REFERENCE_SPAN}),
+        (reference_turn_past_the_end, {Rule.REFERENCE_TURN_INDICES}),
+        (empty_reference_span, {Rule.REFERENCE_SPAN}),
         (session_on_query_date, {Rule.SESSION_MATCHES_EVENT, Rule.REFERENCE_LEAK}),
         (fact_with_missing_session, {Rule.FACT_PROVENANCE}),
         (fact_with_foreign_reference, {Rule.FACT_REFERENCE_CONSISTENCY}),
