@@ -16,7 +16,6 @@ from memoryquest.contracts import (
     FactStatus,
     FactType,
     ReferenceSpan,
-    Timeline,
     Turn,
 )
 from memoryquest.dataset import GeneratedDataset
@@ -323,19 +322,14 @@ def reference_on_query_date(d: GeneratedDataset) -> None:
     q.references[0].date = q.query_date
 
 
-def _first_timeline(d: GeneratedDataset) -> Timeline:
-    q = first_query(d)
-    return next(t for t in d.timelines if t.query_id == q.query_id)
-
-
 def last_event_on_query_date(d: GeneratedDataset) -> None:
     """The timeline runs into the query's own day (its event no longer matches its session)."""
-    _first_timeline(d).events[-1].date = first_query(d).query_date
+    timeline_of(d, first_query(d).query_id).events[-1].date = first_query(d).query_date
 
 
 def two_events_on_one_day(d: GeneratedDataset) -> None:
     """Same-day events are in order; only their sessions and references no longer match."""
-    events = _first_timeline(d).events
+    events = timeline_of(d, first_query(d).query_id).events
     events[1].date = events[0].date
 
 

@@ -55,18 +55,13 @@ def test_each_way_out_of_the_form_is_refused_with_its_reason(text: str, mutate, 
     assert problem is not None and words in problem, problem
 
 
-def test_the_band_is_a_setting() -> None:
+def test_the_band_is_a_setting_that_holds_both_its_ends() -> None:
     text = IN_FORM[0]
     count = len(text.split())
     narrow = SETTINGS.model_copy(update={"news_words_max": count - 1})
     assert f"{count} words; the band is {SETTINGS.news_words_min}-{count - 1}" == news_form_problem(
         text, narrow
     )
-
-
-def test_the_band_holds_both_its_ends() -> None:
-    text = IN_FORM[0]
-    count = len(text.split())
     exact = SETTINGS.model_copy(update={"news_words_min": count, "news_words_max": count})
     assert news_form_problem(text, exact) is None
     above = SETTINGS.model_copy(update={"news_words_min": count + 1})

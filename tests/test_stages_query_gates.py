@@ -199,19 +199,17 @@ def test_an_echo_of_the_query_is_a_word_overlap(candidate: QueryCandidateDraft) 
     assert "reference 1" in found.detail
 
 
-def test_the_word_overlap_limit_is_inclusive(candidate: QueryCandidateDraft) -> None:
+def test_the_word_overlap_limit_is_a_setting_inclusive_at_its_end(
+    candidate: QueryCandidateDraft,
+) -> None:
     candidate.references[1].text = _echo(candidate.query)
+    loose = SETTINGS.model_copy(update={"shared_words_max": 100})
+    assert isinstance(check_candidate(candidate, loose), CheckedCandidate)
     shared = len(shared_content_words(candidate.query, candidate.references[1].text))
     at_the_limit = SETTINGS.model_copy(update={"shared_words_max": shared})
     assert isinstance(check_candidate(candidate, at_the_limit), CheckedCandidate)
     below = SETTINGS.model_copy(update={"shared_words_max": shared - 1})
     assert problem(check_candidate(candidate, below)).reason == RejectionReason.WORD_OVERLAP
-
-
-def test_the_word_overlap_limit_is_a_setting(candidate: QueryCandidateDraft) -> None:
-    candidate.references[1].text = _echo(candidate.query)
-    loose = SETTINGS.model_copy(update={"shared_words_max": 100})
-    assert isinstance(check_candidate(candidate, loose), CheckedCandidate)
 
 
 @pytest.mark.parametrize(
